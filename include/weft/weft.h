@@ -1,0 +1,203 @@
+/* weft: the public API of the core library (libweft.so).
+ * Communicators, the primitive interface (registered memory, connections,
+ * one-sided put, 64-bit semaphores, flush, port channels), errors, version. */
+#ifndef WEFT_WEFT_H
+#define WEFT_WEFT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define WEFT_API __attribute__((visibility("default")))
+#else
+#define WEFT_API
+#endif
+
+#define WEFT_VERSION_MAJOR 0
+#define WEFT_VERSION_MINOR 1
+#define WEFT_VERSION_PATCH 0
+/* One integer that orders versions: MAJOR * 10000 + MINOR * 100 + PATCH. */
+#define WEFT_VERSION_CODE (WEFT_VERSION_MAJOR * 10000 + WEFT_VERSION_MINOR * 100 + WEFT_VERSION_PATCH)
+
+/* ------------------------------------------------------------------ errors
+ * Every function returns 0 on success or a negative code: a negative errno
+ * (-EINVAL, -ENOMEM, -ETIMEDOUT, -ECONNRESET, -ENOSYS, -ENOTSUP, ...) or the
+ * negation of one of weft's own codes below. weft_strerror() names both. */
+enum weft_error {
+	WEFT_ERR_FIRST = 256,
+	WEFT_ERR_PLUGIN = 256,    /* a plugin could not be loaded, or a required one is missing */
+	WEFT_ERR_ABI = 257,       /* a plugin speaks another ABI major */
+	WEFT_ERR_CONFIG = 258,    /* the configuration file or a parameter value is invalid */
+	WEFT_ERR_PEER = 259,      /* a peer died or broke its connection */
+	WEFT_ERR_ABORTED = 260,   /* the communicator was aborted */
+	WEFT_ERR_PROTOCOL = 261,  /* a peer sent a malformed or unexpected message */
+	WEFT_ERR_AUTH = 262,      /* a peer did not prove it holds the job's secret */
+	WEFT_ERR_TRANSPORT = 263, /* the transport reported a failure (its message is in the log) */
+	WEFT_ERR_NO_DEVICE = 264, /* no device of the needed kind is present */
+	WEFT_ERR_MISMATCH = 265,  /* ranks disagree (configuration, plugin set, versions) */
+	WEFT_ERR_LAST
+};
+
+/* Returns a static, human-readable name for any code weft returns (0 included).
+ * Thread safety: any thread. Blocking: no. */
+WEFT_API const char *weft_strerror(int err);
+
+/* Returns WEFT_VERSION_CODE of the library actually loaded, which may differ
+ * from the header the caller was compiled against. Thread safety: any thread. */
+WEFT_API int weft_get_version(void);
+
+/* --------------------------------------------------------------- handles */
+typedef struct weft_comm weft_comm_t; /* a communicator: a group of ranks that met through the bootstrap */
+typedef struct weft_mem weft_mem_t;   /* a local memory region registered with every transport of a comm */
+typedef struct weft_rmem weft_rmem_t; /* a peer's registered region, imported from its serialized blob */
+typedef struct weft_conn weft_conn_t; /* a connection to one peer through one transport */
+typedef struct weft_sem weft_sem_t;   /* a local semaphore: a 64-bit token that peers raise */
+typedef struct weft_rsem weft_rsem_t; /* a peer's semaphore, imported, that this rank can signal */
+typedef struct weft_port weft_port_t; /* a port channel: a trigger FIFO drained by a CPU proxy thread */
+
+enum weft_mem_type {
+	WEFT_MEM_HOST = 0, /* ordinary host memory */
+	WEFT_MEM_CUDA = 1, /* CUDA device memory */
+	WEFT_MEM_HIP = 2,  /* HIP device memory */
+	WEFT_MEM_TYPE_COUNT
+};
+
+/* ---------------------------------------------------------- communicators */
+#define WEFT_UNIQUE_ID_BYTES 128
+/* Created by one rank (weft_get_unique_id) and handed to the others out of band.
+ * It holds the root's address and the job's random secret: treat it as a
+ * password. Same size as NCCL's ncclUniqueId. */
+struct weft_unique_id {
+	unsigned char internal[WEFT_UNIQUE_ID_BYTES];
+};
+
+/* Starts a bootstrap root in the calling process and describes it in *id.
+ * The root lives until the last communicator created from the id is destroyed.
+ * Errors: -EADDRNOTAVAIL (no usable interface), -errno of socket calls.
+ * Thread safety: any thread. Blocking: no. */
+WEFT_API int weft_get_unique_id(struct weft_unique_id *id);
+
+/* Creates a communicator of nranks ranks; this is rank `rank`. Every rank calls it
+ * with the same id. When id is NULL the root comes from WEFT_CORE_BOOTSTRAP_ROOT
+ * (host:port, rank 0 listens there) and the secret from WEFT_CORE_BOOTSTRAP_SECRET.
+ * Returns -ETIMEDOUT when not every rank arrives within WEFT_CORE_BOOTSTRAP_TIMEOUT.
+ * On success *comm is owned by the caller (weft_comm_destroy).
+ * Thread safety: any thread; a comm is then used by one thread at a time, except
+ * weft_comm_abort. Blocking: yes (until all ranks arrive). */
+WEFT_API int weft_comm_create(const struct weft_unique_id *id, int nranks, int rank, weft_comm_t **comm);
+
+/* As weft_comm_create with id NULL, taking rank and size from the launcher's
+ * environment (Open MPI, Slurm, torchrun; see docs/launching.md).
+ * Errors: -ENOENT when no launcher variables are set. */
+WEFT_API int weft_comm_create_from_env(weft_comm_t **comm);
+
+/* Destroys a communicator and everything created from it. Accepts NULL.
+ * Thread safety: one thread per comm. Blocking: yes (bounded; no peer is awaited
+ * beyond the peer timeout). */
+WEFT_API int weft_comm_destroy(weft_comm_t *comm);
+
+/* Makes every pending and later call on comm return -WEFT_ERR_ABORTED.
+ * Thread safety: any thread, also while another thread is inside a call on comm.
+ * Blocking: no. */
+WEFT_API int weft_comm_abort(weft_comm_t *comm);
+
+WEFT_API int weft_comm_rank(const weft_comm_t *comm);
+WEFT_API int weft_comm_size(const weft_comm_t *comm);
+
+/* Returns 0 while the communicator is healthy, else the error that broke it
+ * (-WEFT_ERR_PEER, -WEFT_ERR_ABORTED, ...). Thread safety: any thread. */
+WEFT_API int weft_comm_status(const weft_comm_t *comm);
+
+/* Out-of-band helpers over the bootstrap: small control messages, not data paths.
+ * Thread safety: one thread per comm. Blocking: yes, until done or a peer fails. */
+WEFT_API int weft_comm_barrier(weft_comm_t *comm);
+WEFT_API int weft_comm_allgather(weft_comm_t *comm, const void *mine, void *all, size_t bytes_each);
+WEFT_API int weft_comm_send(weft_comm_t *comm, int peer, uint32_t tag, const void *buf, size_t len);
+WEFT_API int weft_comm_recv(weft_comm_t *comm, int peer, uint32_t tag, void *buf, size_t len);
+
+/* ----------------------------------------------------------------- memory */
+/* Registers [ptr, ptr+len) with every transport the communicator has opened.
+ * The memory stays owned by the caller and must outlive the registration.
+ * Errors: -EINVAL (NULL ptr with len > 0, unknown type), -ENOTSUP (no transport
+ * reaches this memory type), -WEFT_ERR_TRANSPORT. Thread safety: one thread per comm. */
+WEFT_API int weft_mem_register(weft_comm_t *comm, void *ptr, size_t len, enum weft_mem_type type,
+			       weft_mem_t **mem);
+/* Accepts NULL. The region must not be the target or source of unflushed work. */
+WEFT_API int weft_mem_deregister(weft_mem_t *mem);
+
+/* Writes the region's portable description (one versioned section per transport)
+ * into buf. With buf NULL, or *len too small (-ENOSPC), sets *len to the size needed. */
+WEFT_API int weft_mem_serialize(const weft_mem_t *mem, void *buf, size_t *len);
+
+/* Imports a peer's blob. Errors: -WEFT_ERR_PROTOCOL (malformed blob, named in the log). */
+WEFT_API int weft_mem_import(weft_comm_t *comm, int peer, const void *buf, size_t len, weft_rmem_t **rmem);
+/* Accepts NULL. */
+WEFT_API int weft_rmem_release(weft_rmem_t *rmem);
+/* Serializes mem, swaps blobs with peer over the bootstrap and imports the peer's.
+ * Both ranks call it. */
+WEFT_API int weft_mem_exchange(weft_mem_t *mem, int peer, weft_rmem_t **rmem);
+
+/* ------------------------------------------------------------ connections */
+/* Connects to peer. transport names a loaded transport plugin ("ofi", "ucx", ...)
+ * or is NULL to let the core choose. Both ranks call it with the same transport.
+ * Errors: -WEFT_ERR_PLUGIN (named transport not loaded), -EHOSTUNREACH (it cannot
+ * reach that peer), -WEFT_ERR_PEER. Blocking: yes. */
+WEFT_API int weft_connect(weft_comm_t *comm, int peer, const char *transport, weft_conn_t **conn);
+/* Accepts NULL. Flushes first. */
+WEFT_API int weft_conn_close(weft_conn_t *conn);
+/* Name of the transport carrying conn. The string lives as long as conn. */
+WEFT_API const char *weft_conn_transport(const weft_conn_t *conn);
+
+/* One-sided write of len bytes from src+src_off to dst+dst_off at the peer.
+ * Returns when the operation is posted; the source may be reused and the data is
+ * guaranteed at the peer only after weft_flush (or a later signal the peer waits on).
+ * Errors: -EINVAL (out of bounds), -WEFT_ERR_PEER, -WEFT_ERR_ABORTED. Blocking: only
+ * while the transport's queue is full. */
+WEFT_API int weft_put(weft_conn_t *conn, weft_rmem_t *dst, uint64_t dst_off, weft_mem_t *src,
+		      uint64_t src_off, size_t len);
+
+/* Makes the peer's semaphore token equal value. Tokens only grow: value must be
+ * greater than any earlier value signalled to it. Every put posted on conn before
+ * the signal is visible at the peer when the new token is. */
+WEFT_API int weft_signal(weft_conn_t *conn, weft_rsem_t *sem, uint64_t value);
+
+/* Waits until every operation posted on conn is complete at the peer (written
+ * into its memory) and every source buffer may be reused. Blocking: yes, until
+ * done, the peer dies (-WEFT_ERR_PEER) or the comm is aborted. */
+WEFT_API int weft_flush(weft_conn_t *conn);
+
+/* ------------------------------------------------------------- semaphores */
+WEFT_API int weft_sem_create(weft_comm_t *comm, weft_sem_t **sem);
+WEFT_API int weft_sem_destroy(weft_sem_t *sem); /* accepts NULL */
+/* Current token value. Blocking: no. */
+WEFT_API uint64_t weft_sem_value(const weft_sem_t *sem);
+/* Waits until the token is >= value. Spins briefly, then sleeps between polls, so
+ * more ranks than cores still progress. No timeout: returns -WEFT_ERR_PEER when a
+ * peer of the comm dies, -WEFT_ERR_ABORTED after weft_comm_abort. */
+WEFT_API int weft_sem_wait(weft_sem_t *sem, uint64_t value);
+/* Swaps semaphores with peer over the bootstrap: *rsem is the peer's semaphore. */
+WEFT_API int weft_sem_exchange(weft_sem_t *sem, int peer, weft_rsem_t **rsem);
+WEFT_API int weft_rsem_release(weft_rsem_t *rsem); /* accepts NULL */
+
+/* ---------------------------------------------------------- port channels */
+/* A port channel is a FIFO of fixed-size triggers (put, signal, flush) over one
+ * connection. A producer pushes; a proxy thread of the core drains the FIFO into
+ * the transport. On CPU the producer is a host thread; on GPU, a kernel.
+ * depth is the number of FIFO slots (0 = WEFT_CORE_FIFO_DEPTH). */
+WEFT_API int weft_port_create(weft_conn_t *conn, unsigned depth, weft_port_t **port);
+WEFT_API int weft_port_destroy(weft_port_t *port); /* accepts NULL; drains first */
+/* Push a trigger. Blocks only while the FIFO is full. */
+WEFT_API int weft_port_put(weft_port_t *port, weft_rmem_t *dst, uint64_t dst_off, weft_mem_t *src,
+			   uint64_t src_off, size_t len);
+WEFT_API int weft_port_signal(weft_port_t *port, weft_rsem_t *sem, uint64_t value);
+/* Push a flush trigger and wait until the proxy has completed it. */
+WEFT_API int weft_port_flush(weft_port_t *port);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* WEFT_WEFT_H */

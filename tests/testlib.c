@@ -1,0 +1,220 @@
+/* Shared test helpers: forking real ranks, temporary files, environment. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ftw.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "testlib.h"
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int wt_fork_ranks_status(int nranks, wt_rank_fn fn, void *arg, int timeout_s, int *status)
+{
+	pid_t *pids = calloc((size_t)nranks, sizeof(*pids));
+	if (!pids)
+		return -1;
+	fflush(NULL);
+	for (int r = 0; r < nranks; r++) {
+		pid_t pid = fork();
+		if (pid == 0) {
+			/* A rank must never outlive the test that made it. */
+			alarm((unsigned)timeout_s + 5);
+			int rc = fn(r, nranks, arg);
+			fflush(NULL);
+			_exit(rc == 0 ? 0 : (rc < 0 ? 1 : rc & 0xff));
+		}
+		if (pid < 0) {
+			fprintf(stderr, "fork: %s\n", strerror(errno));
+			for (int k = 0; k < r; k++)
+				kill(pids[k], SIGKILL);
+			for (int k = 0; k < r; k++)
+				waitpid(pids[k], NULL, 0);
+			free(pids);
+			return -1;
+		}
+		pids[r] = pid;
+	}
+	for (int r = 0; r < nranks; r++)
+		status[r] = -1;
+	int left = nranks;
+	double deadline = now_s() + timeout_s;
+	while (left > 0 && now_s() < deadline) {
+		int st;
+		pid_t pid = waitpid(-1, &st, WNOHANG);
+		if (pid > 0) {
+			for (int r = 0; r < nranks; r++)
+				if (pids[r] == pid) {
+					status[r] = st;
+					pids[r] = 0;
+					left--;
+				}
+		} else {
+			usleep(2000);
+		}
+	}
+	for (int r = 0; r < nranks; r++)
+		if (pids[r] > 0) {
+			fprintf(stderr, "rank %d did not finish within %d s; killing it\n", r, timeout_s);
+			kill(pids[r], SIGKILL);
+			waitpid(pids[r], NULL, 0);
+		}
+	free(pids);
+	return 0;
+}
+
+int wt_fork_ranks(int nranks, wt_rank_fn fn, void *arg, int timeout_s)
+{
+	int *st = calloc((size_t)nranks, sizeof(*st));
+	if (!st || wt_fork_ranks_status(nranks, fn, arg, timeout_s, st) != 0) {
+		free(st);
+		return nranks;
+	}
+	int bad = 0;
+	for (int r = 0; r < nranks; r++) {
+		if (st[r] == -1) {
+			bad++;
+		} else if (WIFSIGNALED(st[r])) {
+			fprintf(stderr, "rank %d died of signal %d\n", r, WTERMSIG(st[r]));
+			bad++;
+		} else if (WEXITSTATUS(st[r]) != 0) {
+			fprintf(stderr, "rank %d exited %d\n", r, WEXITSTATUS(st[r]));
+			bad++;
+		}
+	}
+	free(st);
+	return bad;
+}
+
+char *wt_mkdtemp(const char *tag)
+{
+	const char *base = getenv("TMPDIR");
+	char *path;
+	if (asprintf(&path, "%s/weft-%s-XXXXXX", base && *base ? base : "/tmp", tag) < 0)
+		return NULL;
+	if (!mkdtemp(path)) {
+		free(path);
+		return NULL;
+	}
+	return path;
+}
+
+static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	return remove(p);
+}
+
+void wt_rmdir(const char *path)
+{
+	if (path)
+		nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+char *wt_write_file(const char *dir, const char *name, const char *text)
+{
+	char *path;
+	if (asprintf(&path, "%s/%s", dir, name) < 0)
+		return NULL;
+	FILE *f = fopen(path, "w");
+	if (!f) {
+		free(path);
+		return NULL;
+	}
+	fputs(text, f);
+	fclose(f);
+	return path;
+}
+
+char *wt_read_file(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	size_t cap = 4096, n = 0;
+	char *buf = malloc(cap);
+	size_t k;
+	while (buf && (k = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+		n += k;
+		if (cap - n - 1 == 0) {
+			char *nb = realloc(buf, cap * 2);
+			if (!nb) {
+				free(buf);
+				buf = NULL;
+				break;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+	}
+	fclose(f);
+	if (buf)
+		buf[n] = '\0';
+	return buf;
+}
+
+char *wt_run_capture(const char *cmd, int *status)
+{
+	char *full;
+	if (asprintf(&full, "( %s ) 2>&1", cmd) < 0)
+		return NULL;
+	FILE *p = popen(full, "r");
+	free(full);
+	if (!p)
+		return NULL;
+	size_t cap = 4096, n = 0;
+	char *buf = malloc(cap);
+	size_t k;
+	while (buf && (k = fread(buf + n, 1, cap - n - 1, p)) > 0) {
+		n += k;
+		if (cap - n - 1 == 0) {
+			char *nb = realloc(buf, cap * 2);
+			if (!nb)
+				break;
+			buf = nb;
+			cap *= 2;
+		}
+	}
+	if (buf)
+		buf[n] = '\0';
+	int st = pclose(p);
+	if (status)
+		*status = st;
+	return buf;
+}
+
+int wt_free_port(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0)
+		return -1;
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(a);
+	int port = -1;
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+		port = ntohs(a.sin_port);
+	close(fd);
+	return port;
+}
+
+int wt_run_suite(Suite *s)
+{
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? 0 : 1;
+}
