@@ -182,6 +182,9 @@ struct weft_transport_ops {
 	int (*describe)(void *tc, char *buf, size_t len);
 	/* Report the devices it offers; *n is in: capacity, out: count. Optional. */
 	int (*probe)(struct weft_tp_device *devs, int *n);
+	/* Describe one connected endpoint in one line ("provider=tcp fabric=... peer=..."),
+	 * so users and tests can see what really carries a connection. Optional. */
+	int (*ep_describe)(void *ep, char *buf, size_t len);
 };
 
 /* ------------------------------------------------------- algorithm packs */

@@ -151,6 +151,9 @@ WEFT_API int weft_connect(weft_comm_t *comm, int peer, const char *transport, we
 WEFT_API int weft_conn_close(weft_conn_t *conn);
 /* Name of the transport carrying conn. The string lives as long as conn. */
 WEFT_API const char *weft_conn_transport(const weft_conn_t *conn);
+/* One line saying what carries conn, from the transport (e.g. "ofi provider=tcp
+ * fabric=127.0.0.0/8 domain=lo"). -ENOSYS when the transport cannot say. */
+WEFT_API int weft_conn_describe(const weft_conn_t *conn, char *buf, size_t len);
 
 /* One-sided write of len bytes from src+src_off to dst+dst_off at the peer.
  * Returns when the operation is posted; the source may be reused and the data is

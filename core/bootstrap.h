@@ -1,0 +1,74 @@
+/* The bootstrap: TCP rendezvous of a communicator's ranks, authenticated and
+ * length-checked control messages between them, and peer liveness. One
+ * instance per communicator; a service thread owns its sockets. */
+#ifndef WEFT_CORE_BOOTSTRAP_H
+#define WEFT_CORE_BOOTSTRAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <weft/weft.h>
+
+struct weft__bootstrap;
+
+/* Layout of struct weft_unique_id's 128 bytes (private to the core). */
+struct weft__unique_id_layout {
+	uint32_t magic;        /* "WFT1" */
+	uint16_t version;      /* bootstrap protocol version */
+	uint16_t family;       /* AF_INET */
+	uint8_t addr[16];      /* root address, network order */
+	uint16_t port;         /* network order */
+	uint8_t has_secret;
+	uint8_t pad[5];
+	uint8_t secret[32];    /* random */
+	uint64_t nonce;        /* distinguishes ids made by one root */
+	uint8_t reserved[56];
+};
+
+/* Makes an id and starts a root serving it in this process (a thread); the root
+ * lives until every rank of the job has fetched the peer table, or until
+ * weft__bootstrap_root_stop. Picks the address from WEFT_CORE_BOOTSTRAP_ADDR,
+ * else WEFT_CORE_BOOTSTRAP_IFNAME, else the first non-loopback up interface,
+ * else loopback. */
+int weft__bootstrap_make_id(struct weft_unique_id *id);
+
+/* Joins the job. id NULL: root from WEFT_CORE_BOOTSTRAP_ROOT, secret from
+ * WEFT_CORE_BOOTSTRAP_SECRET (unauthenticated with a warning when unset); rank 0
+ * then serves the root itself. Returns -ETIMEDOUT when the rendezvous does not
+ * complete within WEFT_CORE_BOOTSTRAP_TIMEOUT. On success the liveness watch
+ * runs: a peer's EOF or missed heartbeats (WEFT_CORE_PEER_TIMEOUT) marks the
+ * bootstrap failed with -WEFT_ERR_PEER. */
+int weft__bootstrap_create(const struct weft_unique_id *id, int nranks, int rank, struct weft__bootstrap **bs);
+void weft__bootstrap_destroy(struct weft__bootstrap *bs);
+
+int weft__bootstrap_rank(const struct weft__bootstrap *bs);
+int weft__bootstrap_size(const struct weft__bootstrap *bs);
+/* 64-bit tag, the same on every rank of this communicator and unlikely on any other. */
+uint64_t weft__bootstrap_tag(const struct weft__bootstrap *bs);
+/* Numeric IP address this rank's bootstrap is bound to, and a peer's. */
+const char *weft__bootstrap_local_addr(const struct weft__bootstrap *bs);
+const char *weft__bootstrap_peer_addr(const struct weft__bootstrap *bs, int peer);
+/* Host identity (boot id + network-namespace inode): equal strings, one host. */
+const char *weft__bootstrap_host_id(const struct weft__bootstrap *bs, int rank);
+/* Process identity: equal for ranks in one process. */
+uint64_t weft__bootstrap_proc_id(const struct weft__bootstrap *bs, int rank);
+
+/* Messages: (peer, tag) ordered, any length up to WEFT_CORE_BOOTSTRAP_MAX_MSG.
+ * recv blocks until the message arrives, the peer dies (-WEFT_ERR_PEER) or the
+ * bootstrap is aborted (-WEFT_ERR_ABORTED); -EMSGSIZE when len differs. */
+int weft__bootstrap_send(struct weft__bootstrap *bs, int peer, uint32_t tag, const void *buf, size_t len);
+int weft__bootstrap_recv(struct weft__bootstrap *bs, int peer, uint32_t tag, void *buf, size_t len);
+int weft__bootstrap_allgather(struct weft__bootstrap *bs, const void *mine, void *all, size_t each);
+int weft__bootstrap_barrier(struct weft__bootstrap *bs);
+
+/* 0 while healthy, else the error that broke it. Cheap: an atomic load. */
+int weft__bootstrap_status(const struct weft__bootstrap *bs);
+/* Marks it failed with err (first error wins) and wakes every waiter. Any thread. */
+void weft__bootstrap_fail(struct weft__bootstrap *bs, int err);
+
+/* Waiters elsewhere in the core (semaphore waits, flush) register an eventfd-like
+ * wake-up so that a peer failure or abort interrupts their sleep. Returns a
+ * pointer to a counter that changes on every failure; compare and sleep. */
+const volatile uint32_t *weft__bootstrap_fail_word(const struct weft__bootstrap *bs);
+
+#endif

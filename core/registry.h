@@ -1,0 +1,42 @@
+/* The plugin registry: the one process-wide object. It finds libweft-*.so files
+ * along the search path, loads them with dlopen, checks their descriptors, and
+ * remembers every file it saw, loaded or not, with the reason. */
+#ifndef WEFT_CORE_REGISTRY_H
+#define WEFT_CORE_REGISTRY_H
+
+#include <weft/plugin.h>
+
+enum weft__plugin_state {
+	WEFT_PLUGIN_LOADED = 0,
+	WEFT_PLUGIN_REJECTED = 1, /* reason says why */
+	WEFT_PLUGIN_SHADOWED = 2  /* the same name was loaded earlier in the search order */
+};
+
+/* One entry per descriptor loaded, and one per file rejected or shadowed. */
+struct weft__plugin_entry {
+	enum weft__plugin_state state;
+	char *path;       /* the file */
+	char *name;       /* descriptor name; NULL when rejected before one was read */
+	enum weft_plugin_kind kind;
+	unsigned abi_major, abi_minor;
+	const void *ops;  /* struct weft_transport_ops / struct weft_algo_ops */
+	char *reason;     /* for REJECTED and SHADOWED */
+};
+
+/* Loads the config (config.h) and scans the search path once:
+ * WEFT_PLUGIN_PATH (colon list), then <dir of libweft.so>/weft/, then the build
+ * tree's plugin folder. Idempotent; thread safety: any thread. Returns 0, or the
+ * config error. A required plugin ([core] require = a,b) that did not load
+ * returns -WEFT_ERR_PLUGIN naming it. */
+int weft__registry_load(void);
+
+/* All entries in search order. Valid until exit. */
+int weft__registry_entries(const struct weft__plugin_entry *const **entries);
+
+/* The loaded plugin of that kind and name, or NULL. */
+const struct weft__plugin_entry *weft__registry_find(enum weft_plugin_kind kind, const char *name);
+
+/* The search path actually used, as a malloc'd colon list. */
+char *weft__registry_search_path(void);
+
+#endif
