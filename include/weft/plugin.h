@@ -199,10 +199,64 @@ enum weft_collective {
 	WEFT_COLL_COUNT
 };
 
-struct weft_coll_args; /* defined with the collective API */
-struct weft_algo_comm; /* the pack's view of a communicator, defined with the collective API */
+/* One collective call as the core hands it to an algorithm. */
+struct weft_coll_args {
+	size_t size;
+	enum weft_collective coll;
+	const void *sendbuf;
+	void *recvbuf;
+	size_t count;             /* elements, as the public call takes it */
+	enum weft_datatype dtype;
+	enum weft_redop op;
+	int root;                 /* broadcast, reduce; the peer for send/recv */
+	enum weft_mem_type mem_type;
+	void *stream;             /* NULL: complete on the host before returning */
+	uint64_t bytes;           /* the size algorithms are chosen by (nccl-tests' convention) */
+};
 
-/* One algorithm: what it serves and how to run it. */
+/* The primitive API, lent to algorithm packs: the functions of weft.h, so a
+ * pack builds on exactly what applications can use, without linking the core. */
+struct weft_prim_api {
+	size_t size;
+	/* ABI 0.1 */
+	int (*comm_rank)(const weft_comm_t *comm);
+	int (*comm_size)(const weft_comm_t *comm);
+	int (*comm_status)(const weft_comm_t *comm);
+	int (*comm_barrier)(weft_comm_t *comm);
+	int (*comm_allgather)(weft_comm_t *comm, const void *mine, void *all, size_t bytes_each);
+	int (*comm_send)(weft_comm_t *comm, int peer, uint32_t tag, const void *buf, size_t len);
+	int (*comm_recv)(weft_comm_t *comm, int peer, uint32_t tag, void *buf, size_t len);
+	int (*mem_register)(weft_comm_t *comm, void *ptr, size_t len, enum weft_mem_type type, weft_mem_t **mem);
+	int (*mem_deregister)(weft_mem_t *mem);
+	int (*mem_exchange)(weft_mem_t *mem, int peer, weft_rmem_t **rmem);
+	int (*rmem_release)(weft_rmem_t *rmem);
+	int (*connect)(weft_comm_t *comm, int peer, const char *transport, weft_conn_t **conn);
+	int (*conn_close)(weft_conn_t *conn);
+	int (*put)(weft_conn_t *conn, weft_rmem_t *dst, uint64_t dst_off, weft_mem_t *src, uint64_t src_off,
+		   size_t len);
+	int (*signal)(weft_conn_t *conn, weft_rsem_t *sem, uint64_t value);
+	int (*flush)(weft_conn_t *conn);
+	int (*sem_create)(weft_comm_t *comm, weft_sem_t **sem);
+	int (*sem_destroy)(weft_sem_t *sem);
+	uint64_t (*sem_value)(const weft_sem_t *sem);
+	int (*sem_wait)(weft_sem_t *sem, uint64_t value);
+	int (*sem_exchange)(weft_sem_t *sem, int peer, weft_rsem_t **rsem);
+	int (*rsem_release)(weft_rsem_t *rsem);
+};
+
+/* The pack's view of a communicator, given to setup. */
+struct weft_algo_comm {
+	size_t size;
+	weft_comm_t *comm;
+	int rank;
+	int nranks;
+	const struct weft_prim_api *prim;
+	const struct weft_core_api *core; /* the pack's own services (log, params) */
+};
+
+/* One algorithm: what it serves and how to run it. The core calls setup once per
+ * communicator, lazily, collectively (every rank at the same call), then execute
+ * for each call it selects this algorithm for, and teardown at comm destroy. */
 struct weft_algo {
 	size_t size;
 	const char *name;            /* unique within its pack */
@@ -210,8 +264,13 @@ struct weft_algo {
 	uint64_t min_bytes, max_bytes; /* message sizes it accepts (max 0 = no limit) */
 	int min_ranks, max_ranks;      /* max 0 = no limit */
 	uint32_t mem_types;            /* bit (1u << enum weft_mem_type) */
+	/* Preference when several algorithms fit a call and no rule picks one:
+	 * the highest wins. */
+	int priority;
 	/* Per-communicator state, made once. */
-	int (*setup)(struct weft_algo_comm *comm, void **state);
+	int (*setup)(const struct weft_algo_comm *comm, void **state);
+	/* Optional refusal of one call (type/op it cannot do): -ENOTSUP. */
+	int (*supports)(void *state, const struct weft_coll_args *args);
 	int (*execute)(void *state, const struct weft_coll_args *args);
 	void (*teardown)(void *state);
 };

@@ -200,6 +200,80 @@ WEFT_API int weft_port_signal(weft_port_t *port, weft_rsem_t *sem, uint64_t valu
 /* Push a flush trigger and wait until the proxy has completed it. */
 WEFT_API int weft_port_flush(weft_port_t *port);
 
+/* ------------------------------------------------------------ collectives
+ * NCCL's semantics: every rank of the comm makes the same calls in the same
+ * order. `stream` is a cudaStream_t (or hipStream_t) for device buffers: the
+ * call is enqueued there and returns; with stream NULL the call completes on the
+ * host before it returns (host buffers always do). Counts are elements.
+ * An unsupported combination (type, op, memory type) returns -ENOTSUP with a
+ * message naming it, never a wrong result.
+ * Thread safety: one thread per comm. Blocking: see stream above; a dead peer or
+ * abort returns -WEFT_ERR_PEER / -WEFT_ERR_ABORTED. */
+enum weft_datatype {
+	WEFT_INT8 = 0,
+	WEFT_UINT8 = 1,
+	WEFT_INT32 = 2,
+	WEFT_UINT32 = 3,
+	WEFT_INT64 = 4,
+	WEFT_UINT64 = 5,
+	WEFT_FLOAT16 = 6,  /* IEEE half */
+	WEFT_BFLOAT16 = 7,
+	WEFT_FLOAT32 = 8,
+	WEFT_FLOAT64 = 9,
+	WEFT_FP8_E4M3 = 10,
+	WEFT_FP8_E5M2 = 11,
+	WEFT_DATATYPE_COUNT
+};
+
+enum weft_redop {
+	WEFT_SUM = 0,
+	WEFT_PROD = 1,
+	WEFT_MIN = 2,
+	WEFT_MAX = 3,
+	WEFT_AVG = 4, /* sum divided by the rank count, in the element type */
+	WEFT_REDOP_COUNT
+};
+
+/* Bytes per element; 0 for an unknown type. */
+WEFT_API size_t weft_datatype_size(enum weft_datatype type);
+/* Names: "int8" "uint8" "int32" "uint32" "int64" "uint64" "float16"/"half"
+ * "bfloat16" "float32"/"float" "float64"/"double" "fp8_e4m3" "fp8_e5m2";
+ * "sum" "prod" "min" "max" "avg". Parsers return -EINVAL for unknown names. */
+WEFT_API const char *weft_datatype_name(enum weft_datatype type);
+WEFT_API int weft_datatype_parse(const char *name, enum weft_datatype *type);
+WEFT_API const char *weft_redop_name(enum weft_redop op);
+WEFT_API int weft_redop_parse(const char *name, enum weft_redop *op);
+
+/* In place when sendbuf == recvbuf (for allgather: sendbuf == recvbuf + rank *
+ * count elements; for reduce-scatter: sendbuf + rank * count == recvbuf). */
+WEFT_API int weft_allreduce(const void *sendbuf, void *recvbuf, size_t count, enum weft_datatype type,
+			    enum weft_redop op, weft_comm_t *comm, void *stream);
+/* recvbuf holds nranks * sendcount elements, rank r's block at r * sendcount. */
+WEFT_API int weft_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, enum weft_datatype type,
+			    weft_comm_t *comm, void *stream);
+/* sendbuf holds nranks * recvcount elements; rank r receives the reduction of block r. */
+WEFT_API int weft_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+				 enum weft_datatype type, enum weft_redop op, weft_comm_t *comm, void *stream);
+/* sendbuf is read on root only. */
+WEFT_API int weft_broadcast(const void *sendbuf, void *recvbuf, size_t count, enum weft_datatype type,
+			    int root, weft_comm_t *comm, void *stream);
+/* recvbuf is written on root only. */
+WEFT_API int weft_reduce(const void *sendbuf, void *recvbuf, size_t count, enum weft_datatype type,
+			 enum weft_redop op, int root, weft_comm_t *comm, void *stream);
+/* count elements go to each peer: block p of sendbuf to rank p, block p of recvbuf from rank p. */
+WEFT_API int weft_alltoall(const void *sendbuf, void *recvbuf, size_t count, enum weft_datatype type,
+			   weft_comm_t *comm, void *stream);
+/* Point to point. Outside a group a send and its matching recv must not both be
+ * issued by one thread; inside a group they are fused and may pair up freely. */
+WEFT_API int weft_send(const void *buf, size_t count, enum weft_datatype type, int peer, weft_comm_t *comm,
+		       void *stream);
+WEFT_API int weft_recv(void *buf, size_t count, enum weft_datatype type, int peer, weft_comm_t *comm,
+		       void *stream);
+/* Calls between start and end are queued and run at end; groups nest (only the
+ * outermost end runs them). Per calling thread. */
+WEFT_API int weft_group_start(void);
+WEFT_API int weft_group_end(void);
+
 #ifdef __cplusplus
 }
 #endif
