@@ -4,6 +4,7 @@
 #ifndef WEFT_CORE_REGISTRY_H
 #define WEFT_CORE_REGISTRY_H
 
+#include <stdio.h>
 #include <weft/plugin.h>
 
 enum weft__plugin_state {
@@ -23,20 +24,35 @@ struct weft__plugin_entry {
 	char *reason;     /* for REJECTED and SHADOWED */
 };
 
+/* The functions marked WEFT_API below are exported from libweft.so for weft's
+ * own tools and tests only (weft-info, tests/test_registry.c). They are not API:
+ * no header under include/ declares them and they may change at any time. */
+
 /* Loads the config (config.h) and scans the search path once:
  * WEFT_PLUGIN_PATH (colon list), then <dir of libweft.so>/weft/, then the build
- * tree's plugin folder. Idempotent; thread safety: any thread. Returns 0, or the
- * config error. A required plugin ([core] require = a,b) that did not load
- * returns -WEFT_ERR_PLUGIN naming it. */
-int weft__registry_load(void);
+ * tree's plugin folder. Idempotent: later calls return the first result.
+ * Thread safety: any thread. Returns 0, or the config error. A required plugin
+ * ([core] require = a,b) that did not load returns -WEFT_ERR_PLUGIN naming it;
+ * the scan still completes, so every entry is there to be shown. */
+WEFT_API int weft__registry_load(void);
 
-/* All entries in search order. Valid until exit. */
-int weft__registry_entries(const struct weft__plugin_entry *const **entries);
+/* All entries in search order; returns their count. Loads first when nothing
+ * was loaded yet. The array and entries are valid until exit. */
+WEFT_API int weft__registry_entries(const struct weft__plugin_entry *const **entries);
 
-/* The loaded plugin of that kind and name, or NULL. */
+/* The loaded plugin of that kind and name, or NULL. Loads first when needed. */
 const struct weft__plugin_entry *weft__registry_find(enum weft_plugin_kind kind, const char *name);
 
-/* The search path actually used, as a malloc'd colon list. */
-char *weft__registry_search_path(void);
+/* The search path actually used, as a malloc'd colon list (NULL: no memory). */
+WEFT_API char *weft__registry_search_path(void);
+
+/* Why weft__registry_load failed, in one line, or NULL when it succeeded (or
+ * has not run). Valid until exit. */
+WEFT_API const char *weft__registry_error(void);
+
+/* For weft-info: the config file in use (weft__config_path) and every
+ * parameter (weft__config_print), re-exported because config.h stays hidden. */
+WEFT_API const char *weft__registry_config_path(void);
+WEFT_API void weft__registry_config_print(FILE *out);
 
 #endif

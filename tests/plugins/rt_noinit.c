@@ -1,0 +1,8 @@
+/* A shared object named like a plugin that exports no weft_plugin_init (here a
+ * misspelled one). */
+#include <weft/plugin.h>
+
+WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_initialize(const struct weft_core_api *core)
+{
+	return NULL;
+}

@@ -1,0 +1,636 @@
+/* Tests of core/registry.c, core/plugin_api.c and weft-info: what a user sees
+ * when plugin files are broken, duplicated, shadowed, required, older or newer.
+ * Most cases run weft-info as a user would; the ABI cases load in-process (each
+ * Check test runs in its own forked process, so each gets a fresh registry). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <weft/plugin.h>
+
+#include "registry.h"
+#include "testlib.h"
+
+#ifndef RT_PLUGIN_BASE
+#error "RT_PLUGIN_BASE (the folder holding plugins-<case>/) must be defined"
+#endif
+#ifndef RT_WEFT_INFO
+#error "RT_WEFT_INFO (path of weft-info) must be defined"
+#endif
+
+/* The folder of one case's test plugins, built by tests/registry.cmake. */
+static char *case_dir(const char *name)
+{
+	char *p;
+	ck_assert_int_ge(asprintf(&p, "%s/plugins-%s", RT_PLUGIN_BASE, name), 0);
+	return p;
+}
+
+/* Runs weft-info with extra environment assignments and arguments; returns its
+ * combined output and writes its exit code (-1: killed by a signal). */
+static char *run_info(const char *env, const char *args, int *code)
+{
+	char *cmd;
+	ck_assert_int_ge(asprintf(&cmd, "env %s '%s' %s", env ? env : "", RT_WEFT_INFO, args ? args : ""), 0);
+	int st = 0;
+	char *out = wt_run_capture(cmd, &st);
+	ck_assert_ptr_nonnull(out);
+	*code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	if (*code == -1)
+		fprintf(stderr, "'%s' died of signal %d; output:\n%s\n", cmd, WTERMSIG(st), out);
+	free(cmd);
+	return out;
+}
+
+/* Asserts that out contains needle, printing out when it does not. */
+#define ASSERT_HAS(out, needle) \
+	ck_assert_msg(strstr((out), (needle)) != NULL, "expected \"%s\" in output:\n%s", (needle), (out))
+#define ASSERT_HASNT(out, needle) \
+	ck_assert_msg(strstr((out), (needle)) == NULL, "did not expect \"%s\" in output:\n%s", (needle), (out))
+
+/* The line of out that contains needle, copied into buf ("" if none). */
+static const char *line_with(const char *out, const char *needle, char *buf, size_t len)
+{
+	const char *p = strstr(out, needle);
+	buf[0] = '\0';
+	if (!p)
+		return buf;
+	const char *b = p;
+	while (b > out && b[-1] != '\n')
+		b--;
+	const char *e = strchr(p, '\n');
+	size_t n = e ? (size_t)(e - b) : strlen(b);
+	if (n >= len)
+		n = len - 1;
+	memcpy(buf, b, n);
+	buf[n] = '\0';
+	return buf;
+}
+
+static void write_bytes(const char *path, const unsigned char *data, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, data, len), (ssize_t)len);
+	close(fd);
+}
+
+/* ----------------------------------------------------------- bad files */
+
+START_TEST(garbage_file_is_named_with_reason)
+{
+	char *dir = wt_mkdtemp("reg-garbage");
+	ck_assert_ptr_nonnull(dir);
+	unsigned char junk[4096];
+	srand((unsigned)getpid());
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = (unsigned char)rand();
+	char *bogus, *elfish;
+	ck_assert_int_ge(asprintf(&bogus, "%s/libweft-bogus.so", dir), 0);
+	ck_assert_int_ge(asprintf(&elfish, "%s/libweft-elfish.so", dir), 0);
+	write_bytes(bogus, junk, sizeof(junk));
+	/* A file that starts like an ELF object and then is garbage. */
+	memcpy(junk, "\177ELF\002\001\001", 7);
+	write_bytes(elfish, junk, sizeof(junk));
+
+	char *env;
+	ck_assert_int_ge(asprintf(&env, "WEFT_PLUGIN_PATH='%s'", dir), 0);
+	int code;
+	char *out = run_info(env, NULL, &code);
+	ck_assert_msg(code == 0, "weft-info exited %d:\n%s", code, out);
+	char line[2048];
+	ck_assert_msg(strstr(out, "not loaded") != NULL, "no 'not loaded' section:\n%s", out);
+	line_with(strstr(out, "not loaded"), bogus, line, sizeof(line));
+	ck_assert_msg(strstr(line, "REJECTED") && strstr(line, "cannot be loaded: "),
+		      "summary line for %s lacks its reason: '%s'", bogus, line);
+	line_with(strstr(out, "not loaded"), elfish, line, sizeof(line));
+	ck_assert_msg(strstr(line, "REJECTED") && strstr(line, "cannot be loaded: "),
+		      "summary line for %s lacks its reason: '%s'", elfish, line);
+	free(out);
+	free(env);
+	free(bogus);
+	free(elfish);
+	wt_rmdir(dir);
+	free(dir);
+}
+END_TEST
+
+/* Runs weft-info over one case folder; expects exit 0 and every needle. */
+static void expect_info(const char *cas, const char *const *needles)
+{
+	char *dir = case_dir(cas);
+	char *env;
+	ck_assert_int_ge(asprintf(&env, "WEFT_PLUGIN_PATH='%s' WEFT_LOG_LEVEL=info", dir), 0);
+	int code;
+	char *out = run_info(env, NULL, &code);
+	ck_assert_msg(code == 0, "weft-info exited %d:\n%s", code, out);
+	for (int i = 0; needles[i]; i++)
+		ASSERT_HAS(out, needles[i]);
+	free(out);
+	free(env);
+	free(dir);
+}
+
+START_TEST(unresolved_symbol_quotes_dlerror)
+{
+	char *f;
+	ck_assert_int_ge(asprintf(&f, "REJECTED %s/plugins-unresolved/libweft-rt-unresolved.so: cannot be loaded",
+				  RT_PLUGIN_BASE), 0);
+	const char *needles[] = {f, "undefined symbol: rt_symbol_nobody_defines", NULL};
+	expect_info("unresolved", needles);
+	free(f);
+}
+END_TEST
+
+START_TEST(no_init_symbol)
+{
+	char *f;
+	ck_assert_int_ge(asprintf(&f, "REJECTED %s/plugins-noinit/libweft-rt-noinit.so: exports no weft_plugin_init",
+				  RT_PLUGIN_BASE), 0);
+	const char *needles[] = {f, NULL};
+	expect_info("noinit", needles);
+	free(f);
+}
+END_TEST
+
+START_TEST(init_returns_null)
+{
+	char *f;
+	ck_assert_int_ge(asprintf(&f, "REJECTED %s/plugins-initnull/libweft-rt-initnull.so: weft_plugin_init returned NULL",
+				  RT_PLUGIN_BASE), 0);
+	/* The plugin's own log line, tagged with the file's name during init. */
+	const char *needles[] = {f, "rt-initnull: declining to load", NULL};
+	expect_info("initnull", needles);
+	free(f);
+}
+END_TEST
+
+START_TEST(abi_major_refused_naming_both)
+{
+	char *f, *why;
+	ck_assert_int_ge(asprintf(&f, "REJECTED %s/plugins-abi1/libweft-rt-abi1.so", RT_PLUGIN_BASE), 0);
+	ck_assert_int_ge(asprintf(&why, "built for ABI 1.2, core speaks %d.%d", WEFT_PLUGIN_ABI_MAJOR,
+				  WEFT_PLUGIN_ABI_MINOR), 0);
+	const char *needles[] = {f, why, NULL};
+	expect_info("abi1", needles);
+	free(f);
+	free(why);
+}
+END_TEST
+
+START_TEST(missing_required_op_named)
+{
+	char *f;
+	ck_assert_int_ge(asprintf(&f, "REJECTED %s/plugins-missingop/libweft-rt-missingop.so ('rt-missingop')",
+				  RT_PLUGIN_BASE), 0);
+	const char *needles[] = {f, "lacks the required op 'put'", NULL};
+	expect_info("missingop", needles);
+	free(f);
+}
+END_TEST
+
+START_TEST(bad_descriptors_refused_one_by_one)
+{
+	char *f;
+	ck_assert_int_ge(asprintf(&f, "%s/plugins-baddesc/libweft-rt-baddesc.so", RT_PLUGIN_BASE), 0);
+	const char *needles[] = {
+		"rt-baddesc       transport",
+		"descriptor 2 has size 4, too small to hold its ABI version",
+		"descriptor 3 has size 16, smaller than",
+		"descriptor 4 has no name",
+		"bad name 'Bad_Name'",
+		"'rt-badkind' has unknown kind 7",
+		"'rt-noops' has no ops table",
+		"'rt-tinyops' has a transport ops table of size 8",
+		"the name 'rt-baddesc' is already taken by",
+		NULL,
+	};
+	expect_info("baddesc", needles);
+	free(f);
+}
+END_TEST
+
+/* ------------------------------------------------------ names and order */
+
+START_TEST(duplicate_in_one_folder_rejects_later_file)
+{
+	char *dir = case_dir("dup");
+	char *a, *b;
+	ck_assert_int_ge(asprintf(&a, "rt-dup           transport ABI %d.%-3d %s/libweft-rt-dup-a.so",
+				  WEFT_PLUGIN_ABI_MAJOR, WEFT_PLUGIN_ABI_MINOR, dir), 0);
+	ck_assert_int_ge(asprintf(&b, "REJECTED %s/libweft-rt-dup-b.so ('rt-dup'): the name 'rt-dup' is already "
+				  "taken by %s/libweft-rt-dup-a.so in the same folder", dir, dir), 0);
+	const char *needles[] = {a, b, "rt-dup-a-describe", NULL};
+	expect_info("dup", needles);
+	free(a);
+	free(b);
+	free(dir);
+}
+END_TEST
+
+static void check_shadow(const char *first, const char *second)
+{
+	char *d1 = case_dir(first), *d2 = case_dir(second);
+	char *env, *loaded, *shadowed, *desc;
+	ck_assert_int_ge(asprintf(&env, "WEFT_PLUGIN_PATH='%s:%s'", d1, d2), 0);
+	ck_assert_int_ge(asprintf(&loaded, "rt-shadow        transport ABI %d.%-3d %s/libweft-rt-shadow.so",
+				  WEFT_PLUGIN_ABI_MAJOR, WEFT_PLUGIN_ABI_MINOR, d1), 0);
+	ck_assert_int_ge(asprintf(&shadowed, "SHADOWED %s/libweft-rt-shadow.so ('rt-shadow'): 'rt-shadow' from "
+				  "%s/libweft-rt-shadow.so comes first in the search path", d2, d1), 0);
+	ck_assert_int_ge(asprintf(&desc, "rt-%s-describe", first), 0);
+	int code;
+	char *out = run_info(env, NULL, &code);
+	ck_assert_msg(code == 0, "weft-info exited %d:\n%s", code, out);
+	ASSERT_HAS(out, loaded);
+	ASSERT_HAS(out, shadowed);
+	/* describe comes from the copy that won. */
+	ASSERT_HAS(out, desc);
+	free(out);
+	free(env);
+	free(loaded);
+	free(shadowed);
+	free(desc);
+	free(d1);
+	free(d2);
+}
+
+START_TEST(same_name_in_two_folders_is_shadowed)
+{
+	/* Both orders: the search path decides, not the folder names. */
+	check_shadow("shadow1", "shadow2");
+	check_shadow("shadow2", "shadow1");
+}
+END_TEST
+
+START_TEST(search_path_order_and_empty_entries)
+{
+	char *g = case_dir("good"), *s = case_dir("shadow1");
+	char *env, *want;
+	ck_assert_int_ge(asprintf(&env, "WEFT_PLUGIN_PATH='::%s::%s:'", g, s), 0);
+	ck_assert_int_ge(asprintf(&want, "search path: %s:%s:", g, s), 0);
+	int code;
+	char *out = run_info(env, NULL, &code);
+	ck_assert_msg(code == 0, "weft-info exited %d:\n%s", code, out);
+	ASSERT_HAS(out, want);
+	/* The folder beside libweft.so comes next (here the build tree's lib/weft). */
+	char line[4096];
+	line_with(out, "search path: ", line, sizeof(line));
+	ck_assert_msg(strlen(line) > strlen(want) && strstr(line + strlen(want), "/weft"),
+		      "no <libdir>/weft after the WEFT_PLUGIN_PATH folders in '%s'", line);
+	free(out);
+	free(env);
+	free(want);
+	free(g);
+	free(s);
+}
+END_TEST
+
+/* --------------------------------------------------------------- require */
+
+START_TEST(required_missing_plugin_is_an_error)
+{
+	char *g = case_dir("good");
+	char *env;
+	ck_assert_int_ge(asprintf(&env, "WEFT_PLUGIN_PATH='%s' WEFT_CORE_REQUIRE='rt-good, rt-missing'", g), 0);
+	int code;
+	char *out = run_info(env, NULL, &code);
+	ck_assert_msg(code == 2, "weft-info exited %d, not 2:\n%s", code, out);
+	ASSERT_HAS(out, "required plugin 'rt-missing' (core.require) was not found");
+	ASSERT_HASNT(out, "required plugin 'rt-good'");
+	/* What could be printed still was. */
+	ASSERT_HAS(out, "rt-good          transport");
+	free(out);
+	free(env);
+
+	/* The same through a config file. */
+	char *tmp = wt_mkdtemp("reg-require");
+	char *conf = wt_write_file(tmp, "weft.conf", "[core]\nrequire = rt-good,rt-absent\n");
+	ck_assert_int_ge(asprintf(&env, "WEFT_PLUGIN_PATH='%s' WEFT_CONFIG='%s'", g, conf), 0);
+	out = run_info(env, NULL, &code);
+	ck_assert_msg(code == 2, "weft-info exited %d, not 2:\n%s", code, out);
+	ASSERT_HAS(out, "required plugin 'rt-absent' (core.require) was not found");
+	free(out);
+	free(env);
+
+	/* Only present plugins required: success. */
+	ck_assert_int_ge(asprintf(&env, "WEFT_PLUGIN_PATH='%s' WEFT_CORE_REQUIRE=rt-good,rt-good-algos", g), 0);
+	out = run_info(env, NULL, &code);
+	ck_assert_msg(code == 0, "weft-info exited %d:\n%s", code, out);
+	free(out);
+	free(env);
+	free(conf);
+	wt_rmdir(tmp);
+	free(tmp);
+	free(g);
+}
+END_TEST
+
+START_TEST(required_misspelled_suggests_closest)
+{
+	char *g = case_dir("good");
+	char *env;
+	ck_assert_int_ge(asprintf(&env, "WEFT_PLUGIN_PATH='%s' WEFT_CORE_REQUIRE=rt-godo", g), 0);
+	int code;
+	char *out = run_info(env, NULL, &code);
+	ck_assert_msg(code == 2, "weft-info exited %d, not 2:\n%s", code, out);
+	ASSERT_HAS(out, "'rt-godo'");
+	ASSERT_HAS(out, "did you mean 'rt-good'?");
+	free(out);
+	free(env);
+	free(g);
+}
+END_TEST
+
+START_TEST(required_rejected_plugin_gives_reason)
+{
+	char *d = case_dir("initnull"), *m = case_dir("missingop");
+	char *env;
+	ck_assert_int_ge(asprintf(&env, "WEFT_PLUGIN_PATH='%s:%s' WEFT_CORE_REQUIRE=rt-initnull", d, m), 0);
+	int code;
+	char *out = run_info(env, NULL, &code);
+	ck_assert_msg(code == 2, "weft-info exited %d, not 2:\n%s", code, out);
+	ASSERT_HAS(out, "required plugin 'rt-initnull' (core.require) did not load");
+	ASSERT_HAS(out, "weft_plugin_init returned NULL");
+	free(out);
+	free(env);
+
+	ck_assert_int_ge(asprintf(&env, "WEFT_PLUGIN_PATH='%s:%s' WEFT_CORE_REQUIRE=rt-missingop", d, m), 0);
+	out = run_info(env, NULL, &code);
+	ck_assert_msg(code == 2, "weft-info exited %d, not 2:\n%s", code, out);
+	ASSERT_HAS(out, "required plugin 'rt-missingop' (core.require) did not load");
+	ASSERT_HAS(out, "lacks the required op 'put'");
+	free(out);
+	free(env);
+	free(d);
+	free(m);
+}
+END_TEST
+
+/* ------------------------------------------------------------- ABI growth */
+
+/* Loads one case folder in this (forked) process; returns its loaded entry. */
+static const struct weft__plugin_entry *load_case(const char *cas, const char *name)
+{
+	char *dir = case_dir(cas);
+	ck_assert_int_eq(setenv("WEFT_PLUGIN_PATH", dir, 1), 0);
+	ck_assert_int_eq(weft__registry_load(), 0);
+	const struct weft__plugin_entry *const *e = NULL;
+	int n = weft__registry_entries(&e);
+	const struct weft__plugin_entry *found = NULL;
+	for (int i = 0; i < n; i++)
+		if (e[i]->name && strcmp(e[i]->name, name) == 0 && strncmp(e[i]->path, dir, strlen(dir)) == 0)
+			found = e[i];
+	ck_assert_msg(found != NULL, "no entry '%s' from %s", name, dir);
+	free(dir);
+	return found;
+}
+
+START_TEST(newer_minor_loads)
+{
+	const struct weft__plugin_entry *e = load_case("newminor", "rt-newminor");
+	ck_assert_msg(e->state == WEFT_PLUGIN_LOADED, "rt-newminor not loaded: %s", e->reason ? e->reason : "");
+	ck_assert_int_eq(e->abi_major, WEFT_PLUGIN_ABI_MAJOR);
+	ck_assert_int_eq(e->abi_minor, 99);
+	const struct weft_transport_ops *t = e->ops;
+	char buf[128];
+	ck_assert_int_eq(WEFT_CALL_OP(t, struct weft_transport_ops, describe, NULL, buf, sizeof(buf)), 0);
+	ck_assert_str_eq(buf, "rt-newminor-describe");
+
+	int code;
+	char *env;
+	char *dir = case_dir("newminor");
+	ck_assert_int_ge(asprintf(&env, "WEFT_PLUGIN_PATH='%s'", dir), 0);
+	char *out = run_info(env, NULL, &code);
+	ck_assert_msg(code == 0, "weft-info exited %d:\n%s", code, out);
+	ASSERT_HAS(out, "rt-newminor      transport ABI 0.99");
+	ASSERT_HAS(out, "rt-newminor-describe");
+	free(out);
+	free(env);
+	free(dir);
+}
+END_TEST
+
+START_TEST(older_plugin_without_new_ops_loads)
+{
+	const struct weft__plugin_entry *e = load_case("old", "rt-old");
+	ck_assert_msg(e->state == WEFT_PLUGIN_LOADED, "rt-old not loaded: %s", e->reason ? e->reason : "");
+	ck_assert_int_eq(e->abi_minor, 0);
+	const struct weft_transport_ops *t = e->ops;
+	ck_assert_uint_lt(t->size, sizeof(struct weft_transport_ops));
+	/* The ops of ABI 0.1 lie past its table: the checking macro must say
+	 * -ENOSYS without reading them (they abort if called). */
+	char buf[64];
+	int n = 4;
+	struct weft_tp_device dev[4];
+	ck_assert_int_eq(WEFT_CALL_OP(t, struct weft_transport_ops, describe, NULL, buf, sizeof(buf)), -ENOSYS);
+	ck_assert_int_eq(WEFT_CALL_OP(t, struct weft_transport_ops, probe, dev, &n), -ENOSYS);
+	ck_assert_int_eq(WEFT_CALL_OP(t, struct weft_transport_ops, ep_describe, NULL, buf, sizeof(buf)), -ENOSYS);
+	/* Its 0.0 ops sit where the core's struct expects them. */
+	void *tc = NULL;
+	struct weft_tp_open_args args = {.size = sizeof(args), .rank = 0, .nranks = 1};
+	ck_assert_int_eq(WEFT_CALL_OP(t, struct weft_transport_ops, open, &args, &tc), 0);
+	ck_assert_ptr_eq(tc, (void *)0x01d);
+
+	/* weft-info shows it, without a describe line, and does not crash. */
+	int code;
+	char *env;
+	char *dir = case_dir("old");
+	ck_assert_int_ge(asprintf(&env, "WEFT_PLUGIN_PATH='%s'", dir), 0);
+	char *out = run_info(env, NULL, &code);
+	ck_assert_msg(code == 0, "weft-info exited %d:\n%s", code, out);
+	ASSERT_HAS(out, "rt-old           transport ABI 0.0");
+	free(out);
+	free(env);
+	free(dir);
+}
+END_TEST
+
+/* ----------------------------------------------------- registry object */
+
+static void *load_thread(void *arg)
+{
+	*(int *)arg = weft__registry_load();
+	return NULL;
+}
+
+START_TEST(loaded_once_from_any_thread)
+{
+	char *g = case_dir("good");
+	ck_assert_int_eq(setenv("WEFT_PLUGIN_PATH", g, 1), 0);
+	pthread_t th[8];
+	int rc[8];
+	for (int i = 0; i < 8; i++)
+		ck_assert_int_eq(pthread_create(&th[i], NULL, load_thread, &rc[i]), 0);
+	for (int i = 0; i < 8; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_int_eq(rc[i], 0);
+	}
+	const struct weft__plugin_entry *const *e = NULL;
+	int n = weft__registry_entries(&e);
+	int good = 0;
+	for (int i = 0; i < n; i++)
+		if (e[i]->name && strcmp(e[i]->name, "rt-good") == 0)
+			good++;
+	ck_assert_int_eq(good, 1);
+
+	/* A later call keeps the first result, whatever the environment says now. */
+	char *d = case_dir("dup");
+	ck_assert_int_eq(setenv("WEFT_PLUGIN_PATH", d, 1), 0);
+	ck_assert_int_eq(setenv("WEFT_CORE_REQUIRE", "rt-nowhere", 1), 0);
+	ck_assert_int_eq(weft__registry_load(), 0);
+	ck_assert_int_eq(weft__registry_entries(&e), n);
+	char *path = weft__registry_search_path();
+	ck_assert_ptr_nonnull(path);
+	ck_assert_msg(strncmp(path, g, strlen(g)) == 0, "search path '%s' does not start with %s", path, g);
+	free(path);
+	free(d);
+	free(g);
+}
+END_TEST
+
+/* -------------------------------------------------------------- weft-info */
+
+START_TEST(info_config_shows_plugin_parameter)
+{
+	char *g = case_dir("good");
+	char *env;
+	ck_assert_int_ge(asprintf(&env, "WEFT_PLUGIN_PATH='%s' WEFT_RT_GOOD_DEPTH=7", g), 0);
+	int code;
+	char *out = run_info(env, "-c", &code);
+	ck_assert_msg(code == 0, "weft-info -c exited %d:\n%s", code, out);
+	char line[1024];
+	line_with(out, "rt-good.depth", line, sizeof(line));
+	ck_assert_msg(strstr(line, "7") && strstr(line, "env"), "rt-good.depth line '%s' lacks value 7 from env:\n%s",
+		      line, out);
+	free(out);
+	free(env);
+
+	ck_assert_int_ge(asprintf(&env, "WEFT_PLUGIN_PATH='%s' WEFT_LOG_LEVEL=info", g), 0);
+	out = run_info(env, "--config", &code);
+	ck_assert_msg(code == 0, "weft-info --config exited %d:\n%s", code, out);
+	line_with(out, "rt-good.depth", line, sizeof(line));
+	ck_assert_msg(strstr(line, "4") && strstr(line, "default"),
+		      "rt-good.depth line '%s' lacks the default 4:\n%s", line, out);
+	ASSERT_HAS(out, "Queue depth of the test transport.");
+	/* The plugin logged during init through core->log, tagged by its file. */
+	ASSERT_HAS(out, "rt-good: init of rt-good");
+	free(out);
+	free(env);
+	free(g);
+}
+END_TEST
+
+START_TEST(info_lists_plugins_and_kinds)
+{
+	char *g = case_dir("good");
+	char *env, *want;
+	ck_assert_int_ge(asprintf(&env, "WEFT_PLUGIN_PATH='%s'", g), 0);
+	ck_assert_int_ge(asprintf(&want, "rt-good          transport ABI %d.%-3d %s/libweft-rt-good.so",
+				  WEFT_PLUGIN_ABI_MAJOR, WEFT_PLUGIN_ABI_MINOR, g), 0);
+	int code;
+	char *out = run_info(env, NULL, &code);
+	ck_assert_msg(code == 0, "weft-info exited %d:\n%s", code, out);
+	ASSERT_HAS(out, "weft 0.");
+	ASSERT_HAS(out, "config: ");
+	ASSERT_HAS(out, want);
+	ASSERT_HAS(out, "      rt-good-describe");
+	ASSERT_HAS(out, "rt-good-algos    algorithm");
+	free(out);
+	free(env);
+	free(want);
+	free(g);
+}
+END_TEST
+
+START_TEST(info_config_syntax_error_names_file_and_line)
+{
+	char *tmp = wt_mkdtemp("reg-badconf");
+	char *conf = wt_write_file(tmp, "broken.conf", "[core]\n# a comment\nthis line is not a key = value or [section\n");
+	char *env, *where;
+	ck_assert_int_ge(asprintf(&env, "WEFT_CONFIG='%s'", conf), 0);
+	ck_assert_int_ge(asprintf(&where, "%s:3", conf), 0);
+	int code;
+	char *out = run_info(env, "-c", &code);
+	ck_assert_msg(code != 0 && code != -1, "weft-info -c exited %d with a broken config:\n%s", code, out);
+	ASSERT_HAS(out, where);
+	free(out);
+	free(env);
+	free(where);
+	free(conf);
+	wt_rmdir(tmp);
+	free(tmp);
+}
+END_TEST
+
+START_TEST(info_options)
+{
+	int code;
+	char *out = run_info(NULL, "--version", &code);
+	ck_assert_int_eq(code, 0);
+	char want[64];
+	snprintf(want, sizeof(want), "weft-info %d.%d.%d\n", WEFT_VERSION_MAJOR, WEFT_VERSION_MINOR, WEFT_VERSION_PATCH);
+	ASSERT_HAS(out, want);
+	snprintf(want, sizeof(want), "core %d.%d.%d", weft_get_version() / 10000, weft_get_version() / 100 % 100,
+		 weft_get_version() % 100);
+	ASSERT_HAS(out, want);
+	free(out);
+
+	out = run_info(NULL, "--help", &code);
+	ck_assert_int_eq(code, 0);
+	ASSERT_HAS(out, "--config");
+	ASSERT_HAS(out, "WEFT_PLUGIN_PATH");
+	free(out);
+
+	out = run_info(NULL, "--frobnicate", &code);
+	ck_assert_int_eq(code, 2);
+	ASSERT_HAS(out, "unknown option '--frobnicate'");
+	free(out);
+}
+END_TEST
+
+static Suite *registry_suite(void)
+{
+	Suite *s = suite_create("registry");
+	TCase *tc = tcase_create("load");
+	tcase_add_test(tc, garbage_file_is_named_with_reason);
+	tcase_add_test(tc, unresolved_symbol_quotes_dlerror);
+	tcase_add_test(tc, no_init_symbol);
+	tcase_add_test(tc, init_returns_null);
+	tcase_add_test(tc, abi_major_refused_naming_both);
+	tcase_add_test(tc, missing_required_op_named);
+	tcase_add_test(tc, bad_descriptors_refused_one_by_one);
+	tcase_add_test(tc, duplicate_in_one_folder_rejects_later_file);
+	tcase_add_test(tc, same_name_in_two_folders_is_shadowed);
+	tcase_add_test(tc, search_path_order_and_empty_entries);
+	tcase_add_test(tc, required_missing_plugin_is_an_error);
+	tcase_add_test(tc, required_misspelled_suggests_closest);
+	tcase_add_test(tc, required_rejected_plugin_gives_reason);
+	tcase_add_test(tc, newer_minor_loads);
+	tcase_add_test(tc, older_plugin_without_new_ops_loads);
+	tcase_add_test(tc, loaded_once_from_any_thread);
+	suite_add_tcase(s, tc);
+	TCase *info = tcase_create("weft-info");
+	tcase_add_test(info, info_config_shows_plugin_parameter);
+	tcase_add_test(info, info_lists_plugins_and_kinds);
+	tcase_add_test(info, info_config_syntax_error_names_file_and_line);
+	tcase_add_test(info, info_options);
+	suite_add_tcase(s, info);
+	return s;
+}
+
+int main(void)
+{
+	/* Each case must load a fresh registry: that needs Check's fork mode. */
+	const char *fork_mode = getenv("CK_FORK");
+	if (fork_mode && strcmp(fork_mode, "no") == 0) {
+		fprintf(stderr, "test_registry needs CK_FORK unset or yes: the registry loads once per process\n");
+		return WT_SKIP;
+	}
+	return wt_run_suite(registry_suite());
+}

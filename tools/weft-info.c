@@ -1,0 +1,150 @@
+/* weft-info: shows what weft would use here and why: version, config file,
+ * plugin search path, every plugin file found (loaded, rejected, shadowed, with
+ * the reason) and, with -c, every parameter with its value and source. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <weft/plugin.h>
+#include <weft/weft.h>
+
+#include "registry.h"
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: weft-info [options]\n"
+		"Shows the weft version, the config file in use, the plugin search path, every\n"
+		"plugin found (name, kind, ABI, path) and every file refused or shadowed, with why.\n"
+		"\n"
+		"options:\n"
+		"  -c, --config   print every parameter: section.key = value (source) and its help\n"
+		"      --version  print the versions of weft-info and of the libweft.so it runs with\n"
+		"  -h, --help     print this help\n"
+		"\n"
+		"environment: WEFT_PLUGIN_PATH (colon list of plugin folders searched first),\n"
+		"WEFT_CONFIG (config file), WEFT_<SECTION>_<KEY> (one parameter), WEFT_LOG_LEVEL.\n"
+		"\n"
+		"exit status: 0 when the configuration is valid and every required plugin\n"
+		"(core.require) loaded, even if some file was refused; 2 otherwise, or on a bad option.\n");
+}
+
+static void print_version(int code)
+{
+	printf("%d.%d.%d", code / 10000, code / 100 % 100, code % 100);
+}
+
+static const char *kind_name(enum weft_plugin_kind k)
+{
+	switch (k) {
+	case WEFT_PLUGIN_TRANSPORT: return "transport";
+	case WEFT_PLUGIN_ALGO_PACK: return "algorithm";
+	default: return "?";
+	}
+}
+
+static const char *state_name(enum weft__plugin_state s)
+{
+	switch (s) {
+	case WEFT_PLUGIN_LOADED: return "loaded";
+	case WEFT_PLUGIN_REJECTED: return "REJECTED";
+	case WEFT_PLUGIN_SHADOWED: return "SHADOWED";
+	default: return "?";
+	}
+}
+
+static void print_plugins(const struct weft__plugin_entry *const *e, int n)
+{
+	int loaded = 0, other = 0;
+	for (int i = 0; i < n; i++)
+		e[i]->state == WEFT_PLUGIN_LOADED ? loaded++ : other++;
+
+	printf("plugins (%d loaded):\n", loaded);
+	if (!loaded)
+		printf("  (none)\n");
+	for (int i = 0; i < n; i++) {
+		if (e[i]->state != WEFT_PLUGIN_LOADED)
+			continue;
+		printf("  %-16s %-9s ABI %u.%-3u %s\n", e[i]->name, kind_name(e[i]->kind), e[i]->abi_major,
+		       e[i]->abi_minor, e[i]->path);
+		if (e[i]->kind == WEFT_PLUGIN_TRANSPORT) {
+			const struct weft_transport_ops *t = e[i]->ops;
+			char line[512] = "";
+			int rc = WEFT_CALL_OP(t, struct weft_transport_ops, describe, NULL, line, sizeof(line));
+			/* The plugin may not terminate a string it truncated. */
+			line[sizeof(line) - 1] = '\0';
+			if (rc == 0)
+				printf("      %s\n", line);
+			else if (rc != -ENOSYS)
+				printf("      describe failed: %s\n", weft_strerror(rc));
+		}
+	}
+	if (!other)
+		return;
+	printf("not loaded (%d):\n", other);
+	for (int i = 0; i < n; i++) {
+		if (e[i]->state == WEFT_PLUGIN_LOADED)
+			continue;
+		printf("  %s %s%s%s%s: %s\n", state_name(e[i]->state), e[i]->path, e[i]->name ? " ('" : "",
+		       e[i]->name ? e[i]->name : "", e[i]->name ? "')" : "", e[i]->reason ? e[i]->reason : "");
+	}
+}
+
+int main(int argc, char **argv)
+{
+	int show_config = 0;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+			usage(stdout);
+			return 0;
+		} else if (strcmp(a, "--version") == 0) {
+			printf("weft-info %d.%d.%d\n", WEFT_VERSION_MAJOR, WEFT_VERSION_MINOR, WEFT_VERSION_PATCH);
+			printf("core ");
+			print_version(weft_get_version());
+			Dl_info info;
+			if (dladdr((void *)weft_get_version, &info) && info.dli_fname)
+				printf(" (%s)", info.dli_fname);
+			printf(", plugin ABI %d.%d\n", WEFT_PLUGIN_ABI_MAJOR, WEFT_PLUGIN_ABI_MINOR);
+			return 0;
+		} else if (strcmp(a, "-c") == 0 || strcmp(a, "--config") == 0) {
+			show_config = 1;
+		} else {
+			fprintf(stderr, "weft-info: unknown option '%s' (try --help)\n", a);
+			return 2;
+		}
+	}
+
+	/* Loading logs each refused file as it goes; the summary below repeats it
+	 * in one place, with the reason. */
+	int rc = weft__registry_load();
+
+	printf("weft ");
+	print_version(weft_get_version());
+	printf(" (plugin ABI %d.%d)\n", WEFT_PLUGIN_ABI_MAJOR, WEFT_PLUGIN_ABI_MINOR);
+	const char *cfg = weft__registry_config_path();
+	printf("config: %s\n", cfg ? cfg : "(none)");
+	char *path = weft__registry_search_path();
+	printf("search path: %s\n", path && *path ? path : "(empty)");
+	free(path);
+
+	if (show_config) {
+		printf("parameters:\n");
+		fflush(stdout);
+		weft__registry_config_print(stdout);
+	} else {
+		const struct weft__plugin_entry *const *e = NULL;
+		int n = weft__registry_entries(&e);
+		print_plugins(e, n);
+	}
+	fflush(stdout);
+
+	if (rc != 0) {
+		const char *why = weft__registry_error();
+		fprintf(stderr, "weft-info: error: %s\n", why ? why : weft_strerror(rc));
+		return 2;
+	}
+	return 0;
+}
