@@ -10,6 +10,7 @@
 struct weft_plugin {
 	char tag[64];             /* name its log lines and parameters carry */
 	struct weft_core_api api; /* api.self points back here */
+	struct weft_plugin *next; /* the registry's list of every record it made */
 };
 
 /* Makes the record for one file, tagged `tag` (truncated to fit). Returns 0 or

@@ -44,11 +44,12 @@ struct reg_entry {
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static int reg_loaded;   /* the scan has run; reg_result is final */
 static int reg_result;
-static char *reg_error;  /* why reg_result is not 0 */
+static char *reg_error;  /* why reg_result is not 0: one line per problem */
 static struct reg_entry **reg_list;
 static const struct weft__plugin_entry **reg_pub; /* the same entries, for callers */
 static int reg_n, reg_cap;
 static char *reg_path;   /* colon list of the folders in search order */
+static struct weft_plugin *reg_plugins; /* records lent to plugins; kept, never freed */
 /* Set while this thread runs the scan: a plugin's init that calls back into
  * the registry must get an error, not a self-deadlock. */
 static _Thread_local int reg_in_load;
@@ -253,6 +254,11 @@ static void take_desc(const char *path, int dir, int idx, const struct weft_plug
 	}
 
 	const struct reg_entry *first = find_loaded(name);
+	if (first && strcmp(first->pub.path, path) == 0) {
+		reject(path, name, dir, d, "the name '%s' is already used by an earlier descriptor of the same file",
+		       name);
+		return;
+	}
 	if (first && first->dir == dir) {
 		reject(path, name, dir, d, "the name '%s' is already taken by %s in the same folder", name,
 		       first->pub.path);
@@ -315,6 +321,8 @@ static void load_file(const char *path, int dir)
 		return;
 	}
 	free(stem);
+	rec->next = reg_plugins;
+	reg_plugins = rec;
 	const struct weft_plugin_desc *const *descs = init(&rec->api);
 	if (!descs) {
 		reject(path, NULL, dir, NULL, "%s returned NULL: the plugin declined to load (its log lines say why)",
@@ -473,12 +481,20 @@ static const struct reg_entry *find_rejected(const char *name)
 	return NULL;
 }
 
+/* Keeps the first code and every message, one per line, for weft-info. */
 static void set_error(int rc, const char *msg)
 {
 	if (reg_result == 0)
 		reg_result = rc;
+	char *joined;
 	if (!reg_error)
-		reg_error = strdup(msg);
+		joined = strdup(msg);
+	else if (asprintf(&joined, "%s\n%s", reg_error, msg) < 0)
+		joined = NULL;
+	if (joined) {
+		free(reg_error);
+		reg_error = joined;
+	}
 }
 
 static void check_required(const char *search_path)
@@ -608,7 +624,10 @@ static void do_load(void)
 		free(known);
 	}
 
-	check_required(reg_path ? reg_path : "the search path");
+	/* With a broken file the required list itself cannot be trusted, and the
+	 * configuration error already fails the load. */
+	if (rc == 0)
+		check_required(reg_path ? reg_path : "the search path");
 
 	for (int i = 0; i < dirs.n; i++)
 		free(dirs.v[i]);

@@ -46,8 +46,8 @@ const struct weft__plugin_entry *weft__registry_find(enum weft_plugin_kind kind,
 /* The search path actually used, as a malloc'd colon list (NULL: no memory). */
 WEFT_API char *weft__registry_search_path(void);
 
-/* Why weft__registry_load failed, in one line, or NULL when it succeeded (or
- * has not run). Valid until exit. */
+/* Why weft__registry_load failed, one line per problem, or NULL when it
+ * succeeded (or has not run). Valid until exit. */
 WEFT_API const char *weft__registry_error(void);
 
 /* For weft-info: the config file in use (weft__config_path) and every

@@ -201,14 +201,14 @@ START_TEST(bad_descriptors_refused_one_by_one)
 	ck_assert_int_ge(asprintf(&f, "%s/plugins-baddesc/libweft-rt-baddesc.so", RT_PLUGIN_BASE), 0);
 	const char *needles[] = {
 		"rt-baddesc       transport",
-		"descriptor 2 has size 4, too small to hold its ABI version",
-		"descriptor 3 has size 16, smaller than",
-		"descriptor 4 has no name",
-		"bad name 'Bad_Name'",
+		"descriptor 1 has size 4, too small to hold its ABI version",
+		"descriptor 2 has size 16, smaller than",
+		"descriptor 3 has no name",
+		"descriptor 4 has the bad name 'Bad_Name'",
 		"'rt-badkind' has unknown kind 7",
 		"'rt-noops' has no ops table",
 		"'rt-tinyops' has a transport ops table of size 8",
-		"the name 'rt-baddesc' is already taken by",
+		"the name 'rt-baddesc' is already used by an earlier descriptor of the same file",
 		NULL,
 	};
 	expect_info("baddesc", needles);

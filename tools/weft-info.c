@@ -143,7 +143,13 @@ int main(int argc, char **argv)
 
 	if (rc != 0) {
 		const char *why = weft__registry_error();
-		fprintf(stderr, "weft-info: error: %s\n", why ? why : weft_strerror(rc));
+		if (!why)
+			why = weft_strerror(rc);
+		while (*why) {
+			size_t n = strcspn(why, "\n");
+			fprintf(stderr, "weft-info: error: %.*s\n", (int)n, why);
+			why += n + (why[n] == '\n');
+		}
 		return 2;
 	}
 	return 0;
