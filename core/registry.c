@@ -287,8 +287,42 @@ static void take_desc(const char *path, int dir, int idx, const struct weft_plug
 
 /* ------------------------------------------------------------- one file */
 
+static const char *base_of(const char *path)
+{
+	const char *b = strrchr(path, '/');
+	return b ? b + 1 : path;
+}
+
 static void load_file(const char *path, int dir)
 {
+	/* The same file name already loaded from an earlier folder is the same
+	 * plugin, overridden (say, a developer's build ahead of the installed one):
+	 * it is shadowed without running its init, whose side effects and
+	 * parameter declarations belong to the copy that won. */
+	for (int i = 0; i < reg_n; i++) {
+		const struct reg_entry *w = reg_list[i];
+		if (w->pub.state == WEFT_PLUGIN_LOADED && w->dir != dir &&
+		    strcmp(base_of(w->pub.path), base_of(path)) == 0) {
+			char reason[PATH_MAX + 128];
+			snprintf(reason, sizeof(reason), "'%s' from %s comes first in the search path", w->pub.name,
+				 w->pub.path);
+			WEFT_INFO("plugin %s shadowed: %s", path, reason);
+			struct weft_plugin_desc v = {.kind = w->pub.kind};
+			if (add_entry(WEFT_PLUGIN_SHADOWED, path, w->pub.name, dir, &v, reason) != 0)
+				WEFT_ERROR("out of memory recording %s", path);
+			return;
+		}
+	}
+	/* dlopen would block on a FIFO and fail obscurely on a directory. */
+	struct stat st;
+	if (stat(path, &st) != 0) {
+		reject(path, NULL, dir, NULL, "cannot be read: %s", strerror(errno));
+		return;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		reject(path, NULL, dir, NULL, "is not a regular file");
+		return;
+	}
 	dlerror();
 	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!h) {

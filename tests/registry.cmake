@@ -34,6 +34,8 @@ rt_plugin(rt-shadow1 shadow1 FILE rt-shadow SOURCES ${RT_SRC}/rt_transport.c
   DEFS RT_NAME="rt-shadow" RT_DESCRIBE="rt-shadow1-describe")
 rt_plugin(rt-shadow2 shadow2 FILE rt-shadow SOURCES ${RT_SRC}/rt_transport.c
   DEFS RT_NAME="rt-shadow" RT_DESCRIBE="rt-shadow2-describe")
+rt_plugin(rt-shadow3 shadow3 FILE rt-shadow-alt SOURCES ${RT_SRC}/rt_transport.c
+  DEFS RT_NAME="rt-shadow" RT_DESCRIBE="rt-shadow3-describe")
 rt_plugin(rt-missingop missingop SOURCES ${RT_SRC}/rt_transport.c DEFS RT_NAME="rt-missingop" RT_NO_PUT)
 rt_plugin(rt-newminor newminor SOURCES ${RT_SRC}/rt_transport.c
   DEFS RT_NAME="rt-newminor" RT_ABI_MINOR=99 RT_NEWER RT_DESCRIBE="rt-newminor-describe")

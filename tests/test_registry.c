@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -98,6 +99,12 @@ START_TEST(garbage_file_is_named_with_reason)
 	/* A file that starts like an ELF object and then is garbage. */
 	memcpy(junk, "\177ELF\002\001\001", 7);
 	write_bytes(elfish, junk, sizeof(junk));
+	/* Not files at all: a folder and a FIFO (which dlopen would block on). */
+	char *folder, *fifo;
+	ck_assert_int_ge(asprintf(&folder, "%s/libweft-folder.so", dir), 0);
+	ck_assert_int_ge(asprintf(&fifo, "%s/libweft-fifo.so", dir), 0);
+	ck_assert_int_eq(mkdir(folder, 0755), 0);
+	ck_assert_int_eq(mkfifo(fifo, 0644), 0);
 
 	char *env;
 	ck_assert_int_ge(asprintf(&env, "WEFT_PLUGIN_PATH='%s'", dir), 0);
@@ -112,6 +119,12 @@ START_TEST(garbage_file_is_named_with_reason)
 	line_with(strstr(out, "not loaded"), elfish, line, sizeof(line));
 	ck_assert_msg(strstr(line, "REJECTED") && strstr(line, "cannot be loaded: "),
 		      "summary line for %s lacks its reason: '%s'", elfish, line);
+	line_with(strstr(out, "not loaded"), folder, line, sizeof(line));
+	ck_assert_msg(strstr(line, "REJECTED") && strstr(line, "is not a regular file"), "folder: '%s'", line);
+	line_with(strstr(out, "not loaded"), fifo, line, sizeof(line));
+	ck_assert_msg(strstr(line, "REJECTED") && strstr(line, "is not a regular file"), "fifo: '%s'", line);
+	free(folder);
+	free(fifo);
 	free(out);
 	free(env);
 	free(bogus);
@@ -237,21 +250,25 @@ END_TEST
 static void check_shadow(const char *first, const char *second)
 {
 	char *d1 = case_dir(first), *d2 = case_dir(second);
-	char *env, *loaded, *shadowed, *desc;
-	ck_assert_int_ge(asprintf(&env, "WEFT_PLUGIN_PATH='%s:%s'", d1, d2), 0);
+	char *env, *loaded, *shadowed, *desc, *other;
+	ck_assert_int_ge(asprintf(&env, "WEFT_PLUGIN_PATH='%s:%s' WEFT_LOG_LEVEL=info", d1, d2), 0);
 	ck_assert_int_ge(asprintf(&loaded, "rt-shadow        transport ABI %d.%-3d %s/libweft-rt-shadow.so",
 				  WEFT_PLUGIN_ABI_MAJOR, WEFT_PLUGIN_ABI_MINOR, d1), 0);
 	ck_assert_int_ge(asprintf(&shadowed, "SHADOWED %s/libweft-rt-shadow.so ('rt-shadow'): 'rt-shadow' from "
 				  "%s/libweft-rt-shadow.so comes first in the search path", d2, d1), 0);
 	ck_assert_int_ge(asprintf(&desc, "rt-%s-describe", first), 0);
+	ck_assert_int_ge(asprintf(&other, "rt-%s-describe", second), 0);
 	int code;
 	char *out = run_info(env, NULL, &code);
 	ck_assert_msg(code == 0, "weft-info exited %d:\n%s", code, out);
 	ASSERT_HAS(out, loaded);
 	ASSERT_HAS(out, shadowed);
-	/* describe comes from the copy that won. */
+	/* describe comes from the copy that won; the other one's init never ran
+	 * (its init log line would name its describe text). */
 	ASSERT_HAS(out, desc);
+	ASSERT_HASNT(out, other);
 	free(out);
+	free(other);
 	free(env);
 	free(loaded);
 	free(shadowed);
@@ -265,6 +282,28 @@ START_TEST(same_name_in_two_folders_is_shadowed)
 	/* Both orders: the search path decides, not the folder names. */
 	check_shadow("shadow1", "shadow2");
 	check_shadow("shadow2", "shadow1");
+}
+END_TEST
+
+START_TEST(same_name_other_file_is_shadowed)
+{
+	/* Another file name carrying a name already loaded: known only after its
+	 * init, and shadowed then. */
+	char *d1 = case_dir("shadow1"), *d3 = case_dir("shadow3");
+	char *env, *shadowed;
+	ck_assert_int_ge(asprintf(&env, "WEFT_PLUGIN_PATH='%s:%s'", d1, d3), 0);
+	ck_assert_int_ge(asprintf(&shadowed, "SHADOWED %s/libweft-rt-shadow-alt.so ('rt-shadow'): 'rt-shadow' from "
+				  "%s/libweft-rt-shadow.so comes first in the search path", d3, d1), 0);
+	int code;
+	char *out = run_info(env, NULL, &code);
+	ck_assert_msg(code == 0, "weft-info exited %d:\n%s", code, out);
+	ASSERT_HAS(out, shadowed);
+	ASSERT_HAS(out, "rt-shadow1-describe");
+	free(out);
+	free(env);
+	free(shadowed);
+	free(d1);
+	free(d3);
 }
 END_TEST
 
@@ -607,6 +646,7 @@ static Suite *registry_suite(void)
 	tcase_add_test(tc, bad_descriptors_refused_one_by_one);
 	tcase_add_test(tc, duplicate_in_one_folder_rejects_later_file);
 	tcase_add_test(tc, same_name_in_two_folders_is_shadowed);
+	tcase_add_test(tc, same_name_other_file_is_shadowed);
 	tcase_add_test(tc, search_path_order_and_empty_entries);
 	tcase_add_test(tc, required_missing_plugin_is_an_error);
 	tcase_add_test(tc, required_misspelled_suggests_closest);

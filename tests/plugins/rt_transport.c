@@ -157,7 +157,8 @@ static const struct weft_plugin_desc *const rt_descs[] = {
 
 WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const struct weft_core_api *core)
 {
-	core->log(core->self, WEFT_LOG_INFO, "init of " RT_NAME " (core version %d)", core->core_version);
+	core->log(core->self, WEFT_LOG_INFO, "init of " RT_NAME " (" RT_DESCRIBE ", core version %d)",
+		  core->core_version);
 #ifdef RT_INIT_NULL
 	core->log(core->self, WEFT_LOG_WARN, "declining to load: this test plugin always does");
 	(void)rt_descs;
