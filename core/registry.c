@@ -50,6 +50,7 @@ static const struct weft__plugin_entry **reg_pub; /* the same entries, for calle
 static int reg_n, reg_cap;
 static char *reg_path;   /* colon list of the folders in search order */
 static struct weft_plugin *reg_plugins; /* records lent to plugins; kept, never freed */
+static struct weft_plugin *reg_current; /* the record of the file being loaded, if its init ran */
 /* Set while this thread runs the scan: a plugin's init that calls back into
  * the registry must get an error, not a self-deadlock. */
 static _Thread_local int reg_in_load;
@@ -103,6 +104,7 @@ static int add_entry(enum weft__plugin_state state, const char *path, const char
 	e->pub.reason = reason ? strdup(reason) : NULL;
 	e->stem = stem_of(path);
 	e->dir = dir;
+	e->pub.core = reg_current ? &reg_current->api : NULL;
 	if (d) {
 		e->pub.kind = d->kind;
 		e->pub.abi_major = d->abi_major;
@@ -357,19 +359,22 @@ static void load_file(const char *path, int dir)
 	free(stem);
 	rec->next = reg_plugins;
 	reg_plugins = rec;
+	reg_current = rec;
 	const struct weft_plugin_desc *const *descs = init(&rec->api);
 	if (!descs) {
 		reject(path, NULL, dir, NULL, "%s returned NULL: the plugin declined to load (its log lines say why)",
 		       WEFT_PLUGIN_INIT_SYMBOL);
-		return;
+	} else {
+		int i = 0;
+		for (; i < REG_MAX_DESCS && descs[i]; i++)
+			take_desc(path, dir, i, descs[i]);
+		if (i == 0)
+			reject(path, NULL, dir, NULL, "%s returned an empty descriptor list", WEFT_PLUGIN_INIT_SYMBOL);
+		else if (i == REG_MAX_DESCS && descs[i])
+			reject(path, NULL, dir, NULL, "more than %d descriptors: is the list NULL-terminated?",
+			       REG_MAX_DESCS);
 	}
-	int i = 0;
-	for (; i < REG_MAX_DESCS && descs[i]; i++)
-		take_desc(path, dir, i, descs[i]);
-	if (i == 0)
-		reject(path, NULL, dir, NULL, "%s returned an empty descriptor list", WEFT_PLUGIN_INIT_SYMBOL);
-	else if (i == REG_MAX_DESCS && descs[i])
-		reject(path, NULL, dir, NULL, "more than %d descriptors: is the list NULL-terminated?", REG_MAX_DESCS);
+	reg_current = NULL;
 }
 
 /* --------------------------------------------------------------- folders */

@@ -22,6 +22,9 @@ struct weft__plugin_entry {
 	unsigned abi_major, abi_minor;
 	const void *ops;  /* struct weft_transport_ops / struct weft_algo_ops */
 	char *reason;     /* for REJECTED and SHADOWED */
+	/* The services table lent to the file this came from (e.g. for
+	 * weft_algo_comm.core); NULL when its init never ran. */
+	const struct weft_core_api *core;
 };
 
 /* The functions marked WEFT_API below are exported from libweft.so for weft's

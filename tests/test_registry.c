@@ -475,6 +475,14 @@ START_TEST(older_plugin_without_new_ops_loads)
 	struct weft_tp_open_args args = {.size = sizeof(args), .rank = 0, .nranks = 1};
 	ck_assert_int_eq(WEFT_CALL_OP(t, struct weft_transport_ops, open, &args, &tc), 0);
 	ck_assert_ptr_eq(tc, (void *)0x01d);
+	/* The services table it was given stays usable after init. */
+	ck_assert_ptr_nonnull(e->core);
+	ck_assert_uint_eq(e->core->size, sizeof(struct weft_core_api));
+	ck_assert_int_eq(e->core->core_version, weft_get_version());
+	void *mem = e->core->calloc(4, 16);
+	ck_assert_ptr_nonnull(mem);
+	e->core->free(mem);
+	ck_assert_int_eq(e->core->log_enabled(e->core->self, WEFT_LOG_ERROR), 1);
 
 	/* weft-info shows it, without a describe line, and does not crash. */
 	int code;
@@ -539,10 +547,12 @@ START_TEST(info_config_shows_plugin_parameter)
 {
 	char *g = case_dir("good");
 	char *env;
-	ck_assert_int_ge(asprintf(&env, "WEFT_PLUGIN_PATH='%s' WEFT_RT_GOOD_DEPTH=7", g), 0);
+	ck_assert_int_ge(asprintf(&env, "WEFT_PLUGIN_PATH='%s' WEFT_RT_GOOD_DEPTH=7 WEFT_LOG_LEVEL=info", g), 0);
 	int code;
 	char *out = run_info(env, "-c", &code);
 	ck_assert_msg(code == 0, "weft-info -c exited %d:\n%s", code, out);
+	/* The plugin read it back through core->param_get during init. */
+	ASSERT_HAS(out, "rt-good: depth 7 from env");
 	char line[1024];
 	line_with(out, "rt-good.depth", line, sizeof(line));
 	ck_assert_msg(strstr(line, "7") && strstr(line, "env"), "rt-good.depth line '%s' lacks value 7 from env:\n%s",

@@ -176,6 +176,12 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 	int rc = core->param_declare(core->self, &depth);
 	if (rc != 0 && rc != -EEXIST)
 		core->log(core->self, WEFT_LOG_WARN, "declaring " RT_NAME ".depth failed: %d", rc);
+	/* Read back through the plugin's own section (section NULL). */
+	int64_t v = 0;
+	enum weft_param_source src = WEFT_PARAM_SRC_DEFAULT;
+	if (core->param_get(core->self, NULL, "depth", WEFT_PARAM_INT, &v, &src) == 0)
+		core->log(core->self, WEFT_LOG_INFO, "depth %lld from %s", (long long)v,
+			  src == WEFT_PARAM_SRC_ENV ? "env" : src == WEFT_PARAM_SRC_FILE ? "file" : "default");
 	return rt_descs;
 #endif
 }
