@@ -64,7 +64,14 @@ struct cfg_param {
 	enum weft_param_type type;
 	char env[CFG_ENV_MAX];
 	int bad_logged;   /* the bad value has been logged once already */
-	char *env_copy;   /* the last environment string handed out */
+	struct env_copy *env_copy; /* environment strings handed out, newest first */
+};
+
+/* A copy of an environment string that get handed out. Copies are chained and
+ * never freed: a caller may hold any of them until exit. */
+struct env_copy {
+	struct env_copy *older;
+	char text[];
 };
 
 static pthread_mutex_t cfg_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -91,25 +98,25 @@ static const char *const reserved_env_prefix[] = {"WEFT_TEST_", "WEFT_NCCL_"};
 
 static const struct weft_param_decl core_params[] = {
 	{sizeof(struct weft_param_decl), "core", "bootstrap_timeout", WEFT_PARAM_DOUBLE, "30",
-	 "Seconds the rendezvous (every rank meeting the root) may take before communicator creation fails."},
+	 "Seconds the rendezvous (every rank meeting the root) may take; it bounds only the rendezvous."},
 	{sizeof(struct weft_param_decl), "core", "peer_timeout", WEFT_PARAM_DOUBLE, "20",
 	 "Seconds a peer may stay silent before it is declared dead and its communicators abort."},
 	{sizeof(struct weft_param_decl), "core", "heartbeat_interval", WEFT_PARAM_DOUBLE, "1",
 	 "Seconds between the heartbeats each rank sends its peers."},
 	{sizeof(struct weft_param_decl), "core", "bootstrap_root", WEFT_PARAM_STRING, NULL,
-	 "host:port the root listens on; unset: an ephemeral port on the bootstrap address."},
+	 "host:port of the root for ranks that join without a unique id; rank 0 serves it."},
 	{sizeof(struct weft_param_decl), "core", "bootstrap_secret", WEFT_PARAM_STRING, NULL,
-	 "Shared job secret peers must prove; unset: a random one carried in the unique id."},
+	 "Job secret for ranks that join without a unique id; unset: unauthenticated, with a warning."},
 	{sizeof(struct weft_param_decl), "core", "bootstrap_addr", WEFT_PARAM_STRING, NULL,
-	 "Numeric IP address the bootstrap binds to; unset: chosen from the interfaces."},
+	 "Numeric IP address the bootstrap binds to; unset: bootstrap_ifname, else the first non-loopback interface that is up."},
 	{sizeof(struct weft_param_decl), "core", "bootstrap_ifname", WEFT_PARAM_STRING, NULL,
-	 "Network interface whose address the bootstrap uses (e.g. eth0); unset: the first usable one."},
+	 "Network interface (e.g. eth0) whose address the bootstrap uses when bootstrap_addr is unset."},
 	{sizeof(struct weft_param_decl), "core", "bootstrap_max_msg", WEFT_PARAM_SIZE, "64M",
 	 "Largest bootstrap message accepted from a peer; bigger ones are refused as a protocol error."},
 	{sizeof(struct weft_param_decl), "core", "fifo_depth", WEFT_PARAM_INT, "1024",
 	 "Entries in each port channel's trigger FIFO."},
 	{sizeof(struct weft_param_decl), "core", "require", WEFT_PARAM_STRING, NULL,
-	 "Comma list of plugins that must load; communicator creation fails naming any that did not."},
+	 "Comma list of plugins that must load; loading fails with -WEFT_ERR_PLUGIN naming any that did not."},
 };
 
 /* ------------------------------------------------------------ small helpers */
@@ -834,15 +841,18 @@ int weft__param_get(const char *section, const char *key, enum weft_param_type t
 	} else if (type == WEFT_PARAM_STRING && src == WEFT_PARAM_SRC_ENV) {
 		/* getenv's string may change under a later setenv; hand out a copy
 		 * that lives until exit (old copies are kept, never freed). */
-		if (!p->env_copy || strcmp(p->env_copy, text) != 0) {
-			char *c = strdup(text);
+		if (!p->env_copy || strcmp(p->env_copy->text, text) != 0) {
+			size_t n = strlen(text) + 1;
+			struct env_copy *c = malloc(sizeof(*c) + n);
 			if (!c) {
 				rc = -ENOMEM;
 				goto out_unlock;
 			}
+			memcpy(c->text, text, n);
+			c->older = p->env_copy;
 			p->env_copy = c;
 		}
-		v.s = p->env_copy;
+		v.s = p->env_copy->text;
 	}
 	switch (type) {
 	case WEFT_PARAM_INT: *(int64_t *)out = v.i; break;

@@ -19,6 +19,7 @@
 
 static char *dir;      /* this test's own directory */
 static char *log_path; /* WEFT_LOG_FILE: what the user would see on stderr */
+static char *conf_path; /* the file use_conf wrote, owned here */
 
 static void setup(void)
 {
@@ -35,15 +36,18 @@ static void teardown(void)
 	wt_rmdir(dir);
 	free(dir);
 	free(log_path);
+	free(conf_path);
 }
 
-/* Writes text as this test's config file and points WEFT_CONFIG at it. */
-static char *use_conf(const char *text)
+/* Writes text as this test's config file and points WEFT_CONFIG at it.
+ * Returns its path, freed by teardown. */
+static const char *use_conf(const char *text)
 {
-	char *p = wt_write_file(dir, "weft.conf", text);
-	ck_assert_ptr_nonnull(p);
-	setenv("WEFT_CONFIG", p, 1);
-	return p;
+	free(conf_path);
+	conf_path = wt_write_file(dir, "weft.conf", text);
+	ck_assert_ptr_nonnull(conf_path);
+	setenv("WEFT_CONFIG", conf_path, 1);
+	return conf_path;
 }
 
 static char *log_text(void)
@@ -82,7 +86,7 @@ static char *print_all(void)
 
 START_TEST(test_precedence_and_sources)
 {
-	char *path = use_conf("[core]\nfifo_depth = 77\npeer_timeout = 5\n");
+	const char *path = use_conf("[core]\nfifo_depth = 77\npeer_timeout = 5\n");
 	setenv("WEFT_CORE_PEER_TIMEOUT", "7.5", 1);
 	ck_assert_int_eq(weft__config_load(), 0);
 	ck_assert_str_eq(weft__config_path(), path);
@@ -137,7 +141,6 @@ START_TEST(test_precedence_and_sources)
 		prev = at;
 	}
 	free(out);
-	free(path);
 }
 END_TEST
 
@@ -274,7 +277,7 @@ END_TEST
 
 START_TEST(test_string_and_file_bad_value)
 {
-	char *path = use_conf("[myplug]\n\nlevel = high\nname = \"  padded # kept \"\n");
+	const char *path = use_conf("[myplug]\n\nlevel = high\nname = \"  padded # kept \"\n");
 	ck_assert_int_eq(declare("myplug", "myplug", "level", WEFT_PARAM_INT, "1"), 0);
 	ck_assert_int_eq(declare("myplug", "myplug", "name", WEFT_PARAM_STRING, NULL), 0);
 	int64_t lvl;
@@ -298,7 +301,6 @@ START_TEST(test_string_and_file_bad_value)
 	ck_assert_int_eq(weft__param_get("myplug", "name", WEFT_PARAM_STRING, &b, &src), 0);
 	ck_assert_str_eq(a, "first");
 	ck_assert_str_eq(b, "second-value-that-is-longer");
-	free(path);
 }
 END_TEST
 
@@ -373,7 +375,7 @@ static const struct syntax_case syntax_cases[] = {
 START_TEST(test_syntax_error)
 {
 	const struct syntax_case *c = &syntax_cases[_i];
-	char *path = use_conf(c->text);
+	const char *path = use_conf(c->text);
 	ck_assert_int_eq(weft__config_load(), -WEFT_ERR_CONFIG);
 	/* Later calls return the first result. */
 	ck_assert_int_eq(weft__config_load(), -WEFT_ERR_CONFIG);
@@ -386,7 +388,6 @@ START_TEST(test_syntax_error)
 	int64_t d;
 	ck_assert_int_eq(weft__param_get("core", "fifo_depth", WEFT_PARAM_INT, &d, NULL), -WEFT_ERR_CONFIG);
 	free(log);
-	free(path);
 }
 END_TEST
 
@@ -398,7 +399,7 @@ START_TEST(test_long_line)
 	size_t o = strlen(text);
 	memset(text + o, 'a', n);
 	strcpy(text + o + n, "\n");
-	char *path = use_conf(text);
+	const char *path = use_conf(text);
 	ck_assert_int_eq(weft__config_load(), -WEFT_ERR_CONFIG);
 	char *log = log_text();
 	char want[512];
@@ -406,7 +407,6 @@ START_TEST(test_long_line)
 	ck_assert_msg(strstr(log, want), "want '%s' in log:\n%s", want, log);
 	free(log);
 	free(text);
-	free(path);
 }
 END_TEST
 
@@ -440,7 +440,7 @@ START_TEST(test_missing_config)
 		      log);
 	free(log);
 	/* Still the first result, even with the file now there. */
-	wt_write_file(dir, "does-not-exist.conf", "[core]\n");
+	free(wt_write_file(dir, "does-not-exist.conf", "[core]\n"));
 	ck_assert_int_eq(weft__config_load(), -WEFT_ERR_CONFIG);
 }
 END_TEST
@@ -464,13 +464,13 @@ START_TEST(test_home_default)
 	ck_assert_int_eq(mkdir(sub, 0700), 0);
 	snprintf(sub, sizeof(sub), "%s/.config/weft", dir);
 	ck_assert_int_eq(mkdir(sub, 0700), 0);
-	char *path = wt_write_file(sub, "weft.conf", "[core]\nfifo_depth = 9\n");
+	conf_path = wt_write_file(sub, "weft.conf", "[core]\nfifo_depth = 9\n");
+	ck_assert_ptr_nonnull(conf_path);
 	ck_assert_int_eq(weft__config_load(), 0);
-	ck_assert_str_eq(weft__config_path(), path);
+	ck_assert_str_eq(weft__config_path(), conf_path);
 	int64_t d;
 	ck_assert_int_eq(weft__param_get("core", "fifo_depth", WEFT_PARAM_INT, &d, NULL), 0);
 	ck_assert_int_eq(d, 9);
-	free(path);
 }
 END_TEST
 
@@ -495,7 +495,7 @@ END_TEST
 
 START_TEST(test_crlf_comments_no_newline)
 {
-	char *path = use_conf("# comment\r\n; another\r\n\r\n  [core]  \r\n"
+	const char *path = use_conf("# comment\r\n; another\r\n\r\n  [core]  \r\n"
 			      "fifo_depth = 5   # inline\r\n"
 			      "[myplug]\r\n"
 			      "name = \"a b # c\"\r\n"
@@ -525,13 +525,12 @@ START_TEST(test_crlf_comments_no_newline)
 	snprintf(want, sizeof(want), "core.fifo_depth = 5  (file %s:5)", path);
 	ck_assert_msg(strstr(out, want), "want '%s' in:\n%s", want, out);
 	free(out);
-	free(path);
 }
 END_TEST
 
 START_TEST(test_empty_file)
 {
-	char *path = use_conf("");
+	const char *path = use_conf("");
 	ck_assert_int_eq(weft__config_load(), 0);
 	ck_assert_str_eq(weft__config_path(), path);
 	double t;
@@ -542,7 +541,6 @@ START_TEST(test_empty_file)
 	const char *const *lines;
 	const int *linenos;
 	ck_assert_int_eq(weft__config_section_lines("transport", &lines, &linenos), 0);
-	free(path);
 }
 END_TEST
 
@@ -577,7 +575,7 @@ END_TEST
 
 START_TEST(test_unknown_names_warn)
 {
-	char *path = use_conf("[core]\npeer_timout = 3\n[algo-hots]\nx = 1\n[myplug]\nchunk_sz = 4\n"
+	const char *path = use_conf("[core]\npeer_timout = 3\n[algo-hots]\nx = 1\n[myplug]\nchunk_sz = 4\n"
 			      "chunk_size = 8\n[zzzzzzzz]\n");
 	ck_assert_int_eq(weft__config_load(), 0);
 	ck_assert_int_eq(declare("myplug", "myplug", "chunk_size", WEFT_PARAM_SIZE, "1K"), 0);
@@ -613,7 +611,6 @@ START_TEST(test_unknown_names_warn)
 			      !strstr(log, "WEFT_REQUIRE_GPU") && !strstr(log, "WEFT_LOG_FILE"),
 		      "log:\n%s", log);
 	free(log);
-	free(path);
 }
 END_TEST
 
