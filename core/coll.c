@@ -1,0 +1,968 @@
+/* Collectives: argument checks, datatype and operation names, group calls, and
+ * the choice of an algorithm among the loaded packs ([algorithm] rules, else
+ * priority), with per-communicator algorithm state made lazily and kept. */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll.h"
+#include "config.h"
+#include "log.h"
+#include "registry.h"
+
+/* ------------------------------------------------------------- names */
+
+static const struct {
+	const char *name;
+	size_t size;
+} dtypes[WEFT_DATATYPE_COUNT] = {
+	[WEFT_INT8] = {"int8", 1},         [WEFT_UINT8] = {"uint8", 1},       [WEFT_INT32] = {"int32", 4},
+	[WEFT_UINT32] = {"uint32", 4},     [WEFT_INT64] = {"int64", 8},       [WEFT_UINT64] = {"uint64", 8},
+	[WEFT_FLOAT16] = {"float16", 2},   [WEFT_BFLOAT16] = {"bfloat16", 2}, [WEFT_FLOAT32] = {"float32", 4},
+	[WEFT_FLOAT64] = {"float64", 8},   [WEFT_FP8_E4M3] = {"fp8_e4m3", 1}, [WEFT_FP8_E5M2] = {"fp8_e5m2", 1},
+};
+
+static const char *const redops[WEFT_REDOP_COUNT] = {
+	[WEFT_SUM] = "sum", [WEFT_PROD] = "prod", [WEFT_MIN] = "min", [WEFT_MAX] = "max", [WEFT_AVG] = "avg",
+};
+
+static const char *const coll_names[WEFT_COLL_COUNT] = {
+	[WEFT_COLL_ALLREDUCE] = "allreduce", [WEFT_COLL_ALLGATHER] = "allgather",
+	[WEFT_COLL_REDUCE_SCATTER] = "reduce_scatter", [WEFT_COLL_BROADCAST] = "broadcast",
+	[WEFT_COLL_REDUCE] = "reduce", [WEFT_COLL_ALLTOALL] = "alltoall", [WEFT_COLL_SENDRECV] = "sendrecv",
+};
+
+static const char *const mem_names[WEFT_MEM_TYPE_COUNT] = {
+	[WEFT_MEM_HOST] = "host", [WEFT_MEM_CUDA] = "cuda", [WEFT_MEM_HIP] = "hip",
+};
+
+static int dtype_valid(int t)
+{
+	return t >= 0 && t < WEFT_DATATYPE_COUNT;
+}
+
+static int redop_valid(int op)
+{
+	return op >= 0 && op < WEFT_REDOP_COUNT;
+}
+
+static const char *coll_name(int c)
+{
+	return c >= 0 && c < WEFT_COLL_COUNT ? coll_names[c] : "unknown collective";
+}
+
+static const char *mem_name(int m)
+{
+	return m >= 0 && m < WEFT_MEM_TYPE_COUNT ? mem_names[m] : "unknown memory";
+}
+
+WEFT_API size_t weft_datatype_size(enum weft_datatype type)
+{
+	return dtype_valid((int)type) ? dtypes[type].size : 0;
+}
+
+WEFT_API const char *weft_datatype_name(enum weft_datatype type)
+{
+	return dtype_valid((int)type) ? dtypes[type].name : "unknown";
+}
+
+WEFT_API int weft_datatype_parse(const char *name, enum weft_datatype *type)
+{
+	static const struct {
+		const char *alias;
+		enum weft_datatype type;
+	} aliases[] = {{"half", WEFT_FLOAT16}, {"float", WEFT_FLOAT32}, {"double", WEFT_FLOAT64}};
+	if (!name || !type)
+		return -EINVAL;
+	for (int t = 0; t < WEFT_DATATYPE_COUNT; t++)
+		if (strcmp(name, dtypes[t].name) == 0) {
+			*type = (enum weft_datatype)t;
+			return 0;
+		}
+	for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++)
+		if (strcmp(name, aliases[i].alias) == 0) {
+			*type = aliases[i].type;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+WEFT_API const char *weft_redop_name(enum weft_redop op)
+{
+	return redop_valid((int)op) ? redops[op] : "unknown";
+}
+
+WEFT_API int weft_redop_parse(const char *name, enum weft_redop *op)
+{
+	if (!name || !op)
+		return -EINVAL;
+	for (int o = 0; o < WEFT_REDOP_COUNT; o++)
+		if (strcmp(name, redops[o]) == 0) {
+			*op = (enum weft_redop)o;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+/* --------------------------------------------------------- primitive API */
+
+static const struct weft_prim_api prim_api = {
+	.size = sizeof(struct weft_prim_api),
+	.comm_rank = weft_comm_rank,
+	.comm_size = weft_comm_size,
+	.comm_status = weft_comm_status,
+	.comm_barrier = weft_comm_barrier,
+	.comm_allgather = weft_comm_allgather,
+	.comm_send = weft_comm_send,
+	.comm_recv = weft_comm_recv,
+	.mem_register = weft_mem_register,
+	.mem_deregister = weft_mem_deregister,
+	.mem_exchange = weft_mem_exchange,
+	.rmem_release = weft_rmem_release,
+	.connect = weft_connect,
+	.conn_close = weft_conn_close,
+	.put = weft_put,
+	.signal = weft_signal,
+	.flush = weft_flush,
+	.sem_create = weft_sem_create,
+	.sem_destroy = weft_sem_destroy,
+	.sem_value = weft_sem_value,
+	.sem_wait = weft_sem_wait,
+	.sem_exchange = weft_sem_exchange,
+	.rsem_release = weft_rsem_release,
+};
+
+const struct weft_prim_api *weft__coll_prim_api(void)
+{
+	return &prim_api;
+}
+
+enum weft_mem_type weft__coll_mem_type(weft_comm_t *comm, const void *buf)
+{
+	/* Every buffer is host memory until a GPU transport can tell device
+	 * pointers apart (a later transport op: pointer attributes). */
+	(void)comm;
+	(void)buf;
+	return WEFT_MEM_HOST;
+}
+
+/* --------------------------------------------------- catalog and rules
+ * Built once per process from the registry, which never changes after its
+ * one load. Guarded by cat_once; read-only afterwards except the warned flags. */
+
+struct cat_algo {
+	const struct weft_algo *algo;
+	const char *pack;
+	char full[160]; /* "pack/algo" */
+};
+
+struct coll_rule {
+	struct weft__rule r;
+	int known;  /* the target names at least one algorithm of the catalog */
+	int warned; /* "cannot serve" said once (atomic) */
+};
+
+static pthread_once_t cat_once = PTHREAD_ONCE_INIT;
+static struct cat_algo *cat;
+static int ncat;
+static struct coll_rule *rules;
+static int nrules;
+static int cat_err; /* a config or memory error that makes every collective fail */
+
+static int algo_well_formed(const char *pack, const struct weft_algo *a)
+{
+	if (!a || a->size < offsetof(struct weft_algo, teardown) + sizeof(a->teardown)) {
+		WEFT_WARN("algorithm pack %s: an algorithm entry is too small for this core's ABI; skipped", pack);
+		return 0;
+	}
+	if (!a->name || !a->name[0] || (int)a->coll < 0 || a->coll >= WEFT_COLL_COUNT || !a->execute) {
+		WEFT_WARN("algorithm pack %s: algorithm '%s' has no name, an unknown collective or no execute; skipped",
+			  pack, a->name ? a->name : "(null)");
+		return 0;
+	}
+	return 1;
+}
+
+static int target_matches(const char *target, const struct cat_algo *c)
+{
+	if (strchr(target, '/'))
+		return strcmp(target, c->full) == 0;
+	return strcmp(target, c->algo->name) == 0;
+}
+
+static void cat_build(void)
+{
+	const struct weft__plugin_entry *const *ents = NULL;
+	int n = weft__registry_entries(&ents);
+	int cap = 0;
+	for (int i = 0; i < n; i++) {
+		const struct weft__plugin_entry *e = ents[i];
+		if (e->state != WEFT_PLUGIN_LOADED || e->kind != WEFT_PLUGIN_ALGO_PACK || !e->ops)
+			continue;
+		const struct weft_algo_ops *ops = e->ops;
+		if (!WEFT_HAS_OP(ops, struct weft_algo_ops, algos))
+			continue;
+		for (int k = 0; ops->algos[k]; k++) {
+			const struct weft_algo *a = ops->algos[k];
+			if (!algo_well_formed(e->name, a))
+				continue;
+			if (ncat == cap) {
+				int c = cap ? cap * 2 : 16;
+				struct cat_algo *nc = realloc(cat, (size_t)c * sizeof(*nc));
+				if (!nc) {
+					cat_err = -ENOMEM;
+					return;
+				}
+				cat = nc;
+				cap = c;
+			}
+			struct cat_algo *ca = &cat[ncat];
+			ca->algo = a;
+			ca->pack = e->name;
+			snprintf(ca->full, sizeof(ca->full), "%s/%s", e->name, a->name);
+			for (int j = 0; j < ncat; j++)
+				if (strcmp(cat[j].full, ca->full) == 0) {
+					WEFT_WARN("algorithm %s is listed twice; the second is ignored", ca->full);
+					ca = NULL;
+					break;
+				}
+			if (ca)
+				ncat++;
+		}
+	}
+
+	const char *const *lines = NULL;
+	const int *linenos = NULL;
+	int nl = weft__config_section_lines("algorithm", &lines, &linenos);
+	if (nl > 0 && !(rules = calloc((size_t)nl, sizeof(*rules)))) {
+		cat_err = -ENOMEM;
+		return;
+	}
+	for (int i = 0; i < nl; i++) {
+		struct coll_rule *cr = &rules[nrules];
+		char err[256];
+		if (weft__rule_parse(lines[i], &cr->r, err, sizeof(err)) != 0) {
+			/* The config module checks rules at load; this is a second line of defence. */
+			WEFT_ERROR("%s:%d: bad [algorithm] rule: %s", weft__config_path() ? weft__config_path() : "config",
+				   linenos[i], err);
+			cat_err = -WEFT_ERR_CONFIG;
+			return;
+		}
+		cr->r.lineno = linenos[i];
+		for (int j = 0; j < ncat && !cr->known; j++)
+			cr->known = target_matches(cr->r.target, &cat[j]);
+		if (!cr->known) {
+			const char *best = NULL;
+			int bestd = INT_MAX;
+			for (int j = 0; j < ncat; j++) {
+				int d1 = weft__edit_distance(cr->r.target, cat[j].full);
+				int d2 = weft__edit_distance(cr->r.target, cat[j].algo->name);
+				int d = d1 < d2 ? d1 : d2;
+				if (d < bestd) {
+					bestd = d;
+					best = cat[j].full;
+				}
+			}
+			if (best && bestd <= 3)
+				WEFT_WARN("%s:%d: [algorithm] names '%s', which no loaded pack offers (did you mean %s?); the rule is ignored",
+					  weft__config_path() ? weft__config_path() : "config", cr->r.lineno, cr->r.target,
+					  best);
+			else
+				WEFT_WARN("%s:%d: [algorithm] names '%s', which no loaded pack offers; the rule is ignored",
+					  weft__config_path() ? weft__config_path() : "config", cr->r.lineno, cr->r.target);
+		}
+		nrules++;
+	}
+}
+
+static int cat_load(void)
+{
+	pthread_once(&cat_once, cat_build);
+	return cat_err;
+}
+
+/* ------------------------------------------------------------- choosing */
+
+struct query {
+	int coll;
+	uint64_t bytes;
+	int nranks;
+	int mem;
+};
+
+/* What the static part of the choice decided: candidates in the order to try,
+ * and the rule that put the first one there (or -1). */
+struct choice {
+	int *order;
+	int n;
+	int rule;     /* index into rules of the use/prefer/require rule that pinned order[0], or -1 */
+	int required; /* order holds only the required algorithm */
+};
+
+static int fits(const struct cat_algo *c, const struct query *q)
+{
+	const struct weft_algo *a = c->algo;
+	if ((int)a->coll != q->coll)
+		return 0;
+	if (q->bytes < a->min_bytes || (a->max_bytes && q->bytes > a->max_bytes))
+		return 0;
+	if (q->nranks < a->min_ranks || (a->max_ranks && q->nranks > a->max_ranks))
+		return 0;
+	if (q->mem < 0 || q->mem >= 32 || !(a->mem_types & (1u << q->mem)))
+		return 0;
+	return 1;
+}
+
+static void rule_cannot_serve(struct coll_rule *cr, const struct query *q, const char *why)
+{
+	if (__atomic_exchange_n(&cr->warned, 1, __ATOMIC_RELAXED))
+		return;
+	WEFT_WARN("%s:%d: [algorithm] rule '%s %s': it cannot serve %s of %" PRIu64 " B on %d ranks in %s memory (%s); ignored",
+		  weft__config_path() ? weft__config_path() : "config", cr->r.lineno,
+		  cr->r.action == WEFT_RULE_USE ? "use" : cr->r.action == WEFT_RULE_PREFER ? "prefer" : "require",
+		  cr->r.target, coll_name(q->coll), q->bytes, q->nranks, mem_name(q->mem), why);
+}
+
+/* Fills ch (ch->order has room for ncat entries). Returns 0, or -ENOTSUP when a
+ * `require` rule names an algorithm that cannot serve the query (logged unless
+ * quiet). Deterministic in (query, rules, catalog): every rank gets the same. */
+static int choose(const struct query *q, int quiet, struct choice *ch)
+{
+	int ok[ncat > 0 ? ncat : 1];
+	for (int i = 0; i < ncat; i++)
+		ok[i] = fits(&cat[i], q);
+	struct weft__rule_query rq = {.coll = q->coll, .bytes = q->bytes, .nranks = q->nranks, .mem_type = q->mem,
+				       .peer_class = -1};
+	for (int r = 0; r < nrules; r++)
+		if (rules[r].r.action == WEFT_RULE_FORBID && weft__rule_matches(&rules[r].r, &rq))
+			for (int i = 0; i < ncat; i++)
+				if (target_matches(rules[r].r.target, &cat[i]))
+					ok[i] = 0;
+
+	ch->n = 0;
+	ch->rule = -1;
+	ch->required = 0;
+	for (int r = 0; r < nrules && ch->rule < 0; r++) {
+		struct coll_rule *cr = &rules[r];
+		if (cr->r.action == WEFT_RULE_FORBID || !cr->known || !weft__rule_matches(&cr->r, &rq))
+			continue;
+		int pick = -1;
+		for (int i = 0; i < ncat && pick < 0; i++)
+			if (ok[i] && target_matches(cr->r.target, &cat[i]))
+				pick = i;
+		if (pick < 0) {
+			if (cr->r.action == WEFT_RULE_REQUIRE) {
+				if (!quiet)
+					WEFT_ERROR("%s:%d: [algorithm] requires %s, which cannot serve %s of %" PRIu64
+						   " B on %d ranks in %s memory (forbidden, or outside its sizes, ranks or memory types)",
+						   weft__config_path() ? weft__config_path() : "config", cr->r.lineno,
+						   cr->r.target, coll_name(q->coll), q->bytes, q->nranks, mem_name(q->mem));
+				ch->rule = r;
+				ch->required = 1;
+				return -ENOTSUP;
+			}
+			if (cr->r.action == WEFT_RULE_USE && !quiet)
+				rule_cannot_serve(cr, q, "forbidden, or outside its sizes, ranks or memory types");
+			continue;
+		}
+		ch->rule = r;
+		ch->order[ch->n++] = pick;
+		ok[pick] = 0;
+		if (cr->r.action == WEFT_RULE_REQUIRE) {
+			ch->required = 1;
+			return 0;
+		}
+	}
+	/* The rest by priority, highest first; catalog order breaks ties, so that
+	 * the search path order (the same on every rank) decides. */
+	for (;;) {
+		int best = -1;
+		for (int i = 0; i < ncat; i++)
+			if (ok[i] && (best < 0 || cat[i].algo->priority > cat[best].algo->priority))
+				best = i;
+		if (best < 0)
+			break;
+		ch->order[ch->n++] = best;
+		ok[best] = 0;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------ per-comm state
+ * struct weft_comm has no field for the collective layer yet, so the state
+ * lives in a small list keyed by the comm pointer. weft_comm_destroy must call
+ * weft__coll_comm_cleanup, or a later comm at the same address would inherit it. */
+
+struct coll_inst {
+	int done; /* setup ran */
+	int rc;   /* its result */
+	void *state;
+	int announced; /* the first use was logged */
+};
+
+struct coll_comm {
+	weft_comm_t *comm;
+	struct coll_comm *next;
+	struct coll_inst *inst; /* ncat entries */
+	int last;               /* catalog index of the last algorithm used, or -1 */
+};
+
+static pthread_mutex_t comms_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct coll_comm *comms;
+
+static struct coll_comm *comm_state(weft_comm_t *comm, int create)
+{
+	pthread_mutex_lock(&comms_lock);
+	struct coll_comm *cc = comms;
+	while (cc && cc->comm != comm)
+		cc = cc->next;
+	if (!cc && create && (cc = calloc(1, sizeof(*cc)))) {
+		cc->inst = calloc(ncat > 0 ? (size_t)ncat : 1, sizeof(*cc->inst));
+		if (!cc->inst) {
+			free(cc);
+			cc = NULL;
+		} else {
+			cc->comm = comm;
+			cc->last = -1;
+			cc->next = comms;
+			comms = cc;
+		}
+	}
+	pthread_mutex_unlock(&comms_lock);
+	return cc;
+}
+
+void weft__coll_comm_cleanup(weft_comm_t *comm)
+{
+	if (!comm)
+		return;
+	pthread_mutex_lock(&comms_lock);
+	struct coll_comm **pp = &comms;
+	while (*pp && (*pp)->comm != comm)
+		pp = &(*pp)->next;
+	struct coll_comm *cc = *pp;
+	if (cc)
+		*pp = cc->next;
+	pthread_mutex_unlock(&comms_lock);
+	if (!cc)
+		return;
+	/* Reverse catalog order, so that packs see teardown mirror setup roughly. */
+	for (int i = ncat - 1; i >= 0; i--) {
+		struct coll_inst *in = &cc->inst[i];
+		if (in->done && in->rc == 0 && WEFT_HAS_OP(cat[i].algo, struct weft_algo, teardown))
+			cat[i].algo->teardown(in->state);
+	}
+	free(cc->inst);
+	free(cc);
+}
+
+WEFT_API const char *weft__coll_last_algo(weft_comm_t *comm)
+{
+	if (!comm)
+		return NULL;
+	struct coll_comm *cc = comm_state(comm, 0);
+	return cc && cc->last >= 0 ? cat[cc->last].full : NULL;
+}
+
+static int inst_setup(weft_comm_t *comm, struct coll_comm *cc, int idx)
+{
+	struct coll_inst *in = &cc->inst[idx];
+	if (in->done)
+		return in->rc;
+	const struct weft_algo *a = cat[idx].algo;
+	struct weft_algo_comm ac = {
+		.size = sizeof(ac),
+		.comm = comm,
+		.rank = weft_comm_rank(comm),
+		.nranks = weft_comm_size(comm),
+		.prim = &prim_api,
+		/* The registry does not hand out the services table it gave the pack
+		 * at init yet; packs keep the one their weft_plugin_init received. */
+		.core = NULL,
+	};
+	void *state = NULL;
+	int rc = WEFT_HAS_OP(a, struct weft_algo, setup) ? a->setup(&ac, &state) : 0;
+	if (rc != 0)
+		WEFT_ERROR("%s: setup failed: %s", cat[idx].full, weft_strerror(rc));
+	in->done = 1;
+	in->rc = rc;
+	in->state = rc == 0 ? state : NULL;
+	return rc;
+}
+
+static void describe_call(const struct weft_coll_args *a, char *buf, size_t len)
+{
+	if (a->coll == WEFT_COLL_SENDRECV)
+		snprintf(buf, len, "sendrecv of %zu operation%s, %" PRIu64 " B in %s memory", a->count,
+			 a->count == 1 ? "" : "s", a->bytes, mem_name(a->mem_type));
+	else if (a->coll == WEFT_COLL_ALLREDUCE || a->coll == WEFT_COLL_REDUCE_SCATTER || a->coll == WEFT_COLL_REDUCE)
+		snprintf(buf, len, "%s of %s (%s), %" PRIu64 " B in %s memory", coll_name(a->coll),
+			 weft_datatype_name(a->dtype), weft_redop_name(a->op), a->bytes, mem_name(a->mem_type));
+	else
+		snprintf(buf, len, "%s of %s, %" PRIu64 " B in %s memory", coll_name(a->coll),
+			 weft_datatype_name(a->dtype), a->bytes, mem_name(a->mem_type));
+}
+
+static int coll_run(weft_comm_t *comm, const struct weft_coll_args *args)
+{
+	int rc = weft_comm_status(comm);
+	if (rc != 0)
+		return rc;
+	if (args->count == 0)
+		return 0; /* every rank passes the same count, so every rank skips */
+	if ((rc = cat_load()) != 0)
+		return rc;
+	int nranks = weft_comm_size(comm);
+	struct query q = {.coll = (int)args->coll, .bytes = args->bytes, .nranks = nranks, .mem = (int)args->mem_type};
+	int order[ncat > 0 ? ncat : 1];
+	struct choice ch = {.order = order};
+	char what[160];
+	describe_call(args, what, sizeof(what));
+	if ((rc = choose(&q, 0, &ch)) != 0)
+		return rc;
+	struct coll_comm *cc = comm_state(comm, 1);
+	if (!cc)
+		return -ENOMEM;
+	for (int k = 0; k < ch.n; k++) {
+		int idx = ch.order[k];
+		const struct weft_algo *a = cat[idx].algo;
+		if ((rc = inst_setup(comm, cc, idx)) != 0)
+			return rc;
+		void *state = cc->inst[idx].state;
+		if (WEFT_HAS_OP(a, struct weft_algo, supports) && a->supports(state, args) != 0) {
+			if (k == 0 && ch.rule >= 0) {
+				if (ch.required) {
+					WEFT_ERROR("%s:%d: [algorithm] requires %s, which refuses %s",
+						   weft__config_path() ? weft__config_path() : "config",
+						   rules[ch.rule].r.lineno, cat[idx].full, what);
+					return -ENOTSUP;
+				}
+				if (rules[ch.rule].r.action == WEFT_RULE_USE)
+					rule_cannot_serve(&rules[ch.rule], &q, "the algorithm refuses this type or operation");
+			}
+			continue;
+		}
+		char why[64];
+		if (k == 0 && ch.rule >= 0)
+			snprintf(why, sizeof(why), "rule line %d", rules[ch.rule].r.lineno);
+		else
+			snprintf(why, sizeof(why), "priority %d", a->priority);
+		if (!cc->inst[idx].announced) {
+			cc->inst[idx].announced = 1;
+			WEFT_INFO("%s: using %s (%s)", what, cat[idx].full, why);
+		} else {
+			WEFT_DEBUG("%s: using %s (%s)", what, cat[idx].full, why);
+		}
+		cc->last = idx;
+		return a->execute(state, args);
+	}
+	WEFT_ERROR("%s on %d ranks: no algorithm of the loaded packs serves it (%d loaded algorithm%s, %d fit%s the "
+		   "collective, size, ranks and memory type)",
+		   what, nranks, ncat, ncat == 1 ? "" : "s", ch.n, ch.n == 1 ? "s" : "");
+	return -ENOTSUP;
+}
+
+WEFT_API int weft__coll_execute(weft_comm_t *comm, const struct weft_coll_args *args)
+{
+	if (!comm || !args || args->size < sizeof(*args) || (int)args->coll < 0 || args->coll >= WEFT_COLL_COUNT ||
+	    (int)args->mem_type < 0 || args->mem_type >= WEFT_MEM_TYPE_COUNT)
+		return -EINVAL;
+	return coll_run(comm, args);
+}
+
+/* ------------------------------------------------------------- groups
+ * Per thread: the nesting depth and the calls queued since the outermost start. */
+
+struct grp_op {
+	weft_comm_t *comm;
+	struct weft_coll_args args;
+	int p2p;
+	struct weft_p2p_op op;
+};
+
+static _Thread_local struct {
+	int depth;
+	struct grp_op *ops;
+	size_t n, cap;
+} grp;
+
+static int grp_push(weft_comm_t *comm, const struct weft_coll_args *args, const struct weft_p2p_op *op)
+{
+	if (grp.n == grp.cap) {
+		size_t c = grp.cap ? grp.cap * 2 : 16;
+		struct grp_op *n = realloc(grp.ops, c * sizeof(*n));
+		if (!n) {
+			WEFT_ERROR("group: out of memory queuing a call");
+			return -ENOMEM;
+		}
+		grp.ops = n;
+		grp.cap = c;
+	}
+	struct grp_op *g = &grp.ops[grp.n++];
+	memset(g, 0, sizeof(*g));
+	g->comm = comm;
+	if (args)
+		g->args = *args;
+	if (op) {
+		g->p2p = 1;
+		g->op = *op;
+	}
+	return 0;
+}
+
+static int run_p2p_batch(weft_comm_t *comm, struct weft_p2p_op *ops, size_t n)
+{
+	uint64_t total = 0;
+	for (size_t i = 0; i < n; i++)
+		total += ops[i].bytes;
+	struct weft_coll_args a = {
+		.size = sizeof(a),
+		.coll = WEFT_COLL_SENDRECV,
+		.sendbuf = ops,
+		.recvbuf = NULL,
+		.count = n,
+		.dtype = WEFT_UINT8,
+		.op = WEFT_SUM,
+		.root = -1,
+		.mem_type = weft__coll_mem_type(comm, ops[0].buf),
+		.stream = NULL,
+		.bytes = total,
+	};
+	return coll_run(comm, &a);
+}
+
+WEFT_API int weft_group_start(void)
+{
+	if (grp.depth == INT_MAX)
+		return -EINVAL;
+	grp.depth++;
+	return 0;
+}
+
+WEFT_API int weft_group_end(void)
+{
+	if (grp.depth <= 0) {
+		WEFT_ERROR("weft_group_end without a matching weft_group_start");
+		return -EINVAL;
+	}
+	if (--grp.depth > 0)
+		return 0;
+	struct grp_op *ops = grp.ops;
+	size_t n = grp.n;
+	grp.ops = NULL;
+	grp.n = grp.cap = 0;
+
+	/* Collectives first, in call order; then per comm (in order of its first
+	 * point-to-point call) one fused batch of its sends and receives. Every rank
+	 * applies the same rule, so ranks stay in step. */
+	int first = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!ops[i].p2p) {
+			int rc = coll_run(ops[i].comm, &ops[i].args);
+			if (rc && !first)
+				first = rc;
+		}
+	struct weft_p2p_op *batch = n ? malloc(n * sizeof(*batch)) : NULL;
+	if (n && !batch) {
+		free(ops);
+		WEFT_ERROR("group: out of memory fusing point-to-point calls");
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (!ops[i].p2p || !ops[i].comm)
+			continue;
+		weft_comm_t *comm = ops[i].comm;
+		size_t nb = 0;
+		for (size_t j = i; j < n; j++)
+			if (ops[j].p2p && ops[j].comm == comm) {
+				batch[nb++] = ops[j].op;
+				ops[j].comm = NULL; /* taken */
+			}
+		int rc = run_p2p_batch(comm, batch, nb);
+		if (rc && !first)
+			first = rc;
+	}
+	free(batch);
+	free(ops);
+	return first;
+}
+
+/* ------------------------------------------------------ public calls */
+
+static int check_comm(const weft_comm_t *comm, const char *fn)
+{
+	if (!comm) {
+		WEFT_ERROR("%s: comm is NULL", fn);
+		return -EINVAL;
+	}
+	return weft_comm_status(comm);
+}
+
+static int check_type(enum weft_datatype type, const char *fn)
+{
+	if (!dtype_valid((int)type)) {
+		WEFT_ERROR("%s: unknown datatype %d", fn, (int)type);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int check_op(enum weft_redop op, const char *fn)
+{
+	if (!redop_valid((int)op)) {
+		WEFT_ERROR("%s: unknown reduction operation %d", fn, (int)op);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int check_buf(const void *buf, size_t count, const char *fn, const char *which)
+{
+	if (count > 0 && !buf) {
+		WEFT_ERROR("%s: %s is NULL with count %zu", fn, which, count);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int check_rank(int r, int nranks, const char *fn, const char *which)
+{
+	if (r < 0 || r >= nranks) {
+		WEFT_ERROR("%s: %s %d is outside the communicator's %d ranks", fn, which, r, nranks);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* bytes = count * size of type * mult, refusing overflow. */
+static int bytes_of(size_t count, enum weft_datatype type, size_t mult, const char *fn, uint64_t *out)
+{
+	size_t es = weft_datatype_size(type);
+	if (count && (mult > SIZE_MAX / es || count > SIZE_MAX / (es * mult))) {
+		WEFT_ERROR("%s: count %zu is too large", fn, count);
+		return -EINVAL;
+	}
+	*out = (uint64_t)count * es * mult;
+	return 0;
+}
+
+static int submit(weft_comm_t *comm, const struct weft_coll_args *args)
+{
+	if (grp.depth > 0)
+		return grp_push(comm, args, NULL);
+	return coll_run(comm, args);
+}
+
+static void args_init(struct weft_coll_args *a, enum weft_collective coll, weft_comm_t *comm, const void *sendbuf,
+		      void *recvbuf, size_t count, enum weft_datatype type, enum weft_redop op, int root, void *stream)
+{
+	memset(a, 0, sizeof(*a));
+	a->size = sizeof(*a);
+	a->coll = coll;
+	a->sendbuf = sendbuf;
+	a->recvbuf = recvbuf;
+	a->count = count;
+	a->dtype = type;
+	a->op = op;
+	a->root = root;
+	a->mem_type = weft__coll_mem_type(comm, recvbuf ? recvbuf : sendbuf);
+	a->stream = stream;
+}
+
+WEFT_API int weft_allreduce(const void *sendbuf, void *recvbuf, size_t count, enum weft_datatype type,
+			    enum weft_redop op, weft_comm_t *comm, void *stream)
+{
+	static const char fn[] = "weft_allreduce";
+	struct weft_coll_args a;
+	int rc;
+	if ((rc = check_comm(comm, fn)) || (rc = check_type(type, fn)) || (rc = check_op(op, fn)) ||
+	    (rc = check_buf(sendbuf, count, fn, "sendbuf")) || (rc = check_buf(recvbuf, count, fn, "recvbuf")))
+		return rc;
+	args_init(&a, WEFT_COLL_ALLREDUCE, comm, sendbuf, recvbuf, count, type, op, 0, stream);
+	if ((rc = bytes_of(count, type, 1, fn, &a.bytes)))
+		return rc;
+	return submit(comm, &a);
+}
+
+WEFT_API int weft_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, enum weft_datatype type,
+			    weft_comm_t *comm, void *stream)
+{
+	static const char fn[] = "weft_allgather";
+	struct weft_coll_args a;
+	int rc;
+	if ((rc = check_comm(comm, fn)) || (rc = check_type(type, fn)) ||
+	    (rc = check_buf(sendbuf, sendcount, fn, "sendbuf")) || (rc = check_buf(recvbuf, sendcount, fn, "recvbuf")))
+		return rc;
+	args_init(&a, WEFT_COLL_ALLGATHER, comm, sendbuf, recvbuf, sendcount, type, WEFT_SUM, 0, stream);
+	if ((rc = bytes_of(sendcount, type, (size_t)weft_comm_size(comm), fn, &a.bytes)))
+		return rc;
+	return submit(comm, &a);
+}
+
+WEFT_API int weft_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, enum weft_datatype type,
+				 enum weft_redop op, weft_comm_t *comm, void *stream)
+{
+	static const char fn[] = "weft_reduce_scatter";
+	struct weft_coll_args a;
+	int rc;
+	if ((rc = check_comm(comm, fn)) || (rc = check_type(type, fn)) || (rc = check_op(op, fn)) ||
+	    (rc = check_buf(sendbuf, recvcount, fn, "sendbuf")) || (rc = check_buf(recvbuf, recvcount, fn, "recvbuf")))
+		return rc;
+	args_init(&a, WEFT_COLL_REDUCE_SCATTER, comm, sendbuf, recvbuf, recvcount, type, op, 0, stream);
+	if ((rc = bytes_of(recvcount, type, (size_t)weft_comm_size(comm), fn, &a.bytes)))
+		return rc;
+	return submit(comm, &a);
+}
+
+WEFT_API int weft_broadcast(const void *sendbuf, void *recvbuf, size_t count, enum weft_datatype type, int root,
+			    weft_comm_t *comm, void *stream)
+{
+	static const char fn[] = "weft_broadcast";
+	struct weft_coll_args a;
+	int rc;
+	if ((rc = check_comm(comm, fn)) || (rc = check_type(type, fn)) ||
+	    (rc = check_rank(root, weft_comm_size(comm), fn, "root")) ||
+	    (root == weft_comm_rank(comm) && (rc = check_buf(sendbuf, count, fn, "sendbuf"))) ||
+	    (rc = check_buf(recvbuf, count, fn, "recvbuf")))
+		return rc;
+	args_init(&a, WEFT_COLL_BROADCAST, comm, sendbuf, recvbuf, count, type, WEFT_SUM, root, stream);
+	if ((rc = bytes_of(count, type, 1, fn, &a.bytes)))
+		return rc;
+	return submit(comm, &a);
+}
+
+WEFT_API int weft_reduce(const void *sendbuf, void *recvbuf, size_t count, enum weft_datatype type,
+			 enum weft_redop op, int root, weft_comm_t *comm, void *stream)
+{
+	static const char fn[] = "weft_reduce";
+	struct weft_coll_args a;
+	int rc;
+	if ((rc = check_comm(comm, fn)) || (rc = check_type(type, fn)) || (rc = check_op(op, fn)) ||
+	    (rc = check_rank(root, weft_comm_size(comm), fn, "root")) ||
+	    (rc = check_buf(sendbuf, count, fn, "sendbuf")) ||
+	    (root == weft_comm_rank(comm) && (rc = check_buf(recvbuf, count, fn, "recvbuf"))))
+		return rc;
+	args_init(&a, WEFT_COLL_REDUCE, comm, sendbuf, recvbuf, count, type, op, root, stream);
+	if ((rc = bytes_of(count, type, 1, fn, &a.bytes)))
+		return rc;
+	return submit(comm, &a);
+}
+
+WEFT_API int weft_alltoall(const void *sendbuf, void *recvbuf, size_t count, enum weft_datatype type,
+			   weft_comm_t *comm, void *stream)
+{
+	static const char fn[] = "weft_alltoall";
+	struct weft_coll_args a;
+	int rc;
+	if ((rc = check_comm(comm, fn)) || (rc = check_type(type, fn)) ||
+	    (rc = check_buf(sendbuf, count, fn, "sendbuf")) || (rc = check_buf(recvbuf, count, fn, "recvbuf")))
+		return rc;
+	args_init(&a, WEFT_COLL_ALLTOALL, comm, sendbuf, recvbuf, count, type, WEFT_SUM, 0, stream);
+	if ((rc = bytes_of(count, type, (size_t)weft_comm_size(comm), fn, &a.bytes)))
+		return rc;
+	return submit(comm, &a);
+}
+
+static int p2p(const char *fn, int is_send, void *buf, size_t count, enum weft_datatype type, int peer,
+	       weft_comm_t *comm, void *stream)
+{
+	int rc;
+	uint64_t bytes;
+	if ((rc = check_comm(comm, fn)) || (rc = check_type(type, fn)) ||
+	    (rc = check_rank(peer, weft_comm_size(comm), fn, "peer")) || (rc = check_buf(buf, count, fn, "buf")) ||
+	    (rc = bytes_of(count, type, 1, fn, &bytes)))
+		return rc;
+	if (bytes == 0)
+		return 0; /* both sides of a pair pass the same count, so both skip */
+	struct weft_p2p_op op = {.peer = peer, .is_send = is_send, .buf = buf, .bytes = (size_t)bytes};
+	if (grp.depth > 0)
+		return grp_push(comm, NULL, &op);
+	if (peer == weft_comm_rank(comm)) {
+		WEFT_ERROR("%s: a send or recv to the calling rank itself needs a group (weft_group_start/end)", fn);
+		return -EINVAL;
+	}
+	(void)stream;
+	return run_p2p_batch(comm, &op, 1);
+}
+
+WEFT_API int weft_send(const void *buf, size_t count, enum weft_datatype type, int peer, weft_comm_t *comm,
+		       void *stream)
+{
+	return p2p("weft_send", 1, (void *)buf, count, type, peer, comm, stream);
+}
+
+WEFT_API int weft_recv(void *buf, size_t count, enum weft_datatype type, int peer, weft_comm_t *comm, void *stream)
+{
+	return p2p("weft_recv", 0, buf, count, type, peer, comm, stream);
+}
+
+/* ------------------------------------------------------------ weft-info */
+
+static void fmt_size(uint64_t b, char *buf, size_t len)
+{
+	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	int u = 0;
+	while (b >= 1024 && b % 1024 == 0 && u < 4) {
+		b /= 1024;
+		u++;
+	}
+	snprintf(buf, len, "%" PRIu64 " %s", b, units[u]);
+}
+
+WEFT_API void weft__coll_print_choices(FILE *out, int nranks, enum weft_mem_type mem)
+{
+	if (!out)
+		return;
+	int rc = cat_load();
+	if (rc != 0) {
+		fprintf(out, "algorithm selection unavailable: %s\n", weft_strerror(rc));
+		return;
+	}
+	fprintf(out, "Algorithm choice for %d ranks, %s memory (sizes sampled at powers of two):\n", nranks,
+		mem_name((int)mem));
+	int order[ncat > 0 ? ncat : 1];
+	for (int c = 0; c < WEFT_COLL_COUNT; c++) {
+		fprintf(out, "  %s:\n", coll_names[c]);
+		int prev_idx = -2, prev_rule = -2, prev_req = 0;
+		uint64_t lo = 0, hi = 0;
+		for (int s = 0; s <= 31; s++) {
+			uint64_t bytes = s <= 30 ? (uint64_t)1 << s : 0;
+			int idx = -1, rule = -1, req = 0;
+			if (s <= 30) {
+				struct query q = {.coll = c, .bytes = bytes, .nranks = nranks, .mem = (int)mem};
+				struct choice ch = {.order = order};
+				int r = choose(&q, 1, &ch);
+				idx = r == 0 && ch.n > 0 ? ch.order[0] : -1;
+				rule = ch.rule;
+				req = r != 0;
+			}
+			if (s <= 30 && idx == prev_idx && rule == prev_rule && req == prev_req) {
+				hi = bytes;
+				continue;
+			}
+			if (prev_idx != -2) {
+				char a[32], b[32], why[96];
+				fmt_size(lo, a, sizeof(a));
+				fmt_size(hi, b, sizeof(b));
+				if (prev_req)
+					snprintf(why, sizeof(why), "rule line %d requires an algorithm that cannot serve",
+						 rules[prev_rule].r.lineno);
+				else if (prev_idx < 0)
+					snprintf(why, sizeof(why), "no algorithm fits");
+				else if (prev_rule >= 0)
+					snprintf(why, sizeof(why), "rule line %d", rules[prev_rule].r.lineno);
+				else
+					snprintf(why, sizeof(why), "priority %d", cat[prev_idx].algo->priority);
+				fprintf(out, "    %10s .. %-10s  %-28s  (%s)\n", a, b,
+					prev_idx >= 0 ? cat[prev_idx].full : "-", why);
+			}
+			prev_idx = idx;
+			prev_rule = rule;
+			prev_req = req;
+			lo = hi = bytes;
+		}
+	}
+}
