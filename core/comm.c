@@ -1,0 +1,465 @@
+/* Communicators: creation (bootstrap + one context per loaded transport),
+ * teardown of everything made from a comm, abort and status, the out-of-band
+ * helpers, and the small utilities (id tables, backoff, progress) the other
+ * primitive modules share. See comm.h for who drives progress. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "coll.h"
+#include "comm.h"
+#include "config.h"
+#include "log.h"
+#include "registry.h"
+
+/* -------------------------------------------------------------- id tables */
+int weft__idtab_add(struct weft__idtab *t, void *obj, uint32_t *id)
+{
+	for (uint32_t i = 0; i < t->cap; i++)
+		if (!t->slot[i]) {
+			t->slot[i] = obj;
+			*id = i;
+			return 0;
+		}
+	if (t->cap >= WEFT__ID_MAX) {
+		WEFT_ERROR("too many objects of one kind in a communicator (limit %u ids for port channels)",
+			   WEFT__ID_MAX);
+		return -ENOSPC;
+	}
+	uint32_t ncap = t->cap ? t->cap * 2 : 16;
+	if (ncap > WEFT__ID_MAX)
+		ncap = WEFT__ID_MAX;
+	void **ns = realloc(t->slot, ncap * sizeof(*ns));
+	if (!ns)
+		return -ENOMEM;
+	memset(ns + t->cap, 0, (ncap - t->cap) * sizeof(*ns));
+	uint32_t i = t->cap;
+	t->slot = ns;
+	t->cap = ncap;
+	t->slot[i] = obj;
+	*id = i;
+	return 0;
+}
+
+void weft__idtab_del(struct weft__idtab *t, uint32_t id)
+{
+	if (id < t->cap)
+		t->slot[id] = NULL;
+}
+
+void *weft__idtab_get(const struct weft__idtab *t, uint32_t id)
+{
+	return id < t->cap ? t->slot[id] : NULL;
+}
+
+void weft__idtab_free(struct weft__idtab *t)
+{
+	free(t->slot);
+	t->slot = NULL;
+	t->cap = 0;
+}
+
+/* ---------------------------------------------------------------- backoff */
+/* Spinning a little keeps latency low when the answer is near; beyond that a
+ * rank sleeps, because ranks may outnumber cores and the peer it waits for may
+ * need this very core to make progress. */
+#define WEFT__SPIN_ITERS 64
+
+void weft__backoff_init(struct weft__backoff *b, unsigned max_us)
+{
+	b->iter = 0;
+	b->sleep_us = 1;
+	b->max_us = max_us ? max_us : 1000;
+}
+
+void weft__backoff_wait(struct weft__backoff *b)
+{
+	if (b->iter++ < WEFT__SPIN_ITERS) {
+		sched_yield();
+		return;
+	}
+	struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)b->sleep_us * 1000};
+	nanosleep(&ts, NULL);
+	if (b->sleep_us < b->max_us) {
+		b->sleep_us *= 2;
+		if (b->sleep_us > b->max_us)
+			b->sleep_us = b->max_us;
+	}
+}
+
+/* --------------------------------------------------------------- progress */
+int weft__comm_status(const weft_comm_t *comm)
+{
+	return weft__bootstrap_status(comm->bs);
+}
+
+int weft__tp_progress(struct weft__tp *tp)
+{
+	if (!WEFT__TP_HAS(tp, progress))
+		return 0;
+	pthread_mutex_lock(&tp->lock);
+	int rc = tp->ops->progress(tp->tc);
+	pthread_mutex_unlock(&tp->lock);
+	if (rc == -EAGAIN)
+		rc = 0;
+	return rc;
+}
+
+int weft__comm_progress(weft_comm_t *comm)
+{
+	int first = 0;
+	for (int i = 0; i < comm->ntp; i++) {
+		int rc = weft__tp_progress(&comm->tp[i]);
+		if (rc < 0 && first == 0) {
+			WEFT_DEBUG("transport %s: progress failed: %s", comm->tp[i].name, weft_strerror(rc));
+			first = rc;
+		}
+	}
+	return first;
+}
+
+int weft__comm_tp_index(const weft_comm_t *comm, const char *name)
+{
+	for (int i = 0; i < comm->ntp; i++)
+		if (strcmp(comm->tp[i].name, name) == 0)
+			return i;
+	return -1;
+}
+
+/* ------------------------------------------------------------ transports */
+/* True when `name` is listed in [core] require (a comma or blank separated list). */
+static int is_required(const char *name)
+{
+	const char *req = NULL;
+	if (weft__param_get("core", "require", WEFT_PARAM_STRING, &req, NULL) != 0 || !req)
+		return 0;
+	size_t n = strlen(name);
+	const char *p = req;
+	while (*p) {
+		while (*p == ',' || *p == ' ' || *p == '\t')
+			p++;
+		const char *w = p;
+		while (*p && *p != ',' && *p != ' ' && *p != '\t')
+			p++;
+		if ((size_t)(p - w) == n && strncmp(w, name, n) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+static int cmp_entry_name(const void *a, const void *b)
+{
+	const struct weft__plugin_entry *ea = *(const struct weft__plugin_entry *const *)a;
+	const struct weft__plugin_entry *eb = *(const struct weft__plugin_entry *const *)b;
+	return strcmp(ea->name, eb->name);
+}
+
+static void close_transports(weft_comm_t *comm)
+{
+	for (int i = comm->ntp - 1; i >= 0; i--) {
+		struct weft__tp *tp = &comm->tp[i];
+		pthread_mutex_lock(&tp->lock);
+		if (WEFT__TP_HAS(tp, close))
+			tp->ops->close(tp->tc);
+		pthread_mutex_unlock(&tp->lock);
+		pthread_mutex_destroy(&tp->lock);
+	}
+	free(comm->tp);
+	comm->tp = NULL;
+	comm->ntp = 0;
+}
+
+/* Opens one context per loaded transport, in alphabetical order so that every
+ * rank lists them alike. A transport that cannot open is skipped unless the
+ * configuration requires it. */
+static int open_transports(weft_comm_t *comm)
+{
+	const struct weft__plugin_entry *const *entries = NULL;
+	int n = weft__registry_entries(&entries);
+	if (n < 0)
+		return n;
+	const struct weft__plugin_entry **cand = calloc(n > 0 ? (size_t)n : 1, sizeof(*cand));
+	if (!cand)
+		return -ENOMEM;
+	int nc = 0;
+	for (int i = 0; i < n; i++) {
+		const struct weft__plugin_entry *e = entries[i];
+		if (e && e->state == WEFT_PLUGIN_LOADED && e->kind == WEFT_PLUGIN_TRANSPORT && e->name && e->ops)
+			cand[nc++] = e;
+	}
+	qsort(cand, (size_t)nc, sizeof(*cand), cmp_entry_name);
+	comm->tp = calloc(nc > 0 ? (size_t)nc : 1, sizeof(*comm->tp));
+	if (!comm->tp) {
+		free(cand);
+		return -ENOMEM;
+	}
+	struct weft_tp_open_args args = {
+		.size = sizeof(args),
+		.rank = comm->rank,
+		.nranks = comm->nranks,
+		.comm_tag = weft__bootstrap_tag(comm->bs),
+		.local_addr = weft__bootstrap_local_addr(comm->bs),
+		.host_id = weft__bootstrap_host_id(comm->bs, comm->rank),
+	};
+	int rc = 0;
+	for (int i = 0; i < nc; i++) {
+		const struct weft_transport_ops *ops = cand[i]->ops;
+		const char *name = cand[i]->name;
+		if (strlen(name) >= WEFT__TP_NAME_MAX) {
+			WEFT_WARN("transport '%s': name longer than %d characters; skipped", name,
+				  WEFT__TP_NAME_MAX - 1);
+			continue;
+		}
+		if (!WEFT_HAS_OP(ops, struct weft_transport_ops, open) ||
+		    !WEFT_HAS_OP(ops, struct weft_transport_ops, close)) {
+			WEFT_WARN("transport '%s' has no open/close op; skipped", name);
+			continue;
+		}
+		void *tc = NULL;
+		int orc = ops->open(&args, &tc);
+		if (orc != 0) {
+			if (is_required(name)) {
+				WEFT_ERROR("transport '%s' is required (core.require) but failed to open: %s", name,
+					   weft_strerror(orc));
+				rc = orc;
+				goto err_close;
+			}
+			WEFT_INFO("transport '%s' did not open (%s); continuing without it", name, weft_strerror(orc));
+			continue;
+		}
+		struct weft__tp *tp = &comm->tp[comm->ntp];
+		snprintf(tp->name, sizeof(tp->name), "%s", name);
+		tp->ops = ops;
+		tp->tc = tc;
+		pthread_mutex_init(&tp->lock, NULL);
+		comm->ntp++;
+		WEFT_DEBUG("transport '%s' open", name);
+	}
+	free(cand);
+	if (comm->ntp == 0)
+		WEFT_WARN("no transport opened for this communicator: only the bootstrap helpers will work");
+	return 0;
+
+err_close:
+	free(cand);
+	close_transports(comm);
+	return rc;
+}
+
+/* ------------------------------------------------------------ lifecycle */
+WEFT_API int weft_comm_create(const struct weft_unique_id *id, int nranks, int rank, weft_comm_t **out)
+{
+	if (!out) {
+		WEFT_ERROR("weft_comm_create: comm out-pointer is NULL");
+		return -EINVAL;
+	}
+	if (nranks < 1 || rank < 0 || rank >= nranks) {
+		WEFT_ERROR("weft_comm_create: rank %d of %d is out of range", rank, nranks);
+		return -EINVAL;
+	}
+	weft__log_set_rank(rank);
+	int rc = weft__registry_load();
+	if (rc != 0)
+		return rc;
+
+	weft_comm_t *comm = calloc(1, sizeof(*comm));
+	if (!comm)
+		return -ENOMEM;
+	comm->rank = rank;
+	comm->nranks = nranks;
+	pthread_mutex_init(&comm->lock, NULL);
+	pthread_mutex_init(&comm->port_lock, NULL);
+	weft__list_init(&comm->mems);
+	weft__list_init(&comm->rmems);
+	weft__list_init(&comm->conns);
+	weft__list_init(&comm->sems);
+	weft__list_init(&comm->rsems);
+	weft__list_init(&comm->pools);
+	weft__list_init(&comm->ports);
+
+	rc = weft__bootstrap_create(id, nranks, rank, &comm->bs);
+	if (rc != 0)
+		goto err_free_comm;
+	rc = open_transports(comm);
+	if (rc != 0)
+		goto err_destroy_bootstrap;
+	*out = comm;
+	return 0;
+
+err_destroy_bootstrap:
+	weft__bootstrap_destroy(comm->bs);
+err_free_comm:
+	pthread_mutex_destroy(&comm->port_lock);
+	pthread_mutex_destroy(&comm->lock);
+	free(comm);
+	return rc;
+}
+
+/* Parses a launcher variable as a non-negative int; -1 when unset, -2 when bad. */
+static int env_int(const char *name)
+{
+	const char *s = getenv(name);
+	if (!s || !*s)
+		return -1;
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || *end || v < 0 || v > INT_MAX) {
+		WEFT_ERROR("launcher variable %s='%s' is not a non-negative integer", name, s);
+		return -2;
+	}
+	return (int)v;
+}
+
+/* Rank and size from the first launcher whose variables are set. */
+static int launcher_env(int *rank, int *size)
+{
+	static const char *const pairs[][2] = {
+		{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+		{"PMI_RANK", "PMI_SIZE"},
+		{"SLURM_PROCID", "SLURM_NTASKS"},
+		{"RANK", "WORLD_SIZE"},
+	};
+	for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
+		int r = env_int(pairs[i][0]);
+		int s = env_int(pairs[i][1]);
+		if (r == -1 && s == -1)
+			continue;
+		if (r < 0 || s < 0) {
+			if (r == -1 || s == -1)
+				WEFT_ERROR("launcher sets %s but not %s", r == -1 ? pairs[i][1] : pairs[i][0],
+					   r == -1 ? pairs[i][0] : pairs[i][1]);
+			return -EINVAL;
+		}
+		if (s < 1 || r >= s) {
+			WEFT_ERROR("launcher says rank %d of %d (%s, %s): out of range", r, s, pairs[i][0],
+				   pairs[i][1]);
+			return -EINVAL;
+		}
+		WEFT_DEBUG("rank %d of %d from %s/%s", r, s, pairs[i][0], pairs[i][1]);
+		*rank = r;
+		*size = s;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+WEFT_API int weft_comm_create_from_env(weft_comm_t **comm)
+{
+	int rank = 0, size = 0;
+	if (!comm) {
+		WEFT_ERROR("weft_comm_create_from_env: comm out-pointer is NULL");
+		return -EINVAL;
+	}
+	int rc = launcher_env(&rank, &size);
+	if (rc == -ENOENT) {
+		WEFT_ERROR("weft_comm_create_from_env: no launcher variables (OMPI_COMM_WORLD_RANK, PMI_RANK, "
+			   "SLURM_PROCID or RANK/WORLD_SIZE) are set");
+		return rc;
+	}
+	if (rc != 0)
+		return rc;
+	return weft_comm_create(NULL, size, rank, comm);
+}
+
+/* Releases in reverse order of dependence: collective state, port channels (and the proxy),
+ * connections, semaphores, memory, then the transport contexts and the
+ * bootstrap. A failed comm skips every flush, so no dead peer is awaited. */
+WEFT_API int weft_comm_destroy(weft_comm_t *comm)
+{
+	if (!comm)
+		return 0;
+	weft__log_set_rank(comm->rank);
+	/* Algorithm packs release what they made through the primitive API, so
+	 * they go first, while connections and memory still work. */
+	weft__coll_comm_cleanup(comm);
+	weft__port_destroy_all(comm);
+	weft__conn_close_all(comm);
+	weft__sem_destroy_all(comm);
+	weft__mem_destroy_all(comm);
+	close_transports(comm);
+	weft__bootstrap_destroy(comm->bs);
+	weft__idtab_free(&comm->mem_ids);
+	weft__idtab_free(&comm->rmem_ids);
+	weft__idtab_free(&comm->rsem_ids);
+	pthread_mutex_destroy(&comm->port_lock);
+	pthread_mutex_destroy(&comm->lock);
+	free(comm);
+	return 0;
+}
+
+WEFT_API int weft_comm_abort(weft_comm_t *comm)
+{
+	if (!comm)
+		return -EINVAL;
+	weft__bootstrap_fail(comm->bs, -WEFT_ERR_ABORTED);
+	return 0;
+}
+
+WEFT_API int weft_comm_rank(const weft_comm_t *comm)
+{
+	return comm ? comm->rank : -EINVAL;
+}
+
+WEFT_API int weft_comm_size(const weft_comm_t *comm)
+{
+	return comm ? comm->nranks : -EINVAL;
+}
+
+WEFT_API int weft_comm_status(const weft_comm_t *comm)
+{
+	return comm ? weft__bootstrap_status(comm->bs) : -EINVAL;
+}
+
+/* ----------------------------------------------------- out-of-band helpers */
+WEFT_API int weft_comm_barrier(weft_comm_t *comm)
+{
+	if (!comm)
+		return -EINVAL;
+	return weft__bootstrap_barrier(comm->bs);
+}
+
+WEFT_API int weft_comm_allgather(weft_comm_t *comm, const void *mine, void *all, size_t bytes_each)
+{
+	if (!comm || (bytes_each > 0 && (!mine || !all))) {
+		WEFT_ERROR("weft_comm_allgather: NULL argument");
+		return -EINVAL;
+	}
+	return weft__bootstrap_allgather(comm->bs, mine, all, bytes_each);
+}
+
+static int check_p2p(const weft_comm_t *comm, const char *what, int peer, uint32_t tag, const void *buf,
+		     size_t len)
+{
+	if (!comm || (len > 0 && !buf)) {
+		WEFT_ERROR("%s: NULL argument", what);
+		return -EINVAL;
+	}
+	if (peer < 0 || peer >= comm->nranks || peer == comm->rank) {
+		WEFT_ERROR("%s: peer %d is not another rank of this communicator (size %d)", what, peer,
+			   comm->nranks);
+		return -EINVAL;
+	}
+	if (tag >= WEFT__TAG_RESERVED) {
+		WEFT_ERROR("%s: tag 0x%x is reserved for the core (use tags below 0x%x)", what, tag,
+			   WEFT__TAG_RESERVED);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+WEFT_API int weft_comm_send(weft_comm_t *comm, int peer, uint32_t tag, const void *buf, size_t len)
+{
+	int rc = check_p2p(comm, "weft_comm_send", peer, tag, buf, len);
+	return rc ? rc : weft__bootstrap_send(comm->bs, peer, tag, buf, len);
+}
+
+WEFT_API int weft_comm_recv(weft_comm_t *comm, int peer, uint32_t tag, void *buf, size_t len)
+{
+	int rc = check_p2p(comm, "weft_comm_recv", peer, tag, buf, len);
+	return rc ? rc : weft__bootstrap_recv(comm->bs, peer, tag, buf, len);
+}

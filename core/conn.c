@@ -1,0 +1,539 @@
+/* Connections: both ranks make endpoints, swap addresses over the bootstrap,
+ * agree on one transport and connect; then one-sided put, signal and flush,
+ * which the caller drives (progress and retry on a full queue, no timeouts:
+ * the bootstrap reports dead peers and aborts). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "log.h"
+#include "registry.h"
+
+/* Connect message, little-endian:
+ *   magic u32 "WFTC" | status i32 (0, or this side's error) | named u32 (1 when the
+ *   caller named a transport) | candidate count u32 |
+ *   per candidate: name char[32] | address length u32 | address bytes */
+#define CONN_MAGIC 0x43544657u /* "WFTC" */
+#define CONN_HDR 16
+#define CAND_HDR (WEFT__TP_NAME_MAX + 4)
+#define MAX_ADDR (64u << 10)
+#define MAX_CONN_MSG (1u << 20)
+
+struct cand {
+	int tpi;
+	void *ep;
+	unsigned char *addr;
+	size_t addr_len;
+};
+
+static void put32(unsigned char *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t get32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+static enum weft_peer_class peer_class(const weft_comm_t *comm, int peer)
+{
+	if (weft__bootstrap_proc_id(comm->bs, peer) == weft__bootstrap_proc_id(comm->bs, comm->rank))
+		return WEFT_PEER_SAME_PROCESS;
+	const char *a = weft__bootstrap_host_id(comm->bs, peer);
+	const char *b = weft__bootstrap_host_id(comm->bs, comm->rank);
+	if (a && b && strcmp(a, b) == 0)
+		return WEFT_PEER_SAME_HOST;
+	return WEFT_PEER_OTHER_HOST;
+}
+
+static void ep_destroy(struct weft__tp *tp, void *ep)
+{
+	if (!ep)
+		return;
+	pthread_mutex_lock(&tp->lock);
+	int rc = WEFT__TP_CALL(tp, disconnect, ep);
+	pthread_mutex_unlock(&tp->lock);
+	if (rc != 0 && rc != -ENOSYS)
+		WEFT_WARN("transport %s: disconnect failed: %s", tp->name, weft_strerror(rc));
+}
+
+/* Makes an endpoint of transport tpi for peer; its address lands in c. */
+static int make_endpoint(weft_comm_t *comm, int tpi, const struct weft_tp_peer *tpeer, struct cand *c)
+{
+	struct weft__tp *tp = &comm->tp[tpi];
+	if (!WEFT__TP_HAS(tp, endpoint) || !WEFT__TP_HAS(tp, connect)) {
+		WEFT_INFO("transport %s cannot make connections (no endpoint/connect op)", tp->name);
+		return -EHOSTUNREACH;
+	}
+	size_t cap = 512;
+	for (;;) {
+		unsigned char *addr = malloc(cap);
+		if (!addr)
+			return -ENOMEM;
+		size_t len = cap;
+		void *ep = NULL;
+		pthread_mutex_lock(&tp->lock);
+		int rc = tp->ops->endpoint(tp->tc, tpeer, addr, &len, &ep);
+		pthread_mutex_unlock(&tp->lock);
+		if (rc == -ENOSPC && len > cap && len <= MAX_ADDR) {
+			free(addr);
+			cap = len;
+			continue;
+		}
+		if (rc != 0) {
+			free(addr);
+			if (rc == -ENOSPC)
+				WEFT_ERROR("transport %s: endpoint address of %zu bytes exceeds %u", tp->name, len,
+					   MAX_ADDR);
+			return rc == -ENOSPC ? -WEFT_ERR_TRANSPORT : rc;
+		}
+		if (len > cap) {
+			free(addr);
+			WEFT_ERROR("transport %s: endpoint reports %zu address bytes in a %zu-byte buffer", tp->name,
+				   len, cap);
+			ep_destroy(tp, ep);
+			return -WEFT_ERR_TRANSPORT;
+		}
+		c->tpi = tpi;
+		c->ep = ep;
+		c->addr = addr;
+		c->addr_len = len;
+		return 0;
+	}
+}
+
+static void drop_cands(weft_comm_t *comm, struct cand *c, int n, int keep)
+{
+	for (int i = 0; i < n; i++) {
+		if (i != keep)
+			ep_destroy(&comm->tp[c[i].tpi], c[i].ep);
+		free(c[i].addr);
+	}
+}
+
+static unsigned char *build_msg(weft_comm_t *comm, int status, int named, const struct cand *c, int n,
+				size_t *len)
+{
+	size_t total = CONN_HDR;
+	for (int i = 0; i < n; i++)
+		total += CAND_HDR + c[i].addr_len;
+	unsigned char *m = calloc(1, total);
+	if (!m)
+		return NULL;
+	put32(m, CONN_MAGIC);
+	put32(m + 4, (uint32_t)status);
+	put32(m + 8, (uint32_t)named);
+	put32(m + 12, (uint32_t)n);
+	size_t off = CONN_HDR;
+	for (int i = 0; i < n; i++) {
+		const char *name = comm->tp[c[i].tpi].name;
+		memcpy(m + off, name, strlen(name));
+		put32(m + off + WEFT__TP_NAME_MAX, (uint32_t)c[i].addr_len);
+		memcpy(m + off + CAND_HDR, c[i].addr, c[i].addr_len);
+		off += CAND_HDR + c[i].addr_len;
+	}
+	*len = total;
+	return m;
+}
+
+/* Swaps connect messages with peer: length first, then the message. */
+static int swap_msgs(weft_comm_t *comm, int peer, const unsigned char *mine, size_t mlen, unsigned char **theirs,
+		     size_t *tlen)
+{
+	uint64_t l = mlen, pl = 0;
+	int rc = weft__bootstrap_send(comm->bs, peer, WEFT__TAG_CONN, &l, sizeof(l));
+	if (rc == 0)
+		rc = weft__bootstrap_send(comm->bs, peer, WEFT__TAG_CONN, mine, mlen);
+	if (rc == 0)
+		rc = weft__bootstrap_recv(comm->bs, peer, WEFT__TAG_CONN, &pl, sizeof(pl));
+	if (rc != 0)
+		return rc;
+	if (pl < CONN_HDR || pl > MAX_CONN_MSG) {
+		WEFT_ERROR("weft_connect: rank %d sent a connect message of %llu bytes", peer, (unsigned long long)pl);
+		return -WEFT_ERR_PROTOCOL;
+	}
+	unsigned char *m = malloc((size_t)pl);
+	if (!m)
+		return -ENOMEM;
+	rc = weft__bootstrap_recv(comm->bs, peer, WEFT__TAG_CONN, m, (size_t)pl);
+	if (rc != 0) {
+		free(m);
+		return rc;
+	}
+	*theirs = m;
+	*tlen = (size_t)pl;
+	return 0;
+}
+
+/* Finds the peer's candidate named `name`: its address, or NULL. Validates the
+ * whole message on the way (-WEFT_ERR_PROTOCOL). */
+static int find_peer_cand(int peer, const unsigned char *m, size_t len, const char *name, const unsigned char **addr,
+			  size_t *alen)
+{
+	uint32_t n = get32(m + 12);
+	size_t off = CONN_HDR;
+	*addr = NULL;
+	for (uint32_t i = 0; i < n; i++) {
+		if (len - off < CAND_HDR) {
+			WEFT_ERROR("weft_connect: connect message of rank %d is truncated", peer);
+			return -WEFT_ERR_PROTOCOL;
+		}
+		char cname[WEFT__TP_NAME_MAX];
+		memcpy(cname, m + off, sizeof(cname));
+		uint32_t al = get32(m + off + WEFT__TP_NAME_MAX);
+		if (!memchr(cname, '\0', sizeof(cname)) || al > len - off - CAND_HDR) {
+			WEFT_ERROR("weft_connect: connect message of rank %d has a malformed candidate", peer);
+			return -WEFT_ERR_PROTOCOL;
+		}
+		if (!*addr && strcmp(cname, name) == 0) {
+			*addr = m + off + CAND_HDR;
+			*alen = al;
+		}
+		off += CAND_HDR + al;
+	}
+	return 0;
+}
+
+WEFT_API int weft_connect(weft_comm_t *comm, int peer, const char *transport, weft_conn_t **out)
+{
+	if (!comm || !out) {
+		WEFT_ERROR("weft_connect: NULL %s", comm ? "conn out-pointer" : "comm");
+		return -EINVAL;
+	}
+	if (peer < 0 || peer >= comm->nranks || peer == comm->rank) {
+		WEFT_ERROR("weft_connect: peer %d is not another rank of this communicator (size %d)", peer,
+			   comm->nranks);
+		return -EINVAL;
+	}
+	int rc = weft__comm_status(comm);
+	if (rc != 0)
+		return rc;
+
+	struct weft_tp_peer tpeer = {
+		.size = sizeof(tpeer),
+		.rank = peer,
+		.peer_class = peer_class(comm, peer),
+		.host_id = weft__bootstrap_host_id(comm->bs, peer),
+		.addr = weft__bootstrap_peer_addr(comm->bs, peer),
+	};
+	struct cand *c = calloc(comm->ntp > 0 ? (size_t)comm->ntp : 1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	int nc = 0, status = 0;
+
+	/* Candidates, in the alphabetical order of comm->tp. Without a name every
+	 * transport that can reach the peer is offered and the first one both sides
+	 * offer wins, so both sides pick alike with one message each way.
+	 * TODO(topology): score candidates by peer class and link (shm/nvlink before
+	 * tcp) and apply the [transport] rules of the configuration. */
+	if (transport) {
+		int tpi = weft__comm_tp_index(comm, transport);
+		if (tpi < 0) {
+			if (weft__registry_find(WEFT_PLUGIN_TRANSPORT, transport))
+				WEFT_ERROR("weft_connect: transport '%s' is loaded but did not open for this communicator",
+					   transport);
+			else
+				WEFT_ERROR("weft_connect: no transport named '%s' is loaded", transport);
+			status = -WEFT_ERR_PLUGIN;
+		} else {
+			status = make_endpoint(comm, tpi, &tpeer, &c[0]);
+			if (status == 0)
+				nc = 1;
+			else if (status == -EHOSTUNREACH)
+				WEFT_ERROR("weft_connect: transport '%s' cannot reach rank %d", transport, peer);
+			else
+				WEFT_ERROR("weft_connect: transport '%s': endpoint for rank %d failed: %s", transport,
+					   peer, weft_strerror(status));
+		}
+	} else {
+		for (int i = 0; i < comm->ntp; i++) {
+			int erc = make_endpoint(comm, i, &tpeer, &c[nc]);
+			if (erc == 0)
+				nc++;
+			else
+				WEFT_INFO("weft_connect: transport %s not offered for rank %d: %s", comm->tp[i].name,
+					  peer, weft_strerror(erc));
+		}
+	}
+
+	/* Always send, even on a local failure, so the peer is not left waiting. */
+	size_t mlen = 0, tlen = 0;
+	unsigned char *mine = build_msg(comm, status, transport != NULL, c, nc, &mlen), *theirs = NULL;
+	if (!mine) {
+		rc = -ENOMEM;
+		goto err_drop;
+	}
+	rc = swap_msgs(comm, peer, mine, mlen, &theirs, &tlen);
+	free(mine);
+	if (rc != 0)
+		goto err_drop;
+	if (get32(theirs) != CONN_MAGIC) {
+		WEFT_ERROR("weft_connect: rank %d sent something that is not a connect message", peer);
+		rc = -WEFT_ERR_PROTOCOL;
+		goto err_free_msg;
+	}
+	if (status != 0) {
+		rc = status;
+		goto err_free_msg;
+	}
+	int pstatus = (int32_t)get32(theirs + 4);
+	if (pstatus != 0) {
+		WEFT_ERROR("weft_connect: rank %d could not offer %s%s%s: %s", peer, transport ? "transport '" : "",
+			   transport ? transport : "any transport", transport ? "'" : "", weft_strerror(pstatus));
+		rc = pstatus < 0 && pstatus > -WEFT_ERR_LAST ? pstatus : -WEFT_ERR_PROTOCOL;
+		goto err_free_msg;
+	}
+	if ((get32(theirs + 8) != 0) != (transport != NULL)) {
+		WEFT_ERROR("weft_connect: rank %d %s a transport but this rank %s", peer,
+			   get32(theirs + 8) ? "named" : "did not name", transport ? "did" : "did not");
+		rc = -WEFT_ERR_MISMATCH;
+		goto err_free_msg;
+	}
+	int chosen = -1;
+	const unsigned char *paddr = NULL;
+	size_t palen = 0;
+	for (int i = 0; i < nc && chosen < 0; i++) {
+		rc = find_peer_cand(peer, theirs, tlen, comm->tp[c[i].tpi].name, &paddr, &palen);
+		if (rc != 0)
+			goto err_free_msg;
+		if (paddr)
+			chosen = i;
+	}
+	if (chosen < 0) {
+		if (transport) {
+			WEFT_ERROR("weft_connect: rank %d asked for another transport than '%s'", peer, transport);
+			rc = -WEFT_ERR_MISMATCH;
+		} else {
+			WEFT_ERROR("weft_connect: no transport reaches rank %d from both sides", peer);
+			rc = -EHOSTUNREACH;
+		}
+		goto err_free_msg;
+	}
+
+	struct weft__tp *tp = &comm->tp[c[chosen].tpi];
+	pthread_mutex_lock(&tp->lock);
+	rc = tp->ops->connect(c[chosen].ep, paddr, palen);
+	pthread_mutex_unlock(&tp->lock);
+	if (rc != 0)
+		WEFT_ERROR("weft_connect: transport %s: connecting to rank %d failed: %s", tp->name, peer,
+			   weft_strerror(rc));
+	/* Both sides learn whether the other connected, so neither keeps a half-open conn. */
+	int32_t ack = rc, pack = 0;
+	int brc = weft__bootstrap_send(comm->bs, peer, WEFT__TAG_CONN, &ack, sizeof(ack));
+	if (brc == 0)
+		brc = weft__bootstrap_recv(comm->bs, peer, WEFT__TAG_CONN, &pack, sizeof(pack));
+	if (rc == 0 && brc != 0)
+		rc = brc;
+	if (rc == 0 && pack != 0) {
+		WEFT_ERROR("weft_connect: rank %d failed to connect its side: %s", peer, weft_strerror(pack));
+		rc = -WEFT_ERR_PEER;
+	}
+	if (rc != 0)
+		goto err_free_msg;
+
+	weft_conn_t *conn = calloc(1, sizeof(*conn));
+	if (!conn) {
+		rc = -ENOMEM;
+		goto err_free_msg;
+	}
+	conn->comm = comm;
+	conn->peer = peer;
+	conn->tpi = c[chosen].tpi;
+	conn->tp = tp;
+	conn->ep = c[chosen].ep;
+	free(theirs);
+	drop_cands(comm, c, nc, chosen);
+	free(c);
+	pthread_mutex_lock(&comm->lock);
+	weft__list_push(&comm->conns, &conn->link);
+	pthread_mutex_unlock(&comm->lock);
+	WEFT_DEBUG("connected to rank %d through %s", peer, tp->name);
+	*out = conn;
+	return 0;
+
+err_free_msg:
+	free(theirs);
+err_drop:
+	drop_cands(comm, c, nc, -1);
+	free(c);
+	return rc;
+}
+
+WEFT_API const char *weft_conn_transport(const weft_conn_t *conn)
+{
+	return conn ? conn->tp->name : NULL;
+}
+
+WEFT_API int weft_conn_describe(const weft_conn_t *conn, char *buf, size_t len)
+{
+	if (!conn || !buf || len == 0)
+		return -EINVAL;
+	struct weft__tp *tp = conn->tp;
+	pthread_mutex_lock(&tp->lock);
+	int rc = WEFT__TP_CALL(tp, ep_describe, conn->ep, buf, len);
+	pthread_mutex_unlock(&tp->lock);
+	return rc;
+}
+
+static void conn_free(weft_conn_t *conn)
+{
+	weft_comm_t *comm = conn->comm;
+	pthread_mutex_lock(&comm->lock);
+	weft__list_del(&conn->link);
+	pthread_mutex_unlock(&comm->lock);
+	ep_destroy(conn->tp, conn->ep);
+	free(conn);
+}
+
+WEFT_API int weft_conn_close(weft_conn_t *conn)
+{
+	if (!conn)
+		return 0;
+	weft_comm_t *comm = conn->comm;
+	pthread_mutex_lock(&comm->port_lock);
+	int nports = conn->nports;
+	pthread_mutex_unlock(&comm->port_lock);
+	if (nports > 0) {
+		WEFT_ERROR("weft_conn_close: %d port channel(s) still use this connection; destroy them first", nports);
+		return -EBUSY;
+	}
+	/* A failed comm is not flushed: its peer may be dead. The flush error is
+	 * returned, but the connection is closed all the same. */
+	int rc = weft__comm_status(comm) == 0 ? weft_flush(conn) : 0;
+	conn_free(conn);
+	return rc;
+}
+
+void weft__conn_close_all(weft_comm_t *comm)
+{
+	while (!weft__list_empty(&comm->conns)) {
+		weft_conn_t *conn = weft__container_of(comm->conns.prev, weft_conn_t, link);
+		if (weft__comm_status(comm) == 0)
+			(void)weft_flush(conn);
+		conn_free(conn);
+	}
+}
+
+/* -------------------------------------------------------- data movement */
+int weft__conn_put_once(weft_conn_t *conn, weft_rmem_t *dst, uint64_t dst_off, weft_mem_t *src, uint64_t src_off,
+			size_t len)
+{
+	struct weft__tp *tp = conn->tp;
+	pthread_mutex_lock(&tp->lock);
+	int rc = WEFT__TP_CALL(tp, put, conn->ep, dst->rmh[conn->tpi], dst_off, src->mh[conn->tpi], src_off, len);
+	pthread_mutex_unlock(&tp->lock);
+	return rc;
+}
+
+int weft__conn_signal_once(weft_conn_t *conn, weft_rsem_t *rsem, uint64_t value)
+{
+	struct weft__tp *tp = conn->tp;
+	pthread_mutex_lock(&tp->lock);
+	int rc = WEFT__TP_CALL(tp, signal, conn->ep, rsem->rmem->rmh[conn->tpi], rsem->off, value);
+	pthread_mutex_unlock(&tp->lock);
+	return rc;
+}
+
+int weft__conn_flush_once(weft_conn_t *conn)
+{
+	struct weft__tp *tp = conn->tp;
+	pthread_mutex_lock(&tp->lock);
+	int rc = WEFT__TP_CALL(tp, flush, conn->ep);
+	pthread_mutex_unlock(&tp->lock);
+	return rc;
+}
+
+/* While a transport answers -EAGAIN: check the comm, progress, back off. Returns
+ * 0 to retry, or the error that ends the wait. */
+static int wait_step(weft_conn_t *conn, struct weft__backoff *b)
+{
+	int rc = weft__comm_status(conn->comm);
+	if (rc != 0)
+		return rc;
+	rc = weft__tp_progress(conn->tp);
+	if (rc != 0) {
+		WEFT_ERROR("transport %s: progress failed while waiting on rank %d: %s", conn->tp->name, conn->peer,
+			   weft_strerror(rc));
+		return rc;
+	}
+	weft__backoff_wait(b);
+	return 0;
+}
+
+static int report_op(weft_conn_t *conn, const char *op, int rc)
+{
+	if (rc != 0 && rc != -WEFT_ERR_PEER && rc != -WEFT_ERR_ABORTED)
+		WEFT_ERROR("transport %s: %s to rank %d failed: %s", conn->tp->name, op, conn->peer, weft_strerror(rc));
+	return rc;
+}
+
+WEFT_API int weft_put(weft_conn_t *conn, weft_rmem_t *dst, uint64_t dst_off, weft_mem_t *src, uint64_t src_off,
+		      size_t len)
+{
+	if (!conn || !dst || !src) {
+		WEFT_ERROR("weft_put: NULL %s", !conn ? "conn" : !dst ? "dst" : "src");
+		return -EINVAL;
+	}
+	int rc = weft__put_check(conn, dst, dst_off, src, src_off, len);
+	if (rc != 0)
+		return rc;
+	rc = weft__comm_status(conn->comm);
+	if (rc != 0 || len == 0)
+		return rc;
+	struct weft__backoff b;
+	weft__backoff_init(&b, 1000);
+	while ((rc = weft__conn_put_once(conn, dst, dst_off, src, src_off, len)) == -EAGAIN) {
+		rc = wait_step(conn, &b);
+		if (rc != 0)
+			return rc;
+	}
+	return report_op(conn, "put", rc);
+}
+
+WEFT_API int weft_signal(weft_conn_t *conn, weft_rsem_t *sem, uint64_t value)
+{
+	if (!conn || !sem) {
+		WEFT_ERROR("weft_signal: NULL %s", !conn ? "conn" : "sem");
+		return -EINVAL;
+	}
+	int rc = weft__comm_status(conn->comm);
+	if (rc != 0)
+		return rc;
+	rc = weft__rsem_claim(conn, sem, value);
+	if (rc != 0)
+		return rc;
+	struct weft__backoff b;
+	weft__backoff_init(&b, 1000);
+	while ((rc = weft__conn_signal_once(conn, sem, value)) == -EAGAIN) {
+		rc = wait_step(conn, &b);
+		if (rc != 0)
+			return rc;
+	}
+	return report_op(conn, "signal", rc);
+}
+
+WEFT_API int weft_flush(weft_conn_t *conn)
+{
+	if (!conn) {
+		WEFT_ERROR("weft_flush: NULL conn");
+		return -EINVAL;
+	}
+	struct weft__backoff b;
+	weft__backoff_init(&b, 1000);
+	int rc;
+	for (;;) {
+		rc = weft__comm_status(conn->comm);
+		if (rc != 0)
+			return rc;
+		rc = weft__conn_flush_once(conn);
+		if (rc != -EAGAIN)
+			break;
+		rc = wait_step(conn, &b);
+		if (rc != 0)
+			return rc;
+	}
+	return report_op(conn, "flush", rc);
+}

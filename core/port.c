@@ -1,0 +1,371 @@
+/* Port channels: a FIFO of 16-byte triggers that a producer (a host thread
+ * now, a GPU kernel later) fills, and the communicator's proxy thread, which
+ * drains every port of the comm into the transports and drives progress
+ * while at least one port exists. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "config.h"
+#include "log.h"
+
+/* A trigger is two 64-bit words. Word 0 is written last, with release order,
+ * and is never 0 for a valid trigger (its low 4 bits are the kind); the proxy
+ * sets it back to 0 after consuming the slot.
+ *   put:    w0 = kind | dst rmem id << 4 | src mem id << 18 | len << 32
+ *           w1 = dst offset | src offset << 32
+ *   signal: w0 = kind | rsem id << 4      w1 = value
+ *   flush:  w0 = kind                     w1 = 0
+ * So a put moves less than 4 GiB at offsets below 4 GiB, as in MSCCL++; larger
+ * transfers go through weft_put. Ids are below WEFT__ID_MAX (14 bits). */
+enum trigger_kind { TRIG_PUT = 1, TRIG_SIGNAL = 2, TRIG_FLUSH = 3 };
+
+struct weft__trigger {
+	uint64_t w0, w1;
+};
+
+/* The FIFO: plain memory and counters, so a device producer can share it.
+ * head: slots reserved by producers (fetch-add). tail: slots the proxy has
+ * consumed and cleared. done: one past the position of the last flush trigger
+ * the proxy completed. A producer may write slot h once h - tail < depth. */
+struct weft__fifo {
+	_Alignas(64) uint64_t head;
+	_Alignas(64) uint64_t tail;
+	_Alignas(64) uint64_t done;
+	_Alignas(64) struct weft__trigger slot[];
+};
+
+struct weft_port {
+	struct weft__link link;
+	weft_conn_t *conn;
+	uint64_t depth;
+	struct weft__fifo *fifo;
+	uint64_t next; /* proxy only: the next position to consume */
+};
+
+struct weft__proxy {
+	pthread_t thread;
+	int stop; /* atomic */
+	weft_comm_t *comm;
+};
+
+#define DRAIN_BATCH 64
+#define DEPTH_MAX (1u << 20)
+
+/* ------------------------------------------------------------ the proxy */
+static void proxy_fail(weft_comm_t *comm, int rc, const char *what)
+{
+	WEFT_ERROR("port proxy: %s failed: %s; failing the communicator", what, weft_strerror(rc));
+	weft__bootstrap_fail(comm->bs, rc);
+}
+
+/* Executes one trigger: 0 done, -EAGAIN try again later, other errors fatal. */
+static int run_trigger(weft_port_t *port, uint64_t w0, uint64_t w1)
+{
+	weft_conn_t *conn = port->conn;
+	weft_comm_t *comm = conn->comm;
+	switch (w0 & 0xf) {
+	case TRIG_PUT: {
+		uint32_t dst_id = (uint32_t)(w0 >> 4) & (WEFT__ID_MAX - 1);
+		uint32_t src_id = (uint32_t)(w0 >> 18) & (WEFT__ID_MAX - 1);
+		size_t len = (size_t)(w0 >> 32);
+		uint64_t dst_off = w1 & 0xffffffffu, src_off = w1 >> 32;
+		pthread_mutex_lock(&comm->lock);
+		weft_rmem_t *dst = weft__idtab_get(&comm->rmem_ids, dst_id);
+		weft_mem_t *src = weft__idtab_get(&comm->mem_ids, src_id);
+		pthread_mutex_unlock(&comm->lock);
+		if (!dst || !src) {
+			WEFT_ERROR("port proxy: put trigger names unknown %s id %u", !dst ? "remote memory" : "memory",
+				   !dst ? dst_id : src_id);
+			return -EINVAL;
+		}
+		int rc = weft__put_check(conn, dst, dst_off, src, src_off, len);
+		if (rc != 0 || len == 0)
+			return rc;
+		return weft__conn_put_once(conn, dst, dst_off, src, src_off, len);
+	}
+	case TRIG_SIGNAL: {
+		uint32_t id = (uint32_t)(w0 >> 4) & (WEFT__ID_MAX - 1);
+		pthread_mutex_lock(&comm->lock);
+		weft_rsem_t *rsem = weft__idtab_get(&comm->rsem_ids, id);
+		pthread_mutex_unlock(&comm->lock);
+		if (!rsem) {
+			WEFT_ERROR("port proxy: signal trigger names unknown semaphore id %u", id);
+			return -EINVAL;
+		}
+		return weft__conn_signal_once(conn, rsem, w1);
+	}
+	case TRIG_FLUSH:
+		return weft__conn_flush_once(conn);
+	default:
+		WEFT_ERROR("port proxy: trigger of unknown kind %u", (unsigned)(w0 & 0xf));
+		return -WEFT_ERR_PROTOCOL;
+	}
+}
+
+/* Consumes what is ready in one port, in order. Returns the number of triggers
+ * consumed, or a negative error; *pending is set when the head trigger answered
+ * -EAGAIN (a full queue, or a flush not complete yet). */
+static int drain_port(weft_port_t *port, int *pending)
+{
+	struct weft__fifo *f = port->fifo;
+	int n = 0;
+	while (n < DRAIN_BATCH) {
+		struct weft__trigger *t = &f->slot[port->next % port->depth];
+		uint64_t w0 = __atomic_load_n(&t->w0, __ATOMIC_ACQUIRE);
+		if (w0 == 0)
+			break;
+		uint64_t w1 = __atomic_load_n(&t->w1, __ATOMIC_RELAXED);
+		int rc = run_trigger(port, w0, w1);
+		if (rc == -EAGAIN) {
+			*pending = 1;
+			break;
+		}
+		if (rc != 0)
+			return rc;
+		uint64_t pos = port->next++;
+		__atomic_store_n(&t->w1, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&t->w0, 0, __ATOMIC_RELAXED);
+		if ((w0 & 0xf) == TRIG_FLUSH)
+			__atomic_store_n(&f->done, pos + 1, __ATOMIC_RELEASE);
+		__atomic_store_n(&f->tail, port->next, __ATOMIC_RELEASE);
+		n++;
+	}
+	return n;
+}
+
+static void *proxy_main(void *arg)
+{
+	struct weft__proxy *px = arg;
+	weft_comm_t *comm = px->comm;
+	weft__log_set_rank(comm->rank);
+	/* Idle, the proxy sleeps up to 1 ms; with work in flight (a flush not yet
+	 * complete) it polls faster, because on transports that need progress to
+	 * move data, its sleep is the transfer's stall. */
+	struct weft__backoff idle, busy;
+	weft__backoff_init(&idle, 1000);
+	weft__backoff_init(&busy, 50);
+	while (!__atomic_load_n(&px->stop, __ATOMIC_ACQUIRE)) {
+		int worked = 0, pending = 0;
+		/* After a failure the triggers are left alone: every producer's wait
+		 * watches the comm status and returns its error. */
+		if (weft__comm_status(comm) == 0) {
+			pthread_mutex_lock(&comm->port_lock);
+			for (struct weft__link *l = comm->ports.next; l != &comm->ports; l = l->next) {
+				weft_port_t *port = weft__container_of(l, weft_port_t, link);
+				int rc = drain_port(port, &pending);
+				if (rc < 0) {
+					proxy_fail(comm, rc, "a trigger");
+					break;
+				}
+				worked += rc;
+			}
+			pthread_mutex_unlock(&comm->port_lock);
+			int rc = weft__comm_progress(comm);
+			if (rc != 0)
+				proxy_fail(comm, rc, "transport progress");
+		}
+		if (worked) {
+			weft__backoff_init(&idle, 1000);
+			weft__backoff_init(&busy, 50);
+		} else if (pending) {
+			weft__backoff_wait(&busy);
+		} else {
+			weft__backoff_wait(&idle);
+		}
+	}
+	return NULL;
+}
+
+/* Called with comm->port_lock held. */
+static int proxy_start(weft_comm_t *comm)
+{
+	if (comm->proxy)
+		return 0;
+	struct weft__proxy *px = calloc(1, sizeof(*px));
+	if (!px)
+		return -ENOMEM;
+	px->comm = comm;
+	int rc = pthread_create(&px->thread, NULL, proxy_main, px);
+	if (rc != 0) {
+		WEFT_ERROR("port proxy: pthread_create failed: %s", strerror(rc));
+		free(px);
+		return -rc;
+	}
+	comm->proxy = px;
+	return 0;
+}
+
+static void proxy_stop(weft_comm_t *comm)
+{
+	struct weft__proxy *px = comm->proxy;
+	if (!px)
+		return;
+	__atomic_store_n(&px->stop, 1, __ATOMIC_RELEASE);
+	pthread_join(px->thread, NULL);
+	free(px);
+	comm->proxy = NULL;
+}
+
+/* -------------------------------------------------------------- ports */
+WEFT_API int weft_port_create(weft_conn_t *conn, unsigned depth, weft_port_t **out)
+{
+	if (!conn || !out) {
+		WEFT_ERROR("weft_port_create: NULL %s", conn ? "port out-pointer" : "conn");
+		return -EINVAL;
+	}
+	weft_comm_t *comm = conn->comm;
+	if (depth == 0) {
+		int64_t v = 1024;
+		int rc = weft__param_get("core", "fifo_depth", WEFT_PARAM_INT, &v, NULL);
+		if (rc == -WEFT_ERR_CONFIG)
+			return rc;
+		if (rc != 0)
+			v = 1024; /* not declared (a core built without the config module's parameter) */
+		if (v < 1 || v > DEPTH_MAX) {
+			WEFT_ERROR("core.fifo_depth = %lld is out of range (1..%u)", (long long)v, DEPTH_MAX);
+			return -WEFT_ERR_CONFIG;
+		}
+		depth = (unsigned)v;
+	}
+	if (depth > DEPTH_MAX) {
+		WEFT_ERROR("weft_port_create: depth %u exceeds %u", depth, DEPTH_MAX);
+		return -EINVAL;
+	}
+	weft_port_t *port = calloc(1, sizeof(*port));
+	if (!port)
+		return -ENOMEM;
+	size_t bytes = sizeof(struct weft__fifo) + (size_t)depth * sizeof(struct weft__trigger);
+	if (posix_memalign((void **)&port->fifo, 64, bytes) != 0) {
+		free(port);
+		return -ENOMEM;
+	}
+	memset(port->fifo, 0, bytes);
+	port->conn = conn;
+	port->depth = depth;
+	pthread_mutex_lock(&comm->port_lock);
+	int rc = proxy_start(comm);
+	if (rc == 0) {
+		weft__list_push(&comm->ports, &port->link);
+		conn->nports++;
+	}
+	pthread_mutex_unlock(&comm->port_lock);
+	if (rc != 0) {
+		free(port->fifo);
+		free(port);
+		return rc;
+	}
+	*out = port;
+	return 0;
+}
+
+static void port_free(weft_port_t *port)
+{
+	weft_comm_t *comm = port->conn->comm;
+	pthread_mutex_lock(&comm->port_lock);
+	weft__list_del(&port->link);
+	port->conn->nports--;
+	pthread_mutex_unlock(&comm->port_lock);
+	free(port->fifo);
+	free(port);
+}
+
+WEFT_API int weft_port_destroy(weft_port_t *port)
+{
+	if (!port)
+		return 0;
+	/* Drain: everything pushed before is completed at the peer, unless the
+	 * comm has failed (then nobody waits on the dead peer). */
+	int rc = weft__comm_status(port->conn->comm) == 0 ? weft_port_flush(port) : 0;
+	port_free(port);
+	return rc;
+}
+
+void weft__port_destroy_all(weft_comm_t *comm)
+{
+	while (!weft__list_empty(&comm->ports))
+		weft_port_destroy(weft__container_of(comm->ports.prev, weft_port_t, link));
+	proxy_stop(comm);
+}
+
+/* Reserves a slot, waiting only while the FIFO is full, and publishes the
+ * trigger: w1 first, then w0 with release order. Returns the position. */
+static int push(weft_port_t *port, uint64_t w0, uint64_t w1, uint64_t *pos)
+{
+	struct weft__fifo *f = port->fifo;
+	weft_comm_t *comm = port->conn->comm;
+	int rc = weft__comm_status(comm);
+	if (rc != 0)
+		return rc;
+	uint64_t h = __atomic_fetch_add(&f->head, 1, __ATOMIC_RELAXED);
+	struct weft__backoff b;
+	weft__backoff_init(&b, 1000);
+	while (h - __atomic_load_n(&f->tail, __ATOMIC_ACQUIRE) >= port->depth) {
+		rc = weft__comm_status(comm);
+		if (rc != 0)
+			return rc;
+		weft__backoff_wait(&b);
+	}
+	struct weft__trigger *t = &f->slot[h % port->depth];
+	__atomic_store_n(&t->w1, w1, __ATOMIC_RELAXED);
+	__atomic_store_n(&t->w0, w0, __ATOMIC_RELEASE);
+	*pos = h;
+	return 0;
+}
+
+WEFT_API int weft_port_put(weft_port_t *port, weft_rmem_t *dst, uint64_t dst_off, weft_mem_t *src, uint64_t src_off,
+			   size_t len)
+{
+	if (!port || !dst || !src) {
+		WEFT_ERROR("weft_port_put: NULL %s", !port ? "port" : !dst ? "dst" : "src");
+		return -EINVAL;
+	}
+	int rc = weft__put_check(port->conn, dst, dst_off, src, src_off, len);
+	if (rc != 0)
+		return rc;
+	if (dst_off > UINT32_MAX || src_off > UINT32_MAX || len > UINT32_MAX) {
+		WEFT_ERROR("weft_port_put: port triggers carry offsets and lengths below 4 GiB; use weft_put "
+			   "(dst_off %llu, src_off %llu, len %zu)",
+			   (unsigned long long)dst_off, (unsigned long long)src_off, len);
+		return -EINVAL;
+	}
+	uint64_t w0 = TRIG_PUT | (uint64_t)dst->id << 4 | (uint64_t)src->id << 18 | (uint64_t)len << 32;
+	uint64_t pos;
+	return push(port, w0, dst_off | src_off << 32, &pos);
+}
+
+WEFT_API int weft_port_signal(weft_port_t *port, weft_rsem_t *sem, uint64_t value)
+{
+	if (!port || !sem) {
+		WEFT_ERROR("weft_port_signal: NULL %s", port ? "sem" : "port");
+		return -EINVAL;
+	}
+	int rc = weft__rsem_claim(port->conn, sem, value);
+	if (rc != 0)
+		return rc;
+	uint64_t pos;
+	return push(port, TRIG_SIGNAL | (uint64_t)sem->id << 4, value, &pos);
+}
+
+WEFT_API int weft_port_flush(weft_port_t *port)
+{
+	if (!port) {
+		WEFT_ERROR("weft_port_flush: NULL port");
+		return -EINVAL;
+	}
+	uint64_t pos;
+	int rc = push(port, TRIG_FLUSH, 0, &pos);
+	if (rc != 0)
+		return rc;
+	weft_comm_t *comm = port->conn->comm;
+	struct weft__backoff b;
+	weft__backoff_init(&b, 1000);
+	while (__atomic_load_n(&port->fifo->done, __ATOMIC_ACQUIRE) <= pos) {
+		rc = weft__comm_status(comm);
+		if (rc != 0)
+			return rc;
+		weft__backoff_wait(&b);
+	}
+	return 0;
+}

@@ -1,0 +1,295 @@
+/* Semaphores: 64-bit tokens in host memory that peers raise with weft_signal.
+ * Tokens live in per-comm pools, each registered once with every transport,
+ * one cache line per token; waiting drives every transport of the comm. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "log.h"
+
+#define SLOT_BYTES 64 /* a cache line per token: no false sharing between waiters */
+#define POOL_SLOTS 64
+#define POOL_BYTES (SLOT_BYTES * POOL_SLOTS)
+
+struct weft__sem_pool {
+	struct weft__link link;
+	uint32_t id; /* distinguishes pools in exchange messages and logs */
+	unsigned char *base;
+	weft_mem_t *mem;
+	uint64_t used; /* bit per slot */
+};
+
+/* Exchange message, little-endian: pool id u32 | slot u32 | slot count u32 |
+ * blob length u32, then the pool's memory blob. */
+#define SEM_MSG_HDR 16
+#define SEM_MAX_BLOB (1u << 20)
+
+static void put32(unsigned char *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t get32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+static void pool_free(struct weft__sem_pool *pool)
+{
+	weft__mem_free(pool->mem);
+	free(pool->base);
+	free(pool);
+}
+
+/* Called with comm->lock held. */
+static int pool_new(weft_comm_t *comm, struct weft__sem_pool **out)
+{
+	struct weft__sem_pool *pool = calloc(1, sizeof(*pool));
+	if (!pool)
+		return -ENOMEM;
+	if (posix_memalign((void **)&pool->base, 4096, POOL_BYTES) != 0) {
+		free(pool);
+		return -ENOMEM;
+	}
+	memset(pool->base, 0, POOL_BYTES);
+	int rc = weft__mem_register(comm, pool->base, POOL_BYTES, WEFT_MEM_HOST, 1, &pool->mem);
+	if (rc != 0) {
+		free(pool->base);
+		free(pool);
+		return rc;
+	}
+	uint32_t id = 0;
+	for (struct weft__link *l = comm->pools.next; l != &comm->pools; l = l->next) {
+		struct weft__sem_pool *p = weft__container_of(l, struct weft__sem_pool, link);
+		if (p->id >= id)
+			id = p->id + 1;
+	}
+	pool->id = id;
+	weft__list_push(&comm->pools, &pool->link);
+	*out = pool;
+	return 0;
+}
+
+WEFT_API int weft_sem_create(weft_comm_t *comm, weft_sem_t **out)
+{
+	if (!comm || !out) {
+		WEFT_ERROR("weft_sem_create: NULL %s", comm ? "sem out-pointer" : "comm");
+		return -EINVAL;
+	}
+	weft_sem_t *sem = calloc(1, sizeof(*sem));
+	if (!sem)
+		return -ENOMEM;
+	int rc = 0;
+	pthread_mutex_lock(&comm->lock);
+	struct weft__sem_pool *pool = NULL;
+	for (struct weft__link *l = comm->pools.next; l != &comm->pools; l = l->next) {
+		struct weft__sem_pool *p = weft__container_of(l, struct weft__sem_pool, link);
+		if (p->used != UINT64_MAX) {
+			pool = p;
+			break;
+		}
+	}
+	if (!pool)
+		rc = pool_new(comm, &pool);
+	if (rc == 0) {
+		unsigned slot = (unsigned)__builtin_ctzll(~pool->used);
+		pool->used |= 1ull << slot;
+		sem->comm = comm;
+		sem->pool = pool;
+		sem->slot = slot;
+		sem->token = (uint64_t *)(pool->base + (size_t)slot * SLOT_BYTES);
+		__atomic_store_n(sem->token, 0, __ATOMIC_RELEASE);
+		weft__list_push(&comm->sems, &sem->link);
+	}
+	pthread_mutex_unlock(&comm->lock);
+	if (rc != 0) {
+		free(sem);
+		return rc;
+	}
+	*out = sem;
+	return 0;
+}
+
+WEFT_API int weft_sem_destroy(weft_sem_t *sem)
+{
+	if (!sem)
+		return 0;
+	weft_comm_t *comm = sem->comm;
+	pthread_mutex_lock(&comm->lock);
+	weft__list_del(&sem->link);
+	/* The slot is reused; the pool stays registered until the comm goes, since
+	 * peers may still hold imports of it. */
+	sem->pool->used &= ~(1ull << sem->slot);
+	pthread_mutex_unlock(&comm->lock);
+	free(sem);
+	return 0;
+}
+
+WEFT_API uint64_t weft_sem_value(const weft_sem_t *sem)
+{
+	return sem ? __atomic_load_n(sem->token, __ATOMIC_ACQUIRE) : 0;
+}
+
+/* The token is written by a transport (a peer's RMA write, landed by a
+ * progress call here or by the NIC), so the wait keeps every transport of the
+ * comm progressing and watches the comm's status between polls. */
+WEFT_API int weft_sem_wait(weft_sem_t *sem, uint64_t value)
+{
+	if (!sem) {
+		WEFT_ERROR("weft_sem_wait: NULL sem");
+		return -EINVAL;
+	}
+	weft_comm_t *comm = sem->comm;
+	struct weft__backoff b;
+	weft__backoff_init(&b, 1000);
+	for (;;) {
+		if (__atomic_load_n(sem->token, __ATOMIC_ACQUIRE) >= value)
+			return 0;
+		int rc = weft__comm_status(comm);
+		if (rc != 0)
+			return rc;
+		rc = weft__comm_progress(comm);
+		if (rc != 0) {
+			WEFT_ERROR("weft_sem_wait: transport progress failed: %s", weft_strerror(rc));
+			return rc;
+		}
+		if (__atomic_load_n(sem->token, __ATOMIC_ACQUIRE) >= value)
+			return 0;
+		weft__backoff_wait(&b);
+	}
+}
+
+WEFT_API int weft_sem_exchange(weft_sem_t *sem, int peer, weft_rsem_t **out)
+{
+	if (!sem || !out) {
+		WEFT_ERROR("weft_sem_exchange: NULL %s", sem ? "rsem out-pointer" : "sem");
+		return -EINVAL;
+	}
+	weft_comm_t *comm = sem->comm;
+	if (peer < 0 || peer >= comm->nranks || peer == comm->rank) {
+		WEFT_ERROR("weft_sem_exchange: peer %d is not another rank (size %d)", peer, comm->nranks);
+		return -EINVAL;
+	}
+	void *blob = NULL;
+	size_t blen = 0;
+	int rc = weft__mem_blob(sem->pool->mem, &blob, &blen);
+	if (rc != 0)
+		return rc;
+	unsigned char hdr[SEM_MSG_HDR], phdr[SEM_MSG_HDR];
+	put32(hdr, sem->pool->id);
+	put32(hdr + 4, sem->slot);
+	put32(hdr + 8, POOL_SLOTS);
+	put32(hdr + 12, (uint32_t)blen);
+	rc = weft__bootstrap_send(comm->bs, peer, WEFT__TAG_SEM, hdr, sizeof(hdr));
+	if (rc == 0)
+		rc = weft__bootstrap_send(comm->bs, peer, WEFT__TAG_SEM, blob, blen);
+	free(blob);
+	if (rc == 0)
+		rc = weft__bootstrap_recv(comm->bs, peer, WEFT__TAG_SEM, phdr, sizeof(phdr));
+	if (rc != 0)
+		return rc;
+	uint32_t pslot = get32(phdr + 4), pslots = get32(phdr + 8), pblen = get32(phdr + 12);
+	if (pblen > SEM_MAX_BLOB) {
+		WEFT_ERROR("weft_sem_exchange: rank %d announces a %u-byte pool blob (limit %u)", peer, pblen,
+			   SEM_MAX_BLOB);
+		return -WEFT_ERR_PROTOCOL;
+	}
+	unsigned char *pblob = malloc(pblen ? pblen : 1);
+	if (!pblob)
+		return -ENOMEM;
+	rc = weft__bootstrap_recv(comm->bs, peer, WEFT__TAG_SEM, pblob, pblen);
+	if (rc != 0)
+		goto err_free_blob;
+	if (pslot >= pslots) {
+		WEFT_ERROR("weft_sem_exchange: rank %d names slot %u of a %u-slot pool", peer, pslot, pslots);
+		rc = -WEFT_ERR_PROTOCOL;
+		goto err_free_blob;
+	}
+	weft_rsem_t *rsem = calloc(1, sizeof(*rsem));
+	if (!rsem) {
+		rc = -ENOMEM;
+		goto err_free_blob;
+	}
+	rc = weft__mem_import(comm, peer, pblob, pblen, 1, &rsem->rmem);
+	if (rc != 0)
+		goto err_free_rsem;
+	rsem->off = (uint64_t)pslot * SLOT_BYTES;
+	if (rsem->rmem->len < sizeof(uint64_t) || rsem->off > rsem->rmem->len - sizeof(uint64_t)) {
+		WEFT_ERROR("weft_sem_exchange: rank %d names slot %u outside its %llu-byte pool", peer, pslot,
+			   (unsigned long long)rsem->rmem->len);
+		rc = -WEFT_ERR_PROTOCOL;
+		goto err_release_rmem;
+	}
+	rsem->comm = comm;
+	rsem->peer = peer;
+	pthread_mutex_lock(&comm->lock);
+	rc = weft__idtab_add(&comm->rsem_ids, rsem, &rsem->id);
+	if (rc == 0)
+		weft__list_push(&comm->rsems, &rsem->link);
+	pthread_mutex_unlock(&comm->lock);
+	if (rc != 0)
+		goto err_release_rmem;
+	free(pblob);
+	*out = rsem;
+	return 0;
+
+err_release_rmem:
+	weft__rmem_free(rsem->rmem);
+err_free_rsem:
+	free(rsem);
+err_free_blob:
+	free(pblob);
+	return rc;
+}
+
+WEFT_API int weft_rsem_release(weft_rsem_t *rsem)
+{
+	if (!rsem)
+		return 0;
+	weft_comm_t *comm = rsem->comm;
+	pthread_mutex_lock(&comm->lock);
+	weft__list_del(&rsem->link);
+	weft__idtab_del(&comm->rsem_ids, rsem->id);
+	pthread_mutex_unlock(&comm->lock);
+	weft__rmem_free(rsem->rmem);
+	free(rsem);
+	return 0;
+}
+
+int weft__rsem_claim(const weft_conn_t *conn, weft_rsem_t *rsem, uint64_t value)
+{
+	if (rsem->comm != conn->comm || rsem->peer != conn->peer) {
+		WEFT_ERROR("signal: the semaphore belongs to rank %d but the connection goes to rank %d", rsem->peer,
+			   conn->peer);
+		return -EINVAL;
+	}
+	if (!rsem->rmem->rmh[conn->tpi]) {
+		WEFT_ERROR("signal: rank %d's semaphore is not reachable through transport %s", rsem->peer,
+			   conn->tp->name);
+		return -ENOTSUP;
+	}
+	uint64_t last = __atomic_load_n(&rsem->last, __ATOMIC_RELAXED);
+	do {
+		if (value <= last) {
+			WEFT_ERROR("signal: value %llu does not exceed %llu, signalled before (tokens only grow)",
+				   (unsigned long long)value, (unsigned long long)last);
+			return -EINVAL;
+		}
+	} while (!__atomic_compare_exchange_n(&rsem->last, &last, value, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+	return 0;
+}
+
+void weft__sem_destroy_all(weft_comm_t *comm)
+{
+	while (!weft__list_empty(&comm->rsems))
+		weft_rsem_release(weft__container_of(comm->rsems.prev, weft_rsem_t, link));
+	while (!weft__list_empty(&comm->sems))
+		weft_sem_destroy(weft__container_of(comm->sems.prev, weft_sem_t, link));
+	while (!weft__list_empty(&comm->pools)) {
+		struct weft__sem_pool *pool = weft__container_of(comm->pools.prev, struct weft__sem_pool, link);
+		weft__list_del(&pool->link);
+		pool_free(pool);
+	}
+}
