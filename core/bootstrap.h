@@ -11,6 +11,9 @@
 
 struct weft__bootstrap;
 
+/* Wire protocol version, carried in the id, the handshake and every hello. */
+#define WEFT__BOOTSTRAP_VERSION 1
+
 /* Layout of struct weft_unique_id's 128 bytes (private to the core). */
 struct weft__unique_id_layout {
 	uint32_t magic;        /* "WFT1" */
@@ -32,6 +35,11 @@ struct weft__unique_id_layout {
  * else loopback. */
 int weft__bootstrap_make_id(struct weft_unique_id *id);
 
+/* Stops the root serving id in this process, if any (it otherwise ends by itself
+ * once every rank has its table, or a rank that had arrived gives up).
+ * Thread safety: any thread. Blocking: no. */
+void weft__bootstrap_root_stop(const struct weft_unique_id *id);
+
 /* Joins the job. id NULL: root from WEFT_CORE_BOOTSTRAP_ROOT, secret from
  * WEFT_CORE_BOOTSTRAP_SECRET (unauthenticated with a warning when unset); rank 0
  * then serves the root itself. Returns -ETIMEDOUT when the rendezvous does not
@@ -48,6 +56,9 @@ uint64_t weft__bootstrap_tag(const struct weft__bootstrap *bs);
 /* Numeric IP address this rank's bootstrap is bound to, and a peer's. */
 const char *weft__bootstrap_local_addr(const struct weft__bootstrap *bs);
 const char *weft__bootstrap_peer_addr(const struct weft__bootstrap *bs, int peer);
+/* Port of this rank's listener, which stays open (and refuses strangers) for
+ * the bootstrap's life. For tests and diagnostics. */
+int weft__bootstrap_listen_port(const struct weft__bootstrap *bs);
 /* Host identity (boot id + network-namespace inode): equal strings, one host. */
 const char *weft__bootstrap_host_id(const struct weft__bootstrap *bs, int rank);
 /* Process identity: equal for ranks in one process. */
@@ -70,5 +81,12 @@ void weft__bootstrap_fail(struct weft__bootstrap *bs, int err);
  * wake-up so that a peer failure or abort interrupts their sleep. Returns a
  * pointer to a counter that changes on every failure; compare and sleep. */
 const volatile uint32_t *weft__bootstrap_fail_word(const struct weft__bootstrap *bs);
+
+/* Rank and size from the launcher's environment, first match wins:
+ * OMPI_COMM_WORLD_RANK/SIZE (Open MPI), PMI_RANK/PMI_SIZE (MPICH, Intel MPI),
+ * SLURM_PROCID/SLURM_NTASKS (srun), RANK/WORLD_SIZE (torchrun). Returns 0,
+ * -ENOENT when none is set, -EINVAL (logged) when a set pair is malformed.
+ * Writes the outputs only on success. */
+int weft__bootstrap_env_rank(int *rank, int *nranks);
 
 #endif
