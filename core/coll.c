@@ -956,7 +956,7 @@ WEFT_API void weft__coll_print_choices(FILE *out, int nranks, enum weft_mem_type
 					snprintf(why, sizeof(why), "rule line %d", rules[prev_rule].r.lineno);
 				else
 					snprintf(why, sizeof(why), "priority %d", cat[prev_idx].algo->priority);
-				fprintf(out, "    %10s .. %-10s  %-28s  (%s)\n", a, b,
+				fprintf(out, "    %10s .. %-10s  %-32s  (%s)\n", a, b,
 					prev_idx >= 0 ? cat[prev_idx].full : "-", why);
 			}
 			prev_idx = idx;

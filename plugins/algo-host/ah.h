@@ -1,0 +1,97 @@
+/* algo-host: private declarations. The pack runs collectives on host memory
+ * through nothing but the primitive API (struct weft_prim_api). */
+#ifndef AH_H
+#define AH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <weft/coll_p2p.h>
+#include <weft/plugin.h>
+
+#define AH_NAME "algo-host"
+
+/* The services table weft_plugin_init received; valid until exit. */
+extern const struct weft_core_api *ah_core;
+
+/* A name for an error code (weft.h codes and errno values). */
+const char *ah_strerror(int rc);
+
+#define AH_LOG(level, ...) ah_core->log(ah_core->self, level, __VA_ARGS__)
+
+/* One peer's half of the channels between this rank and it. Data from us to the
+ * peer lands in its scratch area (our rank's slots); "slot free" comes back on
+ * free_sem. Counters run over the life of the communicator, so tokens only grow. */
+struct ah_peer {
+	int ready;
+	weft_conn_t *conn;
+	weft_rmem_t *rscratch;   /* the peer's scratch area */
+	weft_sem_t *data_sem;    /* raised by the peer: chunks it has sent us */
+	weft_sem_t *free_sem;    /* raised by the peer: our chunks it has consumed */
+	weft_rsem_t *data_rsem;  /* the peer's data_sem for us */
+	weft_rsem_t *free_rsem;  /* the peer's free_sem for us */
+	uint64_t tx_sent;        /* chunks sent to the peer */
+	uint64_t tx_flushed;     /* of those, how many are known complete (staging reusable) */
+	uint64_t rx_done;        /* chunks from the peer consumed */
+};
+
+/* Per-communicator state, shared by every algorithm of the pack (refcounted). */
+struct ah_ctx {
+	struct ah_ctx *next;
+	weft_comm_t *comm;
+	int refs;
+	int rank, nranks;
+	const struct weft_prim_api *prim;
+	size_t chunk;     /* bytes per slot, a multiple of 64 */
+	unsigned nslots;  /* slots per peer, at least 2 */
+	size_t area;      /* chunk * nslots: one peer's part of scratch and staging */
+	char *transport;  /* NULL: the core chooses */
+	char *scratch;    /* nranks areas; area p receives from rank p */
+	weft_mem_t *scratch_mem;
+	char *staging;    /* nranks areas; area p holds what goes to rank p */
+	weft_mem_t *staging_mem;
+	char *temp;       /* one chunk, for our own input when it would be overwritten */
+	struct ah_peer *peers;
+	int broken;       /* a transfer failed half-way: channels are out of step */
+	/* One round's plan, indexed by peer (see ah_run). */
+	const void **tx_src;
+	size_t *tx_bytes;
+	size_t *rx_bytes;
+	const void **rx_ptr;
+	void **rx_dst;
+};
+
+int ah_ctx_get(const struct weft_algo_comm *ac, struct ah_ctx **out);
+void ah_ctx_put(struct ah_ctx *c);
+/* Connects to a peer (both ranks call it; pairs are set up in ascending order of
+ * (lower rank, higher rank) so that no cycle of waits can form). */
+int ah_ensure_peer(struct ah_ctx *c, int peer);
+int ah_ensure_all(struct ah_ctx *c);
+
+/* Runs `rounds` rounds. In round t, plan(arg, c, t) fills, per peer p, at most one
+ * chunk to send (tx_src[p], tx_bytes[p] <= chunk) and at most one to receive
+ * (rx_bytes[p], rx_dst[p]); the engine sends, then waits for every expected chunk
+ * (rx_ptr[p] points into scratch), then calls consume (or, when consume is NULL,
+ * copies each chunk to rx_dst[p]), then tells the senders their slots are free.
+ * Both ranks of a pair must plan the same chunks in the same rounds; a chunk sent
+ * in round t may depend on chunks received in earlier rounds only. That keeps
+ * every rank at most one round ahead of what its slots allow: no deadlock. */
+typedef int (*ah_plan_fn)(void *arg, struct ah_ctx *c, uint64_t t);
+int ah_run(struct ah_ctx *c, uint64_t rounds, ah_plan_fn plan, ah_plan_fn consume, void *arg);
+
+/* Reductions (reduce.c). */
+int ah_reduce_supported(enum weft_datatype t, enum weft_redop op);
+/* dst[i] = dst[i] op src[i]; AVG sums (ah_finish divides). */
+void ah_reduce(enum weft_datatype t, enum weft_redop op, void *dst, const void *src, size_t n);
+/* For AVG: dst[i] /= nranks (integers: integer division). Otherwise nothing. */
+void ah_finish(enum weft_datatype t, enum weft_redop op, void *dst, size_t n, int nranks);
+float ah_half_to_float(uint16_t h);
+uint16_t ah_float_to_half(float f);
+float ah_bf16_to_float(uint16_t h);
+uint16_t ah_float_to_bf16(float f);
+
+/* The algorithms (algos.c) and the table of them. */
+extern const struct weft_algo *const ah_algos[];
+void ah_algos_configure(uint64_t small_max);
+
+#endif

@@ -1,0 +1,584 @@
+/* algo-host: the algorithms (one-shot and reduce-scatter + allgather allreduce,
+ * allgather, reduce-scatter, broadcast, reduce, alltoall, fused send/recv) and
+ * weft_plugin_init, which declares the pack's parameters. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ah.h"
+
+const struct weft_core_api *ah_core;
+
+/* ------------------------------------------------------------- helpers */
+
+static size_t esize(enum weft_datatype t)
+{
+	static const size_t sz[WEFT_DATATYPE_COUNT] = {
+		[WEFT_INT8] = 1, [WEFT_UINT8] = 1, [WEFT_INT32] = 4, [WEFT_UINT32] = 4,
+		[WEFT_INT64] = 8, [WEFT_UINT64] = 8, [WEFT_FLOAT16] = 2, [WEFT_BFLOAT16] = 2,
+		[WEFT_FLOAT32] = 4, [WEFT_FLOAT64] = 8, [WEFT_FP8_E4M3] = 1, [WEFT_FP8_E5M2] = 1,
+	};
+	return (int)t >= 0 && t < WEFT_DATATYPE_COUNT ? sz[t] : 0;
+}
+
+static uint64_t div_up(uint64_t a, uint64_t b)
+{
+	return (a + b - 1) / b;
+}
+
+/* Elements of chunk t of a block of len elements, cel per chunk (0 past its end). */
+static size_t chunk_len(size_t len, size_t cel, uint64_t t)
+{
+	uint64_t off = t * cel;
+	if (off >= len)
+		return 0;
+	return len - off < cel ? (size_t)(len - off) : cel;
+}
+
+/* dst = in[0] op in[1] op ... op in[n-1] in rank order, so every rank that
+ * computes a block gets the same bits. Our own input is `own` (it may be dst
+ * itself when in place); peers' are in rx_ptr. */
+static void reduce_ordered(struct ah_ctx *c, enum weft_datatype t, enum weft_redop op, char *dst, const char *own,
+			   size_t n)
+{
+	size_t bytes = n * esize(t);
+	if (own == dst && c->rank != 0) {
+		memcpy(c->temp, own, bytes);
+		own = c->temp;
+	}
+	for (int k = 0; k < c->nranks; k++) {
+		const char *src = k == c->rank ? own : c->rx_ptr[k];
+		if (k == 0) {
+			if (src != dst)
+				memcpy(dst, src, bytes);
+		} else {
+			ah_reduce(t, op, dst, src, n);
+		}
+	}
+	ah_finish(t, op, dst, n, c->nranks);
+}
+
+static struct ah_ctx *ready_ctx(void *state, int *rc)
+{
+	struct ah_ctx *c = state;
+	*rc = c->broken ? c->broken : ah_ensure_all(c);
+	return c;
+}
+
+/* ------------------------------------------- reduce-scatter over blocks
+ * Shared by allreduce (rsag) and reduce-scatter: block b of the input (off[b],
+ * len[b] elements) is reduced on rank b. Chunk t of every block moves in round t. */
+
+struct blocks {
+	int n;
+	size_t base, extra; /* len[b] = base + (b < extra) */
+};
+
+static size_t blk_off(const struct blocks *bl, int b)
+{
+	return (size_t)b * bl->base + ((size_t)b < bl->extra ? (size_t)b : bl->extra);
+}
+
+static size_t blk_len(const struct blocks *bl, int b)
+{
+	return bl->base + ((size_t)b < bl->extra ? 1 : 0);
+}
+
+struct rs_plan {
+	const struct weft_coll_args *a;
+	struct blocks bl;
+	size_t es, cel;
+	const char *in;
+	char *out; /* our reduced block */
+};
+
+static int rs_plan_fn(void *arg, struct ah_ctx *c, uint64_t t)
+{
+	struct rs_plan *r = arg;
+	size_t mine = chunk_len(blk_len(&r->bl, c->rank), r->cel, t);
+	for (int p = 0; p < c->nranks; p++) {
+		if (p == c->rank)
+			continue;
+		size_t m = chunk_len(blk_len(&r->bl, p), r->cel, t);
+		if (m) {
+			c->tx_src[p] = r->in + (blk_off(&r->bl, p) + t * r->cel) * r->es;
+			c->tx_bytes[p] = m * r->es;
+		}
+		c->rx_bytes[p] = mine * r->es;
+	}
+	return 0;
+}
+
+static int rs_consume_fn(void *arg, struct ah_ctx *c, uint64_t t)
+{
+	struct rs_plan *r = arg;
+	size_t mine = chunk_len(blk_len(&r->bl, c->rank), r->cel, t);
+	if (mine)
+		reduce_ordered(c, r->a->dtype, r->a->op, r->out + t * r->cel * r->es,
+			       r->in + (blk_off(&r->bl, c->rank) + t * r->cel) * r->es, mine);
+	return 0;
+}
+
+/* Allgather of blocks: our block (at `mine`) goes to everyone; block p lands at
+ * out + off(p). */
+struct ag_plan {
+	struct blocks bl;
+	size_t es, cel;
+	const char *mine;
+	char *out;
+};
+
+static int ag_plan_fn(void *arg, struct ah_ctx *c, uint64_t t)
+{
+	struct ag_plan *g = arg;
+	size_t m = chunk_len(blk_len(&g->bl, c->rank), g->cel, t);
+	for (int p = 0; p < c->nranks; p++) {
+		if (p == c->rank)
+			continue;
+		if (m) {
+			c->tx_src[p] = g->mine + t * g->cel * g->es;
+			c->tx_bytes[p] = m * g->es;
+		}
+		size_t k = chunk_len(blk_len(&g->bl, p), g->cel, t);
+		if (k) {
+			c->rx_bytes[p] = k * g->es;
+			c->rx_dst[p] = g->out + (blk_off(&g->bl, p) + t * g->cel) * g->es;
+		}
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------ supports */
+
+static int reducing(enum weft_collective coll)
+{
+	return coll == WEFT_COLL_ALLREDUCE || coll == WEFT_COLL_REDUCE_SCATTER || coll == WEFT_COLL_REDUCE;
+}
+
+static int ah_supports(void *state, const struct weft_coll_args *a)
+{
+	if (a->mem_type != WEFT_MEM_HOST || !esize(a->dtype))
+		return -ENOTSUP;
+	if (reducing(a->coll) && !ah_reduce_supported(a->dtype, a->op))
+		return -ENOTSUP;
+	return 0;
+}
+
+static int ah_setup(const struct weft_algo_comm *ac, void **state)
+{
+	struct ah_ctx *c;
+	int rc = ah_ctx_get(ac, &c);
+	if (rc == 0)
+		*state = c;
+	return rc;
+}
+
+static void ah_teardown(void *state)
+{
+	ah_ctx_put(state);
+}
+
+/* ----------------------------------------------------------- allreduce */
+
+struct os_plan {
+	const struct weft_coll_args *a;
+	size_t es, cel;
+};
+
+static int os_plan_fn(void *arg, struct ah_ctx *c, uint64_t t)
+{
+	struct os_plan *o = arg;
+	size_t m = chunk_len(o->a->count, o->cel, t);
+	for (int p = 0; p < c->nranks; p++) {
+		if (p == c->rank)
+			continue;
+		c->tx_src[p] = (const char *)o->a->sendbuf + t * o->cel * o->es;
+		c->tx_bytes[p] = m * o->es;
+		c->rx_bytes[p] = m * o->es;
+	}
+	return 0;
+}
+
+static int os_consume_fn(void *arg, struct ah_ctx *c, uint64_t t)
+{
+	struct os_plan *o = arg;
+	size_t m = chunk_len(o->a->count, o->cel, t);
+	size_t off = t * o->cel * o->es;
+	reduce_ordered(c, o->a->dtype, o->a->op, (char *)o->a->recvbuf + off, (const char *)o->a->sendbuf + off, m);
+	return 0;
+}
+
+/* One shot: every rank sends its whole input to every peer and reduces all of
+ * them locally. Latency-bound sizes; (n-1) times the data on the wire. */
+static int allreduce_oneshot(void *state, const struct weft_coll_args *a)
+{
+	int rc;
+	struct ah_ctx *c = ready_ctx(state, &rc);
+	if (rc)
+		return rc;
+	struct os_plan o = {.a = a, .es = esize(a->dtype)};
+	o.cel = c->chunk / o.es;
+	return ah_run(c, div_up(a->count, o.cel), os_plan_fn, os_consume_fn, &o);
+}
+
+/* Reduce-scatter then allgather, all pairs at once: each rank reduces one block
+ * and sends it to the others. Bandwidth-optimal: 2(n-1)/n of the data each way. */
+static int allreduce_rsag(void *state, const struct weft_coll_args *a)
+{
+	int rc;
+	struct ah_ctx *c = ready_ctx(state, &rc);
+	if (rc)
+		return rc;
+	size_t es = esize(a->dtype), cel = c->chunk / es;
+	struct blocks bl = {.n = c->nranks, .base = a->count / (size_t)c->nranks, .extra = a->count % (size_t)c->nranks};
+	char *mine = (char *)a->recvbuf + blk_off(&bl, c->rank) * es;
+	uint64_t rounds = div_up(blk_len(&bl, 0), cel);
+	struct rs_plan r = {.a = a, .bl = bl, .es = es, .cel = cel, .in = a->sendbuf, .out = mine};
+	if ((rc = ah_run(c, rounds, rs_plan_fn, rs_consume_fn, &r)))
+		return rc;
+	struct ag_plan g = {.bl = bl, .es = es, .cel = cel, .mine = mine, .out = a->recvbuf};
+	return ah_run(c, rounds, ag_plan_fn, NULL, &g);
+}
+
+/* ------------------------------------------------------ reduce-scatter */
+
+static int reduce_scatter_direct(void *state, const struct weft_coll_args *a)
+{
+	int rc;
+	struct ah_ctx *c = ready_ctx(state, &rc);
+	if (rc)
+		return rc;
+	size_t es = esize(a->dtype), cel = c->chunk / es;
+	struct blocks bl = {.n = c->nranks, .base = a->count, .extra = 0};
+	struct rs_plan r = {.a = a, .bl = bl, .es = es, .cel = cel, .in = a->sendbuf, .out = a->recvbuf};
+	return ah_run(c, div_up(a->count, cel), rs_plan_fn, rs_consume_fn, &r);
+}
+
+/* ----------------------------------------------------------- allgather */
+
+static int allgather_direct(void *state, const struct weft_coll_args *a)
+{
+	int rc;
+	struct ah_ctx *c = ready_ctx(state, &rc);
+	if (rc)
+		return rc;
+	size_t es = esize(a->dtype), cel = c->chunk / es;
+	struct blocks bl = {.n = c->nranks, .base = a->count, .extra = 0};
+	char *own = (char *)a->recvbuf + (size_t)c->rank * a->count * es;
+	if ((const char *)a->sendbuf != own)
+		memmove(own, a->sendbuf, a->count * es);
+	struct ag_plan g = {.bl = bl, .es = es, .cel = cel, .mine = own, .out = a->recvbuf};
+	return ah_run(c, div_up(a->count, cel), ag_plan_fn, NULL, &g);
+}
+
+/* ----------------------------------------------------- broadcast, reduce */
+
+struct root_plan {
+	const struct weft_coll_args *a;
+	size_t es, cel;
+};
+
+static int bcast_plan_fn(void *arg, struct ah_ctx *c, uint64_t t)
+{
+	struct root_plan *b = arg;
+	size_t m = chunk_len(b->a->count, b->cel, t);
+	size_t off = t * b->cel * b->es;
+	if (c->rank == b->a->root) {
+		for (int p = 0; p < c->nranks; p++)
+			if (p != c->rank) {
+				c->tx_src[p] = (const char *)b->a->sendbuf + off;
+				c->tx_bytes[p] = m * b->es;
+			}
+	} else {
+		c->rx_bytes[b->a->root] = m * b->es;
+		c->rx_dst[b->a->root] = (char *)b->a->recvbuf + off;
+	}
+	return 0;
+}
+
+/* The root sends every chunk to each rank directly. */
+static int broadcast_flat(void *state, const struct weft_coll_args *a)
+{
+	int rc;
+	struct ah_ctx *c = ready_ctx(state, &rc);
+	if (rc)
+		return rc;
+	struct root_plan b = {.a = a, .es = esize(a->dtype)};
+	b.cel = c->chunk / b.es;
+	if (c->rank == a->root && a->sendbuf != a->recvbuf)
+		memmove(a->recvbuf, a->sendbuf, a->count * b.es);
+	return ah_run(c, div_up(a->count, b.cel), bcast_plan_fn, NULL, &b);
+}
+
+static int reduce_plan_fn(void *arg, struct ah_ctx *c, uint64_t t)
+{
+	struct root_plan *b = arg;
+	size_t m = chunk_len(b->a->count, b->cel, t);
+	if (c->rank == b->a->root) {
+		for (int p = 0; p < c->nranks; p++)
+			if (p != c->rank)
+				c->rx_bytes[p] = m * b->es;
+	} else {
+		c->tx_src[b->a->root] = (const char *)b->a->sendbuf + t * b->cel * b->es;
+		c->tx_bytes[b->a->root] = m * b->es;
+	}
+	return 0;
+}
+
+static int reduce_consume_fn(void *arg, struct ah_ctx *c, uint64_t t)
+{
+	struct root_plan *b = arg;
+	if (c->rank != b->a->root)
+		return 0;
+	size_t m = chunk_len(b->a->count, b->cel, t);
+	size_t off = t * b->cel * b->es;
+	reduce_ordered(c, b->a->dtype, b->a->op, (char *)b->a->recvbuf + off, (const char *)b->a->sendbuf + off, m);
+	return 0;
+}
+
+/* Every rank sends to the root, which reduces in rank order. */
+static int reduce_flat(void *state, const struct weft_coll_args *a)
+{
+	int rc;
+	struct ah_ctx *c = ready_ctx(state, &rc);
+	if (rc)
+		return rc;
+	struct root_plan b = {.a = a, .es = esize(a->dtype)};
+	b.cel = c->chunk / b.es;
+	return ah_run(c, div_up(a->count, b.cel), reduce_plan_fn, reduce_consume_fn, &b);
+}
+
+/* ------------------------------------------------------------ alltoall */
+
+static int a2a_plan_fn(void *arg, struct ah_ctx *c, uint64_t t)
+{
+	struct root_plan *b = arg;
+	size_t m = chunk_len(b->a->count, b->cel, t);
+	for (int p = 0; p < c->nranks; p++) {
+		if (p == c->rank)
+			continue;
+		size_t off = ((size_t)p * b->a->count + t * b->cel) * b->es;
+		c->tx_src[p] = (const char *)b->a->sendbuf + off;
+		c->tx_bytes[p] = m * b->es;
+		c->rx_bytes[p] = m * b->es;
+		c->rx_dst[p] = (char *)b->a->recvbuf + off;
+	}
+	return 0;
+}
+
+/* Block p goes straight to rank p. In place works because a round sends its
+ * chunk of block p before it overwrites that chunk with what p sent. */
+static int alltoall_direct(void *state, const struct weft_coll_args *a)
+{
+	int rc;
+	struct ah_ctx *c = ready_ctx(state, &rc);
+	if (rc)
+		return rc;
+	struct root_plan b = {.a = a, .es = esize(a->dtype)};
+	b.cel = c->chunk / b.es;
+	size_t blk = a->count * b.es, own = (size_t)c->rank * blk;
+	if (a->sendbuf != a->recvbuf)
+		memmove((char *)a->recvbuf + own, (const char *)a->sendbuf + own, blk);
+	return ah_run(c, div_up(a->count, b.cel), a2a_plan_fn, NULL, &b);
+}
+
+/* ------------------------------------------------------------ sendrecv
+ * One batch of sends and receives (include/weft/coll_p2p.h). Per peer the sends
+ * form one stream of chunks (each operation starts a new chunk), and so do the
+ * receives; the k-th chunk of a stream moves in round k. */
+
+struct p2p_cursor {
+	size_t tx_op, tx_off; /* next send to this peer: index into ops, offset */
+	size_t rx_op, rx_off;
+};
+
+struct p2p_plan {
+	const struct weft_p2p_op *ops;
+	size_t nops;
+	struct p2p_cursor *cur;
+};
+
+static size_t next_op(const struct p2p_plan *s, size_t from, int peer, int is_send)
+{
+	while (from < s->nops && (s->ops[from].peer != peer || !s->ops[from].is_send != !is_send))
+		from++;
+	return from;
+}
+
+static int p2p_plan_fn(void *arg, struct ah_ctx *c, uint64_t t)
+{
+	struct p2p_plan *s = arg;
+	for (int p = 0; p < c->nranks; p++) {
+		if (p == c->rank)
+			continue;
+		struct p2p_cursor *cu = &s->cur[p];
+		if (cu->tx_op < s->nops) {
+			const struct weft_p2p_op *op = &s->ops[cu->tx_op];
+			size_t m = op->bytes - cu->tx_off < c->chunk ? op->bytes - cu->tx_off : c->chunk;
+			c->tx_src[p] = (const char *)op->buf + cu->tx_off;
+			c->tx_bytes[p] = m;
+			if ((cu->tx_off += m) == op->bytes) {
+				cu->tx_op = next_op(s, cu->tx_op + 1, p, 1);
+				cu->tx_off = 0;
+			}
+		}
+		if (cu->rx_op < s->nops) {
+			const struct weft_p2p_op *op = &s->ops[cu->rx_op];
+			size_t m = op->bytes - cu->rx_off < c->chunk ? op->bytes - cu->rx_off : c->chunk;
+			c->rx_dst[p] = (char *)op->buf + cu->rx_off;
+			c->rx_bytes[p] = m;
+			if ((cu->rx_off += m) == op->bytes) {
+				cu->rx_op = next_op(s, cu->rx_op + 1, p, 0);
+				cu->rx_off = 0;
+			}
+		}
+	}
+	return 0;
+}
+
+static int sendrecv_direct(void *state, const struct weft_coll_args *a)
+{
+	struct ah_ctx *c = state;
+	const struct weft_p2p_op *ops = a->sendbuf;
+	size_t nops = a->count;
+	if (c->broken)
+		return c->broken;
+	if (!ops || !nops)
+		return 0;
+	for (size_t i = 0; i < nops; i++)
+		if (ops[i].peer < 0 || ops[i].peer >= c->nranks || (ops[i].bytes && !ops[i].buf)) {
+			AH_LOG(WEFT_LOG_ERROR, "sendrecv: operation %zu names peer %d of %d ranks or a NULL buffer", i,
+			       ops[i].peer, c->nranks);
+			return -EINVAL;
+		}
+	/* Sends to ourselves pair with receives from ourselves, in order. */
+	size_t si = next_op(&(struct p2p_plan){ops, nops, NULL}, 0, c->rank, 1);
+	size_t ri = next_op(&(struct p2p_plan){ops, nops, NULL}, 0, c->rank, 0);
+	while (si < nops || ri < nops) {
+		if (si >= nops || ri >= nops || ops[si].bytes != ops[ri].bytes) {
+			AH_LOG(WEFT_LOG_ERROR, "sendrecv: sends to this rank itself do not match its receives from itself");
+			return -EINVAL;
+		}
+		memmove(ops[ri].buf, ops[si].buf, ops[si].bytes);
+		si = next_op(&(struct p2p_plan){ops, nops, NULL}, si + 1, c->rank, 1);
+		ri = next_op(&(struct p2p_plan){ops, nops, NULL}, ri + 1, c->rank, 0);
+	}
+	struct p2p_plan s = {.ops = ops, .nops = nops, .cur = calloc((size_t)c->nranks, sizeof(*s.cur))};
+	if (!s.cur)
+		return -ENOMEM;
+	uint64_t rounds = 0;
+	int rc = 0;
+	for (int p = 0; p < c->nranks; p++) {
+		if (p == c->rank)
+			continue;
+		uint64_t tx = 0, rx = 0;
+		for (size_t i = 0; i < nops; i++)
+			if (ops[i].peer == p && ops[i].bytes)
+				*(ops[i].is_send ? &tx : &rx) += div_up(ops[i].bytes, c->chunk);
+		if (tx > rounds)
+			rounds = tx;
+		if (rx > rounds)
+			rounds = rx;
+		s.cur[p].tx_op = next_op(&s, 0, p, 1);
+		s.cur[p].rx_op = next_op(&s, 0, p, 0);
+		/* Only the pairs this batch uses meet, in ascending order (see ah_ensure_all). */
+		if ((tx || rx) && (rc = ah_ensure_peer(c, p)))
+			goto out_free;
+	}
+	rc = ah_run(c, rounds, p2p_plan_fn, NULL, &s);
+out_free:
+	free(s.cur);
+	return rc;
+}
+
+/* ----------------------------------------------------------- the table */
+
+#define AH_ALGO(var, nm, cl, prio, fn)                                                  \
+	static struct weft_algo var = {                                                 \
+		.size = sizeof(struct weft_algo),                                       \
+		.name = nm,                                                             \
+		.coll = cl,                                                             \
+		.min_bytes = 0,                                                         \
+		.max_bytes = 0,                                                         \
+		.min_ranks = 1,                                                         \
+		.max_ranks = 0,                                                         \
+		.mem_types = 1u << WEFT_MEM_HOST,                                       \
+		.priority = prio,                                                       \
+		.setup = ah_setup,                                                      \
+		.supports = ah_supports,                                                \
+		.execute = fn,                                                          \
+		.teardown = ah_teardown,                                                \
+	}
+
+AH_ALGO(algo_oneshot, "allreduce-oneshot", WEFT_COLL_ALLREDUCE, 20, allreduce_oneshot);
+AH_ALGO(algo_rsag, "allreduce-rsag", WEFT_COLL_ALLREDUCE, 10, allreduce_rsag);
+AH_ALGO(algo_allgather, "allgather-direct", WEFT_COLL_ALLGATHER, 10, allgather_direct);
+AH_ALGO(algo_rs, "reduce-scatter-direct", WEFT_COLL_REDUCE_SCATTER, 10, reduce_scatter_direct);
+AH_ALGO(algo_bcast, "broadcast-flat", WEFT_COLL_BROADCAST, 10, broadcast_flat);
+AH_ALGO(algo_reduce, "reduce-flat", WEFT_COLL_REDUCE, 10, reduce_flat);
+AH_ALGO(algo_a2a, "alltoall-direct", WEFT_COLL_ALLTOALL, 10, alltoall_direct);
+AH_ALGO(algo_p2p, "sendrecv-direct", WEFT_COLL_SENDRECV, 10, sendrecv_direct);
+
+const struct weft_algo *const ah_algos[] = {
+	&algo_oneshot, &algo_rsag, &algo_allgather, &algo_rs, &algo_bcast, &algo_reduce, &algo_a2a, &algo_p2p, NULL,
+};
+
+void ah_algos_configure(uint64_t small_max)
+{
+	/* The one-shot allreduce serves sizes up to small_max; 0 turns it off. */
+	if (small_max == 0)
+		algo_oneshot.mem_types = 0;
+	else
+		algo_oneshot.max_bytes = small_max;
+}
+
+/* ----------------------------------------------------------- the plugin */
+
+static const struct weft_algo_ops ah_ops = {
+	.size = sizeof(struct weft_algo_ops),
+	.algos = ah_algos,
+};
+
+static const struct weft_plugin_desc ah_desc = {
+	.size = sizeof(struct weft_plugin_desc),
+	.abi_major = WEFT_PLUGIN_ABI_MAJOR,
+	.abi_minor = WEFT_PLUGIN_ABI_MINOR,
+	.kind = WEFT_PLUGIN_ALGO_PACK,
+	.name = AH_NAME,
+	.ops = &ah_ops,
+};
+
+static const struct weft_plugin_desc *const ah_descs[] = {&ah_desc, NULL};
+
+static const struct weft_param_decl ah_params[] = {
+	{sizeof(struct weft_param_decl), AH_NAME, "chunk", WEFT_PARAM_SIZE, "512K",
+	 "Bytes per pipeline chunk (one slot of a peer's scratch area); larger messages move in chunks of this size."},
+	{sizeof(struct weft_param_decl), AH_NAME, "scratch", WEFT_PARAM_SIZE, "4M",
+	 "Bytes of receive slots per peer, registered once per communicator (at least two chunks)."},
+	{sizeof(struct weft_param_decl), AH_NAME, "small_max", WEFT_PARAM_SIZE, "64K",
+	 "Largest allreduce the one-shot algorithm serves; 0 turns it off."},
+	{sizeof(struct weft_param_decl), AH_NAME, "transport", WEFT_PARAM_STRING, NULL,
+	 "Transport the pack connects through (e.g. ofi); unset lets the core choose per peer."},
+};
+
+WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const struct weft_core_api *core)
+{
+	if (!core || core->size < offsetof(struct weft_core_api, free) + sizeof(core->free))
+		return NULL;
+	ah_core = core;
+	for (size_t i = 0; i < sizeof(ah_params) / sizeof(ah_params[0]); i++) {
+		int rc = core->param_declare(core->self, &ah_params[i]);
+		if (rc && rc != -EEXIST) {
+			AH_LOG(WEFT_LOG_ERROR, "cannot declare parameter %s: %s", ah_params[i].key, ah_strerror(rc));
+			return NULL;
+		}
+	}
+	uint64_t small_max = 64 * 1024;
+	int rc = core->param_get(core->self, AH_NAME, "small_max", WEFT_PARAM_SIZE, &small_max, NULL);
+	if (rc && rc != -ENOENT) {
+		AH_LOG(WEFT_LOG_ERROR, "parameter small_max: %d; the pack declines to load", rc);
+		return NULL;
+	}
+	ah_algos_configure(small_max);
+	return ah_descs;
+}

@@ -1,0 +1,17 @@
+# Collective layer (core/coll.c) and the algo-host pack.
+# test_algo_select: no processes: algo-host's conversions and reductions (its
+# reduce.c built in) and algorithm selection through weft__coll_print_choices,
+# with the pack loaded from the build tree.
+if(TARGET weft-plugin-algo-host)
+  weft_add_test(test_algo_select
+    SOURCES test_algo_select.c ${PROJECT_SOURCE_DIR}/plugins/algo-host/reduce.c
+    LABELS unit TIMEOUT 120 LIBS m)
+  add_dependencies(test_algo_select weft-plugin-algo-host)
+endif()
+
+# test_coll: forked ranks (2, 3, 4) run every collective over ofi and check
+# them against references computed from each rank's seeded data.
+if(TARGET weft-plugin-algo-host AND TARGET weft-plugin-ofi)
+  weft_add_test(test_coll SOURCES test_coll.c LABELS mp TIMEOUT 420 LIBS m)
+  add_dependencies(test_coll weft-plugin-algo-host weft-plugin-ofi)
+endif()
