@@ -59,7 +59,7 @@ enum weft_param_source {
  * [section] key, else default_value. */
 struct weft_param_decl {
 	size_t size;               /* sizeof(struct weft_param_decl) */
-	const char *section;       /* the plugin's name, or "core", "transport", "algorithm" */
+	const char *section;       /* the plugin's name (NULL means the declaring file's own name) */
 	const char *key;           /* [a-z0-9_-]+ */
 	enum weft_param_type type;
 	const char *default_value; /* text parsed as `type`; NULL means "unset" for strings */
@@ -83,7 +83,8 @@ struct weft_core_api {
 	 * does not parse. Declare in weft_plugin_init. */
 	int (*param_declare)(struct weft_plugin *self, const struct weft_param_decl *decl);
 	/* Reads a declared parameter. -ENOENT when not declared, -EINVAL when the type
-	 * differs. `out` points to the type named by weft_param_type. The source may be NULL. */
+	 * differs. `out` points to the type named by weft_param_type. The source may be NULL.
+	 * section NULL means the plugin's own section. */
 	int (*param_get)(struct weft_plugin *self, const char *section, const char *key,
 			 enum weft_param_type type, void *out, enum weft_param_source *source);
 	void *(*alloc)(size_t bytes);
