@@ -7,6 +7,10 @@
 # weft_plugin_init, that weft-info lists it as a loaded transport when
 # WEFT_PLUGIN_PATH points at it, and that its parameter (WEFT_SKELETON_ENABLE=0)
 # makes it decline to load.
+#
+# test_examples (test_examples.c): two ranks of one process connect through the
+# skeleton built above and move data with put/signal/flush; disabled, naming it
+# in weft_connect fails with -WEFT_ERR_PLUGIN.
 
 if(NOT CMAKE_SCRIPT_MODE_FILE)
   if(TARGET weft-info)
@@ -21,7 +25,11 @@ if(NOT CMAKE_SCRIPT_MODE_FILE)
         -P ${CMAKE_CURRENT_LIST_FILE})
     set_tests_properties(example_plugin_skeleton PROPERTIES
       LABELS "unit;example" TIMEOUT 300
-      ENVIRONMENT "WEFT_CONFIG=${CMAKE_CURRENT_BINARY_DIR}/empty.conf;WEFT_PLUGIN_PATH=")
+      ENVIRONMENT "WEFT_CONFIG=${CMAKE_CURRENT_BINARY_DIR}/empty.conf;WEFT_PLUGIN_PATH="
+      FIXTURES_SETUP skeleton_built)
+    weft_add_test(test_examples SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_examples.c LABELS mp TIMEOUT 120
+      ENV WEFT_TEST_SKELETON_DIR=${CMAKE_CURRENT_BINARY_DIR}/example-plugin-skeleton)
+    set_tests_properties(test_examples PROPERTIES FIXTURES_REQUIRED skeleton_built)
   else()
     message(STATUS "weft: example_plugin_skeleton not registered: no weft-info target")
   endif()
