@@ -1486,7 +1486,7 @@ static void accept_peer(struct weft__bootstrap *bs, struct link *l, struct frame
 	}
 	l->max_len = bs->p.max_msg;
 	l->last_rx = now_s();
-	snprintf(l->name, sizeof(l->name), "%s", bs->peers[r].addr);
+	fmt_addr(bs->peers[r].addr_be, bs->peers[r].port, l->name, sizeof(l->name));
 	pthread_mutex_lock(&bs->mu);
 	oq_push(l, b);
 	bs->peers[r].link = l;
@@ -1935,7 +1935,7 @@ static int connect_peer(struct weft__bootstrap *bs, int j, double deadline)
 	}
 	l->max_len = bs->p.max_msg;
 	l->last_rx = now_s();
-	snprintf(l->name, sizeof(l->name), "%s", pe->addr);
+	fmt_addr(pe->addr_be, pe->port, l->name, sizeof(l->name));
 	pthread_mutex_lock(&bs->mu);
 	pe->link = l;
 	pe->up = 1;
@@ -2064,7 +2064,6 @@ int weft__bootstrap_create(const struct weft_unique_id *id, int nranks, int rank
 
 	if ((rc = rendezvous(bs, &u, deadline)) != 0)
 		goto err_free;
-	bs->peers[rank].up = 1;
 	rc = -pthread_create(&bs->thread, NULL, service_main, bs);
 	if (rc != 0) {
 		WEFT_ERROR("bootstrap: cannot start the service thread: %s", strerror(-rc));
