@@ -1,0 +1,166 @@
+/* ofi plugin: private declarations shared by its sources (context and domains
+ * in ofi.c, memory regions in ofi_mem.c, endpoints and RMA in ofi_ep.c). */
+#ifndef WEFT_OFI_H
+#define WEFT_OFI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+
+#include <weft/plugin.h>
+
+#define OFI_FI_VERSION FI_VERSION(1, 17)
+/* A context opens at most two providers: the local one (same host) and the
+ * remote one (other hosts); they are one and the same when both name it. */
+#define OFI_MAX_DOMS 2
+#define OFI_PROV_NAME_MAX 16
+#define OFI_RAW_KEY_MAX 64
+#define OFI_EP_NAME_MAX 256
+
+/* How a signal is kept behind the puts posted before it on its endpoint. */
+enum ofi_sig_mode {
+	OFI_SIG_ORDERED = 0, /* the provider orders writes (FI_ORDER_RMA_WAW): post at once */
+	OFI_SIG_WAIT = 1     /* hold the signal until every earlier op is delivery-complete */
+};
+
+/* Core services, set once by weft_plugin_init. The only process-wide state: the
+ * core lends one table per plugin file for the life of the process. */
+extern const struct weft_core_api *ofi_core;
+
+#define OFI_LOG(lvl, ...) ofi_core->log(ofi_core->self, (lvl), "ofi: " __VA_ARGS__)
+#define OFI_ERR(...) OFI_LOG(WEFT_LOG_ERROR, __VA_ARGS__)
+#define OFI_WARN(...) OFI_LOG(WEFT_LOG_WARN, __VA_ARGS__)
+#define OFI_INFO(...) OFI_LOG(WEFT_LOG_INFO, __VA_ARGS__)
+#define OFI_DBG(...) OFI_LOG(WEFT_LOG_DEBUG, __VA_ARGS__)
+
+struct ofi_ctx;
+struct ofi_ep;
+struct ofi_op;
+
+/* One opened provider: fabric, domain, and the single RDM endpoint, address
+ * vector and completion queue that every weft endpoint of that provider shares. */
+struct ofi_dom {
+	struct ofi_ctx *ctx;
+	char prov[OFI_PROV_NAME_MAX]; /* the core provider's name: "shm", "tcp" */
+	struct fi_info *info;
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_av *av;
+	struct fid_cq *cq;
+	struct fid_ep *ep;
+	uint64_t mr_mode;
+	size_t chunk;       /* largest single write: max_msg_size (and max_order_waw_size when ordered) */
+	size_t inject_size;
+	uint64_t op_flags;  /* FI_DELIVERY_COMPLETE when the provider accepted it */
+	enum ofi_sig_mode sig_mode;
+	char name[OFI_EP_NAME_MAX]; /* fi_getname of ep */
+	size_t namelen;
+};
+
+/* One weft context (one communicator). */
+struct ofi_ctx {
+	int rank;
+	struct ofi_dom doms[OFI_MAX_DOMS];
+	int ndoms;
+	int local_dom;  /* index into doms serving same-host peers, -1 if none */
+	int remote_dom; /* index serving other hosts, -1 if none */
+	int64_t max_inflight;
+	uint64_t next_key;     /* requested MR keys when the provider does not pick them */
+	struct ofi_ep *eps;    /* every endpoint, for progress */
+	struct ofi_op *orphans; /* ops of disconnected endpoints still owned by a provider */
+	int nregions;          /* live registrations, for close's sanity check */
+};
+
+/* A local registration: one MR per opened domain. */
+struct ofi_mh {
+	void *base;
+	size_t len;
+	struct fid_mr *mr[OFI_MAX_DOMS];
+};
+
+/* A peer's region as imported: one entry per provider it was registered with. */
+struct ofi_rmh_ent {
+	char prov[OFI_PROV_NAME_MAX];
+	uint32_t flags;    /* OFI_RENT_* */
+	uint64_t addr;     /* base address (FI_MR_VIRT_ADDR) or 0 */
+	uint64_t len;
+	uint64_t key;      /* usable key (mapped from raw when OFI_RENT_RAW) */
+	int mapped_dom;    /* index of the domain that mapped the raw key, -1 if none */
+};
+#define OFI_RENT_VIRT 0x1u
+#define OFI_RENT_RAW 0x2u
+
+struct ofi_rmh {
+	int peer;
+	int count;
+	struct ofi_rmh_ent ent[OFI_MAX_DOMS];
+};
+
+/* ofi.c */
+int ofi_errno(const char *call, int fi_rc);
+
+/* ofi_mem.c */
+int ofi_mem_register(void *tc, void *ptr, size_t len, enum weft_mem_type type, void **mh);
+int ofi_mem_deregister(void *tc, void *mh);
+int ofi_mem_serialize(void *tc, void *mh, void *buf, size_t *len);
+int ofi_mem_import(void *tc, int peer, const void *buf, size_t len, void **rmh);
+int ofi_mem_release(void *tc, void *rmh);
+
+/* ofi_ep.c */
+int ofi_endpoint(void *tc, const struct weft_tp_peer *peer, void *addr, size_t *len, void **ep);
+int ofi_connect(void *ep, const void *peer_addr, size_t len);
+int ofi_disconnect(void *ep);
+int ofi_put(void *ep, void *rmh, uint64_t roff, void *mh, uint64_t loff, size_t len);
+int ofi_signal(void *ep, void *rmh, uint64_t roff, uint64_t value);
+int ofi_flush(void *ep);
+int ofi_progress(void *tc);
+int ofi_ep_describe(void *ep, char *buf, size_t len);
+/* Frees ops orphaned by disconnect; only after their domains' endpoints are closed. */
+void ofi_free_orphans(struct ofi_ctx *ctx);
+
+/* Little-endian field access for the wire formats (blobs and addresses). */
+static inline void ofi_put_u16(unsigned char *p, uint16_t v)
+{
+	p[0] = (unsigned char)v;
+	p[1] = (unsigned char)(v >> 8);
+}
+static inline void ofi_put_u32(unsigned char *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+static inline void ofi_put_u64(unsigned char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+static inline uint16_t ofi_get_u16(const unsigned char *p)
+{
+	return (uint16_t)(p[0] | (p[1] << 8));
+}
+static inline uint32_t ofi_get_u32(const unsigned char *p)
+{
+	uint32_t v = 0;
+	for (int i = 3; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+static inline uint64_t ofi_get_u64(const unsigned char *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+/* Copies a provider name field (NUL-padded, OFI_PROV_NAME_MAX bytes) and checks
+ * it is a NUL-terminated [a-z0-9_] name. Returns 0 or -1. */
+int ofi_prov_name_check(const unsigned char *field, char out[OFI_PROV_NAME_MAX]);
+
+#endif /* WEFT_OFI_H */
