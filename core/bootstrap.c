@@ -44,6 +44,7 @@
 #define MAX_PENDING 256
 #define SMALL_FRAME 4096 /* limit on frames other than peer messages and the table */
 #define HS_TIMEOUT_MAX 5.0
+#define PUMP_BUDGET (1 << 20) /* bytes read from one link before serving the others */
 
 enum frame_type {
 	T_HELLO = 1,  /* rank -> root */
@@ -387,6 +388,8 @@ struct link {
 	uint8_t hdr[HDR_LEN];
 	uint8_t *body;
 	size_t body_len;
+	struct weft__hmac rx_mac; /* fed as the payload arrives, so that verifying a
+				   * large message never stalls the other links */
 	int eof;
 	char why[200];
 	double last_rx;
@@ -445,22 +448,15 @@ static void name_of_fd(int fd, char *buf, size_t len)
 		snprintf(buf, len, "(unknown address)");
 }
 
-static void frame_mac(const uint8_t key[32], uint64_t seq, const uint8_t *hdr, const void *p, size_t n,
-		      uint8_t out[MAC_LEN])
-{
-	struct weft__hmac h;
-	uint8_t s[8];
-	put64(s, seq);
-	weft__hmac_init(&h, key, 32);
-	weft__hmac_update(&h, s, sizeof(s));
-	weft__hmac_update(&h, hdr, HDR_LEN);
-	weft__hmac_update(&h, p, n);
-	weft__hmac_final(&h, out);
-}
-
-/* Builds a framed, MAC'd message. The sequence number in the MAC makes a replayed,
- * dropped or reordered frame fail; the caller serialises calls per link. */
-static struct obuf *frame_make(struct link *l, int type, int cls, uint32_t tag, const void *p, size_t n)
+/* Frames are built in two steps. frame_build copies the payload and feeds header
+ * and payload to the HMAC: the expensive part, done by the sending thread with
+ * no lock held. frame_seal appends the link's next sequence number to the MAC
+ * and finishes it: cheap, and done under the lock that also queues the frame,
+ * so sequence order is queue order. The sequence number makes a replayed,
+ * dropped or reordered frame fail:
+ *   MAC = HMAC-SHA256(direction key, header | payload | u64 sequence) */
+static struct obuf *frame_build(const struct link *l, int type, int cls, uint32_t tag, const void *p, size_t n,
+				struct weft__hmac *mac)
 {
 	struct obuf *b = malloc(sizeof(*b) + HDR_LEN + n + MAC_LEN);
 	if (!b)
@@ -477,7 +473,26 @@ static struct obuf *frame_make(struct link *l, int type, int cls, uint32_t tag, 
 	put64(h + 16, n);
 	if (n)
 		memcpy(h + HDR_LEN, p, n);
-	frame_mac(l->key_tx, l->seq_tx++, h, h + HDR_LEN, n, h + HDR_LEN + n);
+	weft__hmac_init(mac, l->key_tx, 32);
+	weft__hmac_update(mac, h, HDR_LEN + n);
+	return b;
+}
+
+static void frame_seal(struct link *l, struct obuf *b, struct weft__hmac *mac)
+{
+	uint8_t s8[8];
+	put64(s8, l->seq_tx++);
+	weft__hmac_update(mac, s8, sizeof(s8));
+	weft__hmac_final(mac, b->data + b->len - MAC_LEN);
+}
+
+/* Both steps at once, for a link only the calling thread uses. */
+static struct obuf *frame_make(struct link *l, int type, int cls, uint32_t tag, const void *p, size_t n)
+{
+	struct weft__hmac mac;
+	struct obuf *b = frame_build(l, type, cls, tag, p, n, &mac);
+	if (b)
+		frame_seal(l, b, &mac);
 	return b;
 }
 
@@ -552,6 +567,7 @@ static int send_frame_now(struct link *l, int type, uint32_t tag, const void *p,
  * over to a poll loop between frames. */
 static int link_pump(struct link *l, struct frame *f)
 {
+	size_t budget = PUMP_BUDGET;
 	for (;;) {
 		uint8_t *dst;
 		size_t want;
@@ -580,9 +596,18 @@ static int link_pump(struct link *l, struct frame *f)
 			return -1;
 		}
 		l->last_rx = now_s();
+		if (l->in == IN_BODY && l->have < l->body_len) {
+			size_t pay = (size_t)n < l->body_len - l->have ? (size_t)n : l->body_len - l->have;
+			weft__hmac_update(&l->rx_mac, dst, pay);
+		}
 		l->have += (size_t)n;
-		if ((size_t)n < want)
+		if ((size_t)n < want) {
+			/* Come back on the next poll round: it reports the rest at once. */
+			if ((size_t)n >= budget)
+				return 0;
+			budget -= (size_t)n;
 			continue;
+		}
 		l->have = 0;
 		if (l->in == IN_RAW)
 			return 1;
@@ -609,10 +634,15 @@ static int link_pump(struct link *l, struct frame *f)
 			}
 			l->body_len = (size_t)len;
 			l->in = IN_BODY;
+			weft__hmac_init(&l->rx_mac, l->key_rx, 32);
+			weft__hmac_update(&l->rx_mac, l->hdr, HDR_LEN);
 			continue;
 		}
 		uint8_t mac[MAC_LEN];
-		frame_mac(l->key_rx, l->seq_rx, l->hdr, l->body, l->body_len, mac);
+		uint8_t s8[8];
+		put64(s8, l->seq_rx);
+		weft__hmac_update(&l->rx_mac, s8, sizeof(s8));
+		weft__hmac_final(&l->rx_mac, mac);
 		if (!weft__ct_equal(mac, l->body + l->body_len, MAC_LEN)) {
 			snprintf(l->why, sizeof(l->why),
 				 "sent a message that failed authentication (wrong secret, tampered or replayed)");
@@ -1311,7 +1341,6 @@ struct msg {
 
 struct peer {
 	struct link *link;  /* NULL until connected, and for this rank itself */
-	pthread_mutex_t tx; /* serialises frame_make (sequence numbers) on this link */
 	int up;             /* link installed */
 	int gone;           /* closed; nothing more will come */
 	int bye_rcvd, bye_sent, wr_shut;
@@ -1537,11 +1566,7 @@ static void *service_main(void *arg)
 				struct peer *pe = &bs->peers[i];
 				if (!pe->up || pe->gone || pe->bye_rcvd || pe->bye_sent)
 					continue;
-				pthread_mutex_unlock(&bs->mu);
-				pthread_mutex_lock(&pe->tx);
 				struct obuf *b = frame_make(pe->link, T_BYE, 0, 0, NULL, 0);
-				pthread_mutex_unlock(&pe->tx);
-				pthread_mutex_lock(&bs->mu);
 				if (b)
 					oq_push(pe->link, b);
 				pe->bye_sent = 1;
@@ -1692,22 +1717,17 @@ static void *service_main(void *arg)
 				peer_down(bs, i, -WEFT_ERR_PEER, why);
 				idle = 0;
 			}
-			pthread_mutex_unlock(&bs->mu);
-			/* A queue that is not empty carries bytes, which count as a heartbeat. */
+			/* A queue that is not empty carries bytes, which count as a
+			 * heartbeat. A heartbeat costs one HMAC block: made under the lock. */
 			if (beat && idle) {
-				pthread_mutex_lock(&pe->tx);
 				struct obuf *b = frame_make(pe->link, T_HEARTBEAT, 0, 0, NULL, 0);
-				pthread_mutex_unlock(&pe->tx);
-				pthread_mutex_lock(&bs->mu);
-				if (b && !pe->gone) {
+				if (b) {
 					oq_push(pe->link, b);
 					if (oq_flush(pe->link) != 0)
 						peer_down(bs, i, -WEFT_ERR_PEER, "send failed");
-				} else {
-					free(b);
 				}
-				pthread_mutex_unlock(&bs->mu);
 			}
+			pthread_mutex_unlock(&bs->mu);
 		}
 	}
 	free(pfd);
@@ -1969,7 +1989,6 @@ static void bs_free(struct weft__bootstrap *bs)
 				free(m->data);
 				free(m);
 			}
-			pthread_mutex_destroy(&pe->tx);
 		}
 	}
 	free(bs->peers);
@@ -2010,8 +2029,6 @@ int weft__bootstrap_create(const struct weft_unique_id *id, int nranks, int rank
 		rc = -ENOMEM;
 		goto err_free;
 	}
-	for (int i = 0; i < nranks; i++)
-		pthread_mutex_init(&bs->peers[i].tx, NULL);
 	if ((rc = params_load(&bs->p)) != 0)
 		goto err_free;
 	double deadline = now_s() + bs->p.timeout;
@@ -2215,23 +2232,22 @@ static int bs_send(struct weft__bootstrap *bs, int peer, int cls, uint32_t tag, 
 		pthread_mutex_unlock(&bs->mu);
 		return 0;
 	}
-	/* The MAC is computed outside bs->mu so that the service thread keeps
-	 * reading meanwhile; pe->tx keeps the sequence numbers in queue order. */
-	pthread_mutex_lock(&pe->tx);
-	struct obuf *b = frame_make(pe->link, T_DATA, cls, tag, buf, len);
-	if (!b) {
-		pthread_mutex_unlock(&pe->tx);
+	/* The payload is MAC'd with no lock held, so that neither the service
+	 * thread (heartbeats, reads) nor other senders wait for it. */
+	struct weft__hmac mac;
+	struct obuf *b = frame_build(pe->link, T_DATA, cls, tag, buf, len, &mac);
+	if (!b)
 		return -ENOMEM;
-	}
 	pthread_mutex_lock(&bs->mu);
 	if (bs->status)
 		rc = bs->status;
 	else if (pe->gone || pe->bye_rcvd)
 		rc = -WEFT_ERR_PEER;
-	if (rc == 0)
+	if (rc == 0) {
+		frame_seal(pe->link, b, &mac);
 		oq_push(pe->link, b);
+	}
 	pthread_mutex_unlock(&bs->mu);
-	pthread_mutex_unlock(&pe->tx);
 	if (rc != 0) {
 		free(b);
 		return rc;

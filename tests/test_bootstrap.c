@@ -324,7 +324,7 @@ static uint8_t pattern(int from, int to, size_t size, size_t i)
 
 /* Rendezvous, allgather, every pair exchanging 1 B .. 8 MiB both ways at
  * once, barrier, clean destroy. */
-static int full_exchange(struct weft__bootstrap *bs, int rank, int nranks)
+static int full_exchange(struct weft__bootstrap *bs, int rank, int nranks, int same_process)
 {
 	static const size_t sizes[] = {1, 1000, 65536, 1 << 20, 8 << 20};
 	struct info {
@@ -346,7 +346,8 @@ static int full_exchange(struct weft__bootstrap *bs, int rank, int nranks)
 		CHECK(strcmp(weft__bootstrap_host_id(bs, i), mine.host) == 0);
 		CHECK(weft__bootstrap_proc_id(bs, i) == all[i].proc);
 		CHECK(strcmp(weft__bootstrap_peer_addr(bs, i), "127.0.0.1") == 0);
-		CHECK(i == rank || all[i].proc != mine.proc);
+		/* Forked ranks are separate processes; thread ranks share one. */
+		CHECK(i == rank || (all[i].proc != mine.proc) == !same_process);
 	}
 	uint8_t *out = malloc(8 << 20), *in = malloc(8 << 20);
 	CHECK(out && in);
@@ -402,7 +403,7 @@ static int rank_full(int rank, int nranks, void *arg)
 		fprintf(stderr, "rank %d: create: %s\n", rank, weft_strerror(rc));
 		return 1;
 	}
-	rc = full_exchange(bs, rank, nranks);
+	rc = full_exchange(bs, rank, nranks, 0);
 	weft__bootstrap_destroy(bs);
 	return rc;
 }
@@ -992,6 +993,46 @@ START_TEST(test_single_rank)
 }
 END_TEST
 
+/* Ranks as threads of one process: the one multi-rank case ThreadSanitizer can
+ * watch (it does not follow fork after threads), and ranks sharing a process. */
+struct thread_rank {
+	struct job *job;
+	int rank, nranks, rc;
+	pthread_t th;
+};
+
+static void *thread_rank_main(void *arg)
+{
+	struct thread_rank *t = arg;
+	struct weft__bootstrap *bs = NULL;
+	int rank = t->rank;
+	t->rc = 1;
+	if (create(t->job, t->rank, t->nranks, &bs) != 0) {
+		fprintf(stderr, "thread rank %d: create failed\n", rank);
+		return NULL;
+	}
+	t->rc = full_exchange(bs, t->rank, t->nranks, 1);
+	weft__bootstrap_destroy(bs);
+	return NULL;
+}
+
+START_TEST(test_ranks_as_threads)
+{
+	struct job j = {.use_id = 1, .late_rank = -1, .absent_rank = -1};
+	struct thread_rank t[4];
+	base_env();
+	ck_assert_int_eq(weft_get_unique_id(&j.id), 0);
+	for (int r = 0; r < 4; r++) {
+		t[r] = (struct thread_rank){.job = &j, .rank = r, .nranks = 4};
+		ck_assert_int_eq(pthread_create(&t[r].th, NULL, thread_rank_main, &t[r]), 0);
+	}
+	for (int r = 0; r < 4; r++) {
+		pthread_join(t[r].th, NULL);
+		ck_assert_msg(t[r].rc == 0, "thread rank %d failed", r);
+	}
+}
+END_TEST
+
 static Suite *bootstrap_suite(const char *which)
 {
 	Suite *s = suite_create("bootstrap");
@@ -1019,6 +1060,9 @@ static Suite *bootstrap_suite(const char *which)
 		tcase_add_test(tc, test_slow_peer);
 		tcase_add_test(tc, test_fail_from_thread);
 		tcase_add_test(tc, test_clean_destroy);
+		TCase *th = tcase_create("threads");
+		tcase_add_test(th, test_ranks_as_threads);
+		suite_add_tcase(s, th);
 	}
 	suite_add_tcase(s, tc);
 	return s;
