@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -522,6 +523,59 @@ static int rank_inflight(int rank, int nranks, void *arg)
 	return teardown(&s);
 }
 
+/* Rank 1 dies without closing anything: rank 0's next operations must fail
+ * with -WEFT_ERR_PEER within a bounded time, without crashing or hanging. */
+static int rank_peer_death(int rank, int nranks, void *arg)
+{
+	struct side s;
+	int rc = setup(rank, arg, &s);
+	if (rc)
+		return rc;
+	char m;
+	if (rank == 1) {
+		REQ(recv_msg(s.fd, s.tc, &m, 1, NULL) == 0, "recv");
+		pid_t me = getpid();
+		REQ(send_msg(s.fd, &me, sizeof(me)) == 0, "send pid");
+		_exit(0);
+	}
+	fill_random(s.data, 65536, 9);
+	REQ(put_retry(s.ep, s.tc, s.rmh_data, 0, s.mh_data, 0, 65536) == 0, "first put");
+	REQ(spin_flush(s.ep, s.tc) == 0, "first flush");
+	REQ(send_msg(s.fd, "k", 1) == 0, "send");
+	/* Wait until rank 1 is gone (reaped by the test's parent). */
+	pid_t peer;
+	REQ(recv_msg(s.fd, NULL, &peer, sizeof(peer), NULL) == 0, "recv pid");
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (kill(peer, 0) == 0) {
+		usleep(10000);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		REQ(t1.tv_sec - t0.tv_sec < 30, "rank 1 does not exit");
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		rc = ops->put(s.ep, s.rmh_data, 0, s.mh_data, 0, 65536);
+		if (rc == 0 || rc == -EAGAIN)
+			rc = ops->flush(s.ep);
+		if (rc != 0 && rc != -EAGAIN)
+			break;
+		ops->progress(s.tc);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		REQ(t1.tv_sec - t0.tv_sec < 30, "no error 30 s after the peer died");
+	}
+	REQ(rc == -WEFT_ERR_PEER, "after the peer died: %d", rc);
+	/* The error sticks, and tearing down still works. */
+	REQ(ops->flush(s.ep) == -WEFT_ERR_PEER, "flush after failure");
+	REQ(ops->put(s.ep, s.rmh_data, 0, s.mh_data, 0, 8) == -WEFT_ERR_PEER, "put after failure");
+	REQ(ops->disconnect(s.ep) == 0, "disconnect");
+	ops->mem_release(s.tc, s.rmh_data);
+	ops->mem_release(s.tc, s.rmh_tok);
+	ops->mem_deregister(s.tc, s.mh_data);
+	ops->mem_deregister(s.tc, s.mh_tok);
+	ops->close(s.tc);
+	return 0;
+}
+
 static void run_mp(wt_rank_fn fn, enum weft_peer_class cls, const char *prov)
 {
 	load_plugin();
@@ -547,6 +601,23 @@ START_TEST(signal_tcp_wait)
 	setenv("WEFT_OFI_SIGNAL_ORDER", "wait", 1);
 	run_mp(rank_signal, WEFT_PEER_OTHER_HOST, "tcp");
 }
+END_TEST
+START_TEST(signal_shm_wait)
+{
+	setenv("WEFT_OFI_SIGNAL_ORDER", "wait", 1);
+	run_mp(rank_signal, WEFT_PEER_SAME_HOST, "shm");
+}
+END_TEST
+START_TEST(shm_without_cma)
+{
+	/* shm's other data path: segments through bounce buffers instead of
+	 * process_vm_writev (FI_SHM_DISABLE_CMA is libfabric's own variable). */
+	setenv("FI_SHM_DISABLE_CMA", "1", 1);
+	run_mp(rank_puts, WEFT_PEER_SAME_HOST, "shm");
+	run_mp(rank_signal, WEFT_PEER_SAME_HOST, "shm");
+}
+END_TEST
+START_TEST(peer_death_tcp) { run_mp(rank_peer_death, WEFT_PEER_OTHER_HOST, "tcp"); }
 END_TEST
 START_TEST(bounds_shm) { run_mp(rank_bounds, WEFT_PEER_SAME_HOST, "shm"); }
 END_TEST
@@ -824,6 +895,9 @@ int main(void)
 	tcase_add_test(mp, signal_shm);
 	tcase_add_test(mp, signal_tcp);
 	tcase_add_test(mp, signal_tcp_wait);
+	tcase_add_test(mp, signal_shm_wait);
+	tcase_add_test(mp, shm_without_cma);
+	tcase_add_test(mp, peer_death_tcp);
 	tcase_add_test(mp, bounds_shm);
 	tcase_add_test(mp, bounds_tcp);
 	tcase_add_test(mp, inflight_tcp);

@@ -168,9 +168,9 @@ static int ep_post_pending(struct ofi_ep *ep)
 	return 0;
 }
 
-static int cq_error_code(int err)
+static bool is_peer_errno(int e)
 {
-	switch (err) {
+	switch (e) {
 	case FI_EHOSTUNREACH:
 	case FI_ECONNREFUSED:
 	case FI_ECONNRESET:
@@ -180,10 +180,20 @@ static int cq_error_code(int err)
 	case FI_ENETUNREACH:
 	case FI_ENETDOWN:
 	case EPIPE:
-		return -WEFT_ERR_PEER;
+		return true;
 	default:
-		return -WEFT_ERR_TRANSPORT;
+		return false;
 	}
+}
+
+/* A lost connection is the peer's failure, not the transport's. tcp (through
+ * ofi_rxm) cancels the ops of a broken connection with FI_ECANCELED and puts the
+ * socket's errno in prov_errno, so that is consulted too. */
+static int cq_error_code(const struct fi_cq_err_entry *err)
+{
+	if (is_peer_errno(err->err) || (err->err == FI_ECANCELED && is_peer_errno(err->prov_errno)))
+		return -WEFT_ERR_PEER;
+	return -WEFT_ERR_TRANSPORT;
 }
 
 static void req_done(struct ofi_ctx *ctx, void *op_context, int err)
@@ -225,7 +235,7 @@ static int dom_progress(struct ofi_ctx *ctx, struct ofi_dom *d)
 			}
 			char msg[256];
 			const char *pm = fi_cq_strerror(d->cq, err.prov_errno, err.err_data, msg, sizeof(msg));
-			int code = cq_error_code(err.err);
+			int code = cq_error_code(&err);
 			struct ofi_req *req = err.op_context;
 			int rank = req && req->op && req->op->ep ? req->op->ep->peer_rank : -1;
 			OFI_ERR("provider %s: operation to rank %d failed: %s (%d); provider says: %s", d->prov, rank,
