@@ -349,6 +349,9 @@ static int setup(int rank, const struct mp_arg *a, struct side *s)
 	char want[64];
 	snprintf(want, sizeof(want), "provider=%s ", a->expect_prov);
 	REQ(strstr(desc, want) != NULL, "ep_describe '%s' lacks '%s'", desc, want);
+	/* tcp stays on the bootstrap's loopback address. */
+	REQ(strcmp(a->expect_prov, "tcp") != 0 || strstr(desc, "peer=fi_sockaddr_in://127.0.0.1:") != NULL,
+	    "tcp endpoint not on loopback: %s", desc);
 	if (getenv("WT_OFI_VERBOSE"))
 		fprintf(stderr, "[rank %d] %s\n", rank, desc);
 	return 0;

@@ -45,6 +45,12 @@ int ofi_errno(const char *call, int fi_rc)
 {
 	int e = fi_rc < 0 ? -fi_rc : fi_rc;
 	OFI_ERR("%s failed: %s (%d)", call, fi_strerror(e), -e);
+	return ofi_code(fi_rc);
+}
+
+int ofi_code(int fi_rc)
+{
+	int e = fi_rc < 0 ? -fi_rc : fi_rc;
 	switch (e) {
 	case FI_ENOMEM:
 		return -ENOMEM;
@@ -310,7 +316,13 @@ static int dom_open(struct ofi_ctx *ctx, struct ofi_dom *d, const char *prov, co
 	d->op_flags = dc ? FI_DELIVERY_COMPLETE : 0;
 	d->chunk = fi->ep_attr->max_msg_size ? fi->ep_attr->max_msg_size : SIZE_MAX;
 	/* Ordered signals need the provider to order both the RMA writes and their
-	 * data up to max_order_waw_size bytes; each write is cut to that size. */
+	 * data up to max_order_waw_size bytes; each write is cut to that size.
+	 * tcp (tcp;ofi_rxm) grants FI_ORDER_RMA_WAW of any size: one TCP stream per
+	 * peer, applied in order. shm grants it only when asked, by giving up its
+	 * unordered fast path (the sender's process_vm_writev) and sending every
+	 * write through the peer's in-order command queue. Without the grant,
+	 * signals wait for the delivery-complete completion of every earlier op
+	 * (see ep_post_pending in ofi_ep.c). */
 	bool waw = (fi->tx_attr->msg_order & (FI_ORDER_RMA_WAW | FI_ORDER_WAW)) &&
 		   (fi->rx_attr->msg_order & (FI_ORDER_RMA_WAW | FI_ORDER_WAW)) &&
 		   fi->ep_attr->max_order_waw_size >= sizeof(uint64_t);

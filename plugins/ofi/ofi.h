@@ -103,7 +103,10 @@ struct ofi_rmh {
 };
 
 /* ofi.c */
+/* Logs "<call> failed: <fi_strerror>" and maps a libfabric code to weft's. */
 int ofi_errno(const char *call, int fi_rc);
+/* The mapping alone, for callers that log their own line. */
+int ofi_code(int fi_rc);
 
 /* ofi_mem.c */
 int ofi_mem_register(void *tc, void *ptr, size_t len, enum weft_mem_type type, void **mh);

@@ -123,8 +123,9 @@ static int post_chunk(struct ofi_ep *ep, struct ofi_op *op)
 		ofi_core->free(req);
 		if (rc == -FI_EAGAIN)
 			return -EAGAIN;
-		OFI_ERR("put to rank %d (%zu bytes at 0x%llx):", ep->peer_rank, n, (unsigned long long)riov.addr);
-		return ofi_errno("fi_writemsg", (int)rc);
+		OFI_ERR("fi_writemsg of %zu bytes to rank %d at 0x%llx failed: %s (%d)", n, ep->peer_rank,
+			(unsigned long long)riov.addr, fi_strerror((int)-rc), (int)rc);
+		return ofi_code((int)rc);
 	}
 	op->posted += n;
 	op->chunks_out++;
