@@ -4,7 +4,6 @@
  * primitive modules share. See comm.h for who drives progress. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <limits.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -299,55 +298,6 @@ err_free_comm:
 	return rc;
 }
 
-/* Parses a launcher variable as a non-negative int; -1 when unset, -2 when bad. */
-static int env_int(const char *name)
-{
-	const char *s = getenv(name);
-	if (!s || !*s)
-		return -1;
-	char *end;
-	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (errno || *end || v < 0 || v > INT_MAX) {
-		WEFT_ERROR("launcher variable %s='%s' is not a non-negative integer", name, s);
-		return -2;
-	}
-	return (int)v;
-}
-
-/* Rank and size from the first launcher whose variables are set. */
-static int launcher_env(int *rank, int *size)
-{
-	static const char *const pairs[][2] = {
-		{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-		{"PMI_RANK", "PMI_SIZE"},
-		{"SLURM_PROCID", "SLURM_NTASKS"},
-		{"RANK", "WORLD_SIZE"},
-	};
-	for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
-		int r = env_int(pairs[i][0]);
-		int s = env_int(pairs[i][1]);
-		if (r == -1 && s == -1)
-			continue;
-		if (r < 0 || s < 0) {
-			if (r == -1 || s == -1)
-				WEFT_ERROR("launcher sets %s but not %s", r == -1 ? pairs[i][1] : pairs[i][0],
-					   r == -1 ? pairs[i][0] : pairs[i][1]);
-			return -EINVAL;
-		}
-		if (s < 1 || r >= s) {
-			WEFT_ERROR("launcher says rank %d of %d (%s, %s): out of range", r, s, pairs[i][0],
-				   pairs[i][1]);
-			return -EINVAL;
-		}
-		WEFT_DEBUG("rank %d of %d from %s/%s", r, s, pairs[i][0], pairs[i][1]);
-		*rank = r;
-		*size = s;
-		return 0;
-	}
-	return -ENOENT;
-}
-
 WEFT_API int weft_comm_create_from_env(weft_comm_t **comm)
 {
 	int rank = 0, size = 0;
@@ -355,7 +305,7 @@ WEFT_API int weft_comm_create_from_env(weft_comm_t **comm)
 		WEFT_ERROR("weft_comm_create_from_env: comm out-pointer is NULL");
 		return -EINVAL;
 	}
-	int rc = launcher_env(&rank, &size);
+	int rc = weft__bootstrap_env_rank(&rank, &size);
 	if (rc == -ENOENT) {
 		WEFT_ERROR("weft_comm_create_from_env: no launcher variables (OMPI_COMM_WORLD_RANK, PMI_RANK, "
 			   "SLURM_PROCID or RANK/WORLD_SIZE) are set");

@@ -1,0 +1,245 @@
+/* Tests of the communicator layer (core/comm.c and friends) beyond what the
+ * transport conformance suite checks: several communicators alive at once,
+ * several ranks in one process, launcher environments, transport choice when
+ * none is named, and argument checks of the communicator calls. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <weft/weft.h>
+
+#include "testlib.h"
+
+#define TP "ofi"
+
+static struct weft_unique_id g_id[2];
+
+#define RCHECK(cond, ...) \
+	do { \
+		if (!(cond)) { \
+			fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", rank, __FILE__, __LINE__, #cond); \
+			fprintf(stderr, __VA_ARGS__); \
+			fputc('\n', stderr); \
+			return 1; \
+		} \
+	} while (0)
+#define ROK(call) \
+	do { \
+		int rc_ = (call); \
+		RCHECK(rc_ == 0, "%s returned %d (%s)", #call, rc_, weft_strerror(rc_)); \
+	} while (0)
+
+/* One round trip on comm: rank 0 and 1 each write 64 bytes tagged with `tag`
+ * into the other's buffer and signal; each checks what it got. */
+static int ping(weft_comm_t *comm, int rank, const char *transport, unsigned char tag)
+{
+	int peer = 1 - rank;
+	unsigned char buf[2][64];
+	memset(buf[0], tag + rank, sizeof(buf[0]));
+	memset(buf[1], 0, sizeof(buf[1]));
+	weft_mem_t *mem;
+	weft_rmem_t *rmem;
+	weft_sem_t *sem;
+	weft_rsem_t *rsem;
+	weft_conn_t *conn;
+	ROK(weft_connect(comm, peer, transport, &conn));
+	RCHECK(strcmp(weft_conn_transport(conn), TP) == 0, "carried by %s", weft_conn_transport(conn));
+	ROK(weft_mem_register(comm, buf, sizeof(buf), WEFT_MEM_HOST, &mem));
+	ROK(weft_mem_exchange(mem, peer, &rmem));
+	ROK(weft_sem_create(comm, &sem));
+	ROK(weft_sem_exchange(sem, peer, &rsem));
+	ROK(weft_put(conn, rmem, 64, mem, 0, 64));
+	ROK(weft_flush(conn));
+	ROK(weft_signal(conn, rsem, 1));
+	ROK(weft_sem_wait(sem, 1));
+	for (int i = 0; i < 64; i++)
+		RCHECK(buf[1][i] == (unsigned char)(tag + peer), "byte %d is %d, expected %d", i, buf[1][i], tag + peer);
+	ROK(weft_flush(conn));
+	ROK(weft_comm_barrier(comm));
+	ROK(weft_rsem_release(rsem));
+	ROK(weft_sem_destroy(sem));
+	ROK(weft_rmem_release(rmem));
+	ROK(weft_mem_deregister(mem));
+	ROK(weft_conn_close(conn));
+	return 0;
+}
+
+/* ------------------------------------------------- two comms at once */
+static int rank_two_comms(int rank, int n, void *arg)
+{
+	weft_comm_t *a, *b;
+	ROK(weft_comm_create(&g_id[0], n, rank, &a));
+	/* The second comm numbers the ranks the other way round. */
+	ROK(weft_comm_create(&g_id[1], n, 1 - rank, &b));
+	RCHECK(weft_comm_rank(b) == 1 - rank, "rank in b");
+	/* Interleaved on purpose: a's exchanges must not see b's messages. */
+	ROK(ping(a, rank, TP, 10));
+	ROK(ping(b, 1 - rank, NULL, 50)); /* NULL: the core chooses, and only ofi can reach */
+	ROK(ping(a, rank, NULL, 90));
+	ROK(weft_comm_destroy(b));
+	ROK(ping(a, rank, TP, 130)); /* a is unaffected by b's end */
+	ROK(weft_comm_destroy(a));
+	return 0;
+}
+
+START_TEST(two_comms_alive)
+{
+	ck_assert_int_eq(weft_get_unique_id(&g_id[0]), 0);
+	ck_assert_int_eq(weft_get_unique_id(&g_id[1]), 0);
+	ck_assert_int_eq(wt_fork_ranks(2, rank_two_comms, NULL, 60), 0);
+}
+END_TEST
+
+/* ---------------------------------------------- ranks as threads */
+struct thr {
+	int rank;
+	int rc;
+};
+
+static void *thread_rank(void *p)
+{
+	struct thr *t = p;
+	int rank = t->rank;
+	weft_comm_t *comm;
+	t->rc = weft_comm_create(&g_id[0], 2, rank, &comm);
+	if (t->rc == 0) {
+		t->rc = ping(comm, rank, TP, 20);
+		int rc = weft_comm_destroy(comm);
+		if (t->rc == 0)
+			t->rc = rc;
+	}
+	return NULL;
+}
+
+static int process_with_two_ranks(int rank, int n, void *arg)
+{
+	struct thr t[2] = {{.rank = 0}, {.rank = 1}};
+	pthread_t th[2];
+	for (int i = 0; i < 2; i++)
+		RCHECK(pthread_create(&th[i], NULL, thread_rank, &t[i]) == 0, "pthread_create");
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	RCHECK(t[0].rc == 0 && t[1].rc == 0, "thread ranks returned %d and %d", t[0].rc, t[1].rc);
+	return 0;
+}
+
+START_TEST(ranks_as_threads)
+{
+	ck_assert_int_eq(weft_get_unique_id(&g_id[0]), 0);
+	/* In a child, so the process holding the root is not the one tested. */
+	ck_assert_int_eq(wt_fork_ranks(1, process_with_two_ranks, NULL, 60), 0);
+}
+END_TEST
+
+/* ------------------------------------------------- launcher env */
+static int rank_from_env(int rank, int n, void *arg)
+{
+	const int *port = arg;
+	char v[64];
+	unsetenv("OMPI_COMM_WORLD_RANK");
+	unsetenv("PMI_RANK");
+	unsetenv("SLURM_PROCID");
+	snprintf(v, sizeof(v), "%d", rank);
+	setenv("RANK", v, 1);
+	snprintf(v, sizeof(v), "%d", n);
+	setenv("WORLD_SIZE", v, 1);
+	snprintf(v, sizeof(v), "127.0.0.1:%d", *port);
+	setenv("WEFT_CORE_BOOTSTRAP_ROOT", v, 1);
+	setenv("WEFT_CORE_BOOTSTRAP_SECRET", "test-comm-secret", 1);
+	weft_comm_t *comm;
+	ROK(weft_comm_create_from_env(&comm));
+	RCHECK(weft_comm_rank(comm) == rank && weft_comm_size(comm) == n, "rank %d size %d", weft_comm_rank(comm),
+	       weft_comm_size(comm));
+	ROK(ping(comm, rank, TP, 30));
+	ROK(weft_comm_destroy(comm));
+	return 0;
+}
+
+START_TEST(create_from_env)
+{
+	int port = wt_free_port();
+	ck_assert_int_gt(port, 0);
+	ck_assert_int_eq(wt_fork_ranks(2, rank_from_env, &port, 60), 0);
+}
+END_TEST
+
+START_TEST(create_from_env_without_launcher)
+{
+	unsetenv("OMPI_COMM_WORLD_RANK");
+	unsetenv("PMI_RANK");
+	unsetenv("SLURM_PROCID");
+	unsetenv("RANK");
+	weft_comm_t *comm = NULL;
+	ck_assert_int_eq(weft_comm_create_from_env(&comm), -ENOENT);
+	ck_assert_ptr_null(comm);
+	setenv("RANK", "3", 1);
+	setenv("WORLD_SIZE", "2", 1);
+	ck_assert_int_eq(weft_comm_create_from_env(&comm), -EINVAL);
+	ck_assert_ptr_null(comm);
+}
+END_TEST
+
+/* ------------------------------------------------- argument checks */
+static int rank_args(int rank, int n, void *arg)
+{
+	weft_comm_t *comm;
+	ROK(weft_comm_create(&g_id[0], n, rank, &comm));
+	int peer = 1 - rank;
+	char b[8] = {0};
+	RCHECK(weft_comm_send(comm, peer, 0xFFFF0001u, b, 1) == -EINVAL, "reserved tag accepted");
+	RCHECK(weft_comm_send(comm, rank, 1, b, 1) == -EINVAL, "send to self accepted");
+	RCHECK(weft_comm_send(comm, 5, 1, b, 1) == -EINVAL, "send to rank 5 accepted");
+	RCHECK(weft_comm_recv(comm, peer, 1, NULL, 4) == -EINVAL, "NULL recv buffer accepted");
+	RCHECK(weft_comm_allgather(comm, NULL, b, 1) == -EINVAL, "NULL allgather input accepted");
+	RCHECK(weft_comm_barrier(NULL) == -EINVAL, "barrier(NULL)");
+	RCHECK(weft_comm_rank(NULL) < 0 && weft_comm_size(NULL) < 0 && weft_comm_status(NULL) < 0, "NULL comm");
+	/* A user tag near the reserved range still works. */
+	uint32_t x = 0xabcd, y = 0;
+	ROK(weft_comm_send(comm, peer, 0xFFFEFFFFu, &x, sizeof(x)));
+	ROK(weft_comm_recv(comm, peer, 0xFFFEFFFFu, &y, sizeof(y)));
+	RCHECK(y == 0xabcd, "got 0x%x", y);
+	int all[2] = {0};
+	int mine = rank + 100;
+	ROK(weft_comm_allgather(comm, &mine, all, sizeof(int)));
+	RCHECK(all[0] == 100 && all[1] == 101, "allgather %d %d", all[0], all[1]);
+	/* Zero-length registration is allowed and moves nothing. */
+	weft_mem_t *m0;
+	ROK(weft_mem_register(comm, NULL, 0, WEFT_MEM_HOST, &m0));
+	ROK(weft_mem_deregister(m0));
+	ROK(weft_comm_destroy(comm));
+	return 0;
+}
+
+START_TEST(argument_checks)
+{
+	ck_assert_int_eq(weft_get_unique_id(&g_id[0]), 0);
+	ck_assert_int_eq(wt_fork_ranks(2, rank_args, NULL, 60), 0);
+	weft_comm_t *comm = NULL;
+	ck_assert_int_eq(weft_comm_create(&g_id[0], 2, 2, &comm), -EINVAL);
+	ck_assert_int_eq(weft_comm_create(&g_id[0], 0, 0, &comm), -EINVAL);
+	ck_assert_int_eq(weft_comm_create(&g_id[0], 2, -1, &comm), -EINVAL);
+	ck_assert_int_eq(weft_comm_create(&g_id[0], 2, 0, NULL), -EINVAL);
+	ck_assert_ptr_null(comm);
+}
+END_TEST
+
+int main(void)
+{
+	setenv("WEFT_CORE_PEER_TIMEOUT", "3", 0);
+	setenv("WEFT_CORE_BOOTSTRAP_TIMEOUT", "20", 0);
+	setenv("WEFT_CORE_BOOTSTRAP_ADDR", "127.0.0.1", 0);
+	Suite *s = suite_create("comm");
+	TCase *tc = tcase_create("comm");
+	tcase_add_test(tc, two_comms_alive);
+	tcase_add_test(tc, ranks_as_threads);
+	tcase_add_test(tc, create_from_env);
+	tcase_add_test(tc, create_from_env_without_launcher);
+	tcase_add_test(tc, argument_checks);
+	tcase_set_timeout(tc, 90);
+	suite_add_tcase(s, tc);
+	return wt_run_suite(s);
+}
