@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1207,6 +1208,14 @@ static void describe_status(int st, char *buf, size_t len)
 		snprintf(buf, len, "status 0x%x", st);
 }
 
+/* A signal that asks the --np parent to stop (SIGINT, SIGTERM, SIGHUP). */
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig)
+{
+	stop_signal = sig;
+}
+
 /* --np: the parent makes the unique id, forks the ranks, and waits; when one
  * fails, the rest get FAIL_GRACE_S seconds to notice and exit before they are
  * killed, so that the parent never hangs. */
@@ -1226,6 +1235,12 @@ static int run_forked(const struct opts *o)
 	}
 	fflush(stdout);
 	fflush(stderr);
+	pid_t parent = getpid();
+	struct sigaction sa = {.sa_handler = on_stop_signal};
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
 	int nforked = 0, failed = 0;
 	for (int i = 0; i < o->np; i++) {
 		pid_t pid = fork();
@@ -1235,6 +1250,14 @@ static int run_forked(const struct opts *o)
 			break;
 		}
 		if (pid == 0) {
+			/* A rank must not outlive the parent (killed by a timeout, say):
+			 * nobody would wait for it, and it may be blocked for good. */
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			if (getppid() != parent)
+				_exit(1);
+			signal(SIGINT, SIG_DFL);
+			signal(SIGTERM, SIG_DFL);
+			signal(SIGHUP, SIG_DFL);
 			int crc = child_main(o, &id, i);
 			fflush(stdout);
 			fflush(stderr);
@@ -1251,6 +1274,18 @@ static int run_forked(const struct opts *o)
 		if (pid < 0 && errno != EINTR)
 			break;
 		if (pid <= 0) {
+			if (stop_signal) {
+				/* Stopped from outside: take the ranks down with us. */
+				fprintf(stderr, "weft-perf: %s; stopping the ranks\n", strsignal(stop_signal));
+				for (int i = 0; i < nforked; i++)
+					if (!done[i])
+						kill(pids[i], SIGKILL);
+				while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+					;
+				free(pids);
+				free(done);
+				return 128 + stop_signal;
+			}
 			if (fail_since > 0 && now_us() - fail_since > FAIL_GRACE_S * 1e6) {
 				for (int i = 0; i < nforked; i++)
 					if (!done[i]) {
