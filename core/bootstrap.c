@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <stdarg.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -859,6 +860,7 @@ struct root {
 	struct link *pending[MAX_PENDING];
 	int npending;
 	int stop;
+	sem_t *started; /* posted once the thread has set itself up; see root_start */
 };
 
 /* The roots this process serves. The only process-wide state of the bootstrap:
@@ -1051,10 +1053,15 @@ static int root_send_tables(struct root *r)
 static void *root_main(void *arg)
 {
 	struct root *r = arg;
-	struct pollfd *pfd = NULL;
-	int cap = 0, sent = 0;
+	int cap = 2 + MAX_PENDING, sent = 0;
+	struct pollfd *pfd = malloc((size_t)cap * sizeof(*pfd));
 
 	weft__log_set_rank(-1);
+	sem_post(r->started);
+	if (!pfd) {
+		WEFT_ERROR("bootstrap root %s: out of memory; stopping", r->name);
+		goto out;
+	}
 	for (;;) {
 		int n = 2 + r->npending + r->nranks;
 		if (n > cap) {
@@ -1191,6 +1198,7 @@ static void *root_main(void *arg)
 				break;
 		}
 	}
+out:
 	free(pfd);
 	pthread_mutex_lock(&roots_mu);
 	for (struct root **p = &roots; *p; p = &(*p)->next)
@@ -1230,12 +1238,22 @@ static int root_start(const struct bs_params *p, uint32_t addr_be, uint16_t port
 	r->id_nonce = id_nonce;
 	r->hs_timeout = p->hs_timeout;
 
+	/* root_start returns only once the thread has made its first allocations:
+	 * a process that forks right after weft_get_unique_id (tests do) must not
+	 * fork while that thread holds an allocator lock, which fork-unsafe
+	 * allocators (sanitizers') would leave locked in the child. */
+	sem_t started;
+	char name[64];
+	uint64_t serial;
+	snprintf(name, sizeof(name), "%s", r->name);
+	sem_init(&started, 0, 0);
+	r->started = &started;
 	pthread_attr_t attr;
 	pthread_t th;
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_mutex_lock(&roots_mu);
-	r->serial = ++roots_serial;
+	r->serial = serial = ++roots_serial;
 	r->next = roots;
 	roots = r;
 	rc = -pthread_create(&th, &attr, root_main, r);
@@ -1244,13 +1262,18 @@ static int root_start(const struct bs_params *p, uint32_t addr_be, uint16_t port
 	pthread_mutex_unlock(&roots_mu);
 	pthread_attr_destroy(&attr);
 	if (rc != 0) {
+		sem_destroy(&started);
 		WEFT_ERROR("bootstrap: cannot start the root thread: %s", strerror(-rc));
 		goto err_free;
 	}
-	WEFT_INFO("bootstrap root listening on %s", r->name);
+	while (sem_wait(&started) != 0 && errno == EINTR)
+		;
+	sem_destroy(&started);
+	/* r is the thread's now, and may be gone: only copies from here on. */
+	WEFT_INFO("bootstrap root listening on %s", name);
 	*port_out = port;
 	if (serial_out)
-		*serial_out = r->serial;
+		*serial_out = serial;
 	return 0;
 
 err_free:

@@ -302,10 +302,30 @@ struct job {
 	int absent_rank;   /* this rank never joins (-1: none) */
 	const char *log;   /* rank 0's log file, or NULL */
 	int kind;          /* what happens after the rendezvous */
+	double start_at;   /* no rank starts before this (see fork_ranks) */
 };
+
+/* The parent's root thread serves while the parent is still forking ranks.
+ * glibc's malloc is fork-safe, but sanitizer allocators are not: a child forked
+ * while that thread held an allocator lock would hang. So no rank talks to the
+ * root until every rank has been forked. */
+static int fork_ranks_status(int nranks, wt_rank_fn fn, struct job *j, int timeout_s, int *status)
+{
+	j->start_at = now_s() + 0.3 + 0.05 * nranks;
+	return wt_fork_ranks_status(nranks, fn, j, timeout_s, status);
+}
+
+static int fork_ranks(int nranks, wt_rank_fn fn, struct job *j, int timeout_s)
+{
+	j->start_at = now_s() + 0.3 + 0.05 * nranks;
+	return wt_fork_ranks(nranks, fn, j, timeout_s);
+}
 
 static int create(struct job *j, int rank, int nranks, struct weft__bootstrap **bs)
 {
+	double wait = j->start_at - now_s();
+	if (wait > 0)
+		usleep((useconds_t)(wait * 1e6));
 	return weft__bootstrap_create(j->use_id ? &j->id : NULL, nranks, rank, bs);
 }
 
@@ -413,7 +433,7 @@ static void run_full(int nranks)
 	struct job j = {.use_id = 1, .late_rank = -1, .absent_rank = -1};
 	base_env();
 	ck_assert_int_eq(weft_get_unique_id(&j.id), 0);
-	ck_assert_int_eq(wt_fork_ranks(nranks, rank_full, &j, 60), 0);
+	ck_assert_int_eq(fork_ranks(nranks, rank_full, &j, 60), 0);
 }
 
 START_TEST(test_two_ranks)
@@ -442,10 +462,10 @@ START_TEST(test_root_from_env)
 	snprintf(root, sizeof(root), "127.0.0.1:%d", wt_free_port());
 	setenv("WEFT_CORE_BOOTSTRAP_ROOT", root, 1);
 	setenv("WEFT_CORE_BOOTSTRAP_SECRET", "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff", 1);
-	ck_assert_int_eq(wt_fork_ranks(3, rank_full, &j, 60), 0);
+	ck_assert_int_eq(fork_ranks(3, rank_full, &j, 60), 0);
 	/* A plain-text secret works the same way, on the same port again. */
 	setenv("WEFT_CORE_BOOTSTRAP_SECRET", "correct horse battery staple", 1);
-	ck_assert_int_eq(wt_fork_ranks(2, rank_full, &j, 60), 0);
+	ck_assert_int_eq(fork_ranks(2, rank_full, &j, 60), 0);
 }
 END_TEST
 
@@ -505,7 +525,7 @@ START_TEST(test_missing_rank)
 	base_env();
 	setenv("WEFT_CORE_BOOTSTRAP_TIMEOUT", "3", 1);
 	ck_assert_int_eq(weft_get_unique_id(&j.id), 0);
-	ck_assert_int_eq(wt_fork_ranks(3, rank_missing, &j, 30), 0);
+	ck_assert_int_eq(fork_ranks(3, rank_missing, &j, 30), 0);
 }
 END_TEST
 
@@ -517,7 +537,7 @@ START_TEST(test_late_rank)
 	base_env();
 	setenv("WEFT_CORE_PEER_TIMEOUT", "1", 1);
 	ck_assert_int_eq(weft_get_unique_id(&j.id), 0);
-	ck_assert_int_eq(wt_fork_ranks(3, rank_full, &j, 60), 0);
+	ck_assert_int_eq(fork_ranks(3, rank_full, &j, 60), 0);
 }
 END_TEST
 
@@ -689,7 +709,7 @@ START_TEST(test_strangers_at_root)
 		ck_assert_msg(closed_by_peer(fds[i], 2000), "stranger %d was not disconnected", i);
 	/* The job completes while the silent connection is still pending (the
 	 * handshake timeout is 5 s): it never stalls the root. */
-	ck_assert_int_eq(wt_fork_ranks(3, rank_quick, &j, 30), 0);
+	ck_assert_int_eq(fork_ranks(3, rank_quick, &j, 30), 0);
 	ck_assert(now_s() - t0 < 4.5);
 	ck_assert(log_has(log, "sent garbage", "127.0.0.1:"));
 	ck_assert(log_has(log, "failed authentication (wrong secret)", "127.0.0.1:"));
@@ -761,7 +781,7 @@ START_TEST(test_strangers_at_listener)
 	ck_assert_int_ge(asprintf(&log, "%s/rank0.log", dir), 0);
 	j.log = log;
 	ck_assert_int_eq(weft_get_unique_id(&j.id), 0);
-	ck_assert_int_eq(wt_fork_ranks(2, rank_strangers_listener, &j, 60), 0);
+	ck_assert_int_eq(fork_ranks(2, rank_strangers_listener, &j, 60), 0);
 	wt_rmdir(dir);
 	free(dir);
 	free(log);
@@ -819,7 +839,7 @@ static void run_dies(int kind)
 	int st[3];
 	base_env();
 	ck_assert_int_eq(weft_get_unique_id(&j.id), 0);
-	ck_assert_int_eq(wt_fork_ranks_status(3, rank_dies, &j, 30, st), 0);
+	ck_assert_int_eq(fork_ranks_status(3, rank_dies, &j, 30, st), 0);
 	for (int r = 0; r < 2; r++)
 		ck_assert_msg(WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == 0, "survivor rank %d failed", r);
 	if (kind == DIE_EXIT)
@@ -875,7 +895,7 @@ START_TEST(test_slow_peer)
 	base_env();
 	setenv("WEFT_CORE_PEER_TIMEOUT", "1", 1);
 	ck_assert_int_eq(weft_get_unique_id(&j.id), 0);
-	ck_assert_int_eq(wt_fork_ranks(2, rank_slow, &j, 30), 0);
+	ck_assert_int_eq(fork_ranks(2, rank_slow, &j, 30), 0);
 }
 END_TEST
 
@@ -924,7 +944,7 @@ START_TEST(test_fail_from_thread)
 	struct job j = {.use_id = 1, .late_rank = -1, .absent_rank = -1};
 	base_env();
 	ck_assert_int_eq(weft_get_unique_id(&j.id), 0);
-	ck_assert_int_eq(wt_fork_ranks(2, rank_abort, &j, 30), 0);
+	ck_assert_int_eq(fork_ranks(2, rank_abort, &j, 30), 0);
 }
 END_TEST
 
@@ -966,7 +986,7 @@ START_TEST(test_clean_destroy)
 	base_env();
 	setenv("WEFT_CORE_PEER_TIMEOUT", "1", 1);
 	ck_assert_int_eq(weft_get_unique_id(&j.id), 0);
-	ck_assert_int_eq(wt_fork_ranks(3, rank_early_destroy, &j, 30), 0);
+	ck_assert_int_eq(fork_ranks(3, rank_early_destroy, &j, 30), 0);
 }
 END_TEST
 
@@ -989,7 +1009,7 @@ START_TEST(test_single_rank)
 	struct job j = {.use_id = 1, .late_rank = -1, .absent_rank = -1};
 	base_env();
 	ck_assert_int_eq(weft_get_unique_id(&j.id), 0);
-	ck_assert_int_eq(wt_fork_ranks(1, rank_single, &j, 30), 0);
+	ck_assert_int_eq(fork_ranks(1, rank_single, &j, 30), 0);
 }
 END_TEST
 
