@@ -370,7 +370,12 @@ WEFT_API int weft_comm_barrier(weft_comm_t *comm)
 {
 	if (!comm)
 		return -EINVAL;
-	return weft__bootstrap_barrier(comm->bs);
+	int rc = weft__progress_hold(comm);
+	if (rc != 0)
+		return rc;
+	rc = weft__bootstrap_barrier(comm->bs);
+	weft__progress_release(comm);
+	return rc;
 }
 
 WEFT_API int weft_comm_allgather(weft_comm_t *comm, const void *mine, void *all, size_t bytes_each)
@@ -379,7 +384,12 @@ WEFT_API int weft_comm_allgather(weft_comm_t *comm, const void *mine, void *all,
 		WEFT_ERROR("weft_comm_allgather: NULL argument");
 		return -EINVAL;
 	}
-	return weft__bootstrap_allgather(comm->bs, mine, all, bytes_each);
+	int rc = weft__progress_hold(comm);
+	if (rc != 0)
+		return rc;
+	rc = weft__bootstrap_allgather(comm->bs, mine, all, bytes_each);
+	weft__progress_release(comm);
+	return rc;
 }
 
 static int check_p2p(const weft_comm_t *comm, const char *what, int peer, uint32_t tag, const void *buf,
@@ -411,5 +421,11 @@ WEFT_API int weft_comm_send(weft_comm_t *comm, int peer, uint32_t tag, const voi
 WEFT_API int weft_comm_recv(weft_comm_t *comm, int peer, uint32_t tag, void *buf, size_t len)
 {
 	int rc = check_p2p(comm, "weft_comm_recv", peer, tag, buf, len);
-	return rc ? rc : weft__bootstrap_recv(comm->bs, peer, tag, buf, len);
+	if (rc == 0)
+		rc = weft__progress_hold(comm);
+	if (rc != 0)
+		return rc;
+	rc = weft__bootstrap_recv(comm->bs, peer, tag, buf, len);
+	weft__progress_release(comm);
+	return rc;
 }

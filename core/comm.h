@@ -4,8 +4,10 @@
  *
  * Who drives transport progress: the calling thread, inside weft_* calls that
  * wait (weft_put/weft_signal on a full queue, weft_flush, weft_sem_wait), and
- * the communicator's proxy thread while at least one port channel exists. The
- * bootstrap's liveness thread never calls a transport. Every call into one
+ * the communicator's proxy thread while at least one port channel exists or a
+ * thread of the comm waits in the bootstrap (exchanges, connect, barrier,
+ * allgather, recv: weft__progress_hold). The bootstrap's liveness thread never
+ * calls a transport. Every call into one
  * transport context goes through that context's mutex (struct weft__tp.lock),
  * because the user thread and the proxy thread both drive it.
  *
@@ -200,6 +202,12 @@ int weft__conn_flush_once(weft_conn_t *conn);
 /* Checks that rsem may be signalled on conn and that value exceeds every value
  * claimed before, and claims it. 0 or -EINVAL (logged). */
 int weft__rsem_claim(const weft_conn_t *conn, weft_rsem_t *rsem, uint64_t value);
+
+/* Around waits in the bootstrap: the comm's proxy thread progresses the
+ * transports meanwhile (see port.c). hold returns 0 or an error; release
+ * undoes one successful hold. */
+int weft__progress_hold(weft_comm_t *comm);
+void weft__progress_release(weft_comm_t *comm);
 
 /* Teardown used by weft_comm_destroy, each releasing every object of its kind. */
 void weft__port_destroy_all(weft_comm_t *comm);

@@ -197,7 +197,23 @@ static int find_peer_cand(int peer, const unsigned char *m, size_t len, const ch
 	return 0;
 }
 
+static int connect_peer(weft_comm_t *comm, int peer, const char *transport, weft_conn_t **out);
+
 WEFT_API int weft_connect(weft_comm_t *comm, int peer, const char *transport, weft_conn_t **out)
+{
+	if (!comm || !out) {
+		WEFT_ERROR("weft_connect: NULL %s", comm ? "conn out-pointer" : "comm");
+		return -EINVAL;
+	}
+	int rc = weft__progress_hold(comm);
+	if (rc != 0)
+		return rc;
+	rc = connect_peer(comm, peer, transport, out);
+	weft__progress_release(comm);
+	return rc;
+}
+
+static int connect_peer(weft_comm_t *comm, int peer, const char *transport, weft_conn_t **out)
 {
 	if (!comm || !out) {
 		WEFT_ERROR("weft_connect: NULL %s", comm ? "conn out-pointer" : "comm");

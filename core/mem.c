@@ -436,7 +436,23 @@ WEFT_API int weft_rmem_release(weft_rmem_t *rmem)
 	return 0;
 }
 
+static int mem_exchange(weft_mem_t *mem, int peer, weft_rmem_t **rmem);
+
 WEFT_API int weft_mem_exchange(weft_mem_t *mem, int peer, weft_rmem_t **rmem)
+{
+	if (!mem || !rmem) {
+		WEFT_ERROR("weft_mem_exchange: NULL argument");
+		return -EINVAL;
+	}
+	int rc = weft__progress_hold(mem->comm);
+	if (rc != 0)
+		return rc;
+	rc = mem_exchange(mem, peer, rmem);
+	weft__progress_release(mem->comm);
+	return rc;
+}
+
+static int mem_exchange(weft_mem_t *mem, int peer, weft_rmem_t **rmem)
 {
 	if (!mem || !rmem) {
 		WEFT_ERROR("weft_mem_exchange: NULL argument");

@@ -44,10 +44,16 @@ struct weft_port {
 	uint64_t next; /* proxy only: the next position to consume */
 };
 
+/* The comm's progress thread. It runs while it has users: port channels, and
+ * threads of the comm waiting in the bootstrap (weft__progress_hold); with
+ * none it sleeps on its condition variable. */
 struct weft__proxy {
 	pthread_t thread;
-	int stop; /* atomic */
 	weft_comm_t *comm;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int stop;  /* under mu */
+	int users; /* under mu */
 };
 
 #define DRAIN_BATCH 64
@@ -146,7 +152,14 @@ static void *proxy_main(void *arg)
 	struct weft__backoff idle, busy;
 	weft__backoff_init(&idle, 1000);
 	weft__backoff_init(&busy, 50);
-	while (!__atomic_load_n(&px->stop, __ATOMIC_ACQUIRE)) {
+	for (;;) {
+		pthread_mutex_lock(&px->mu);
+		while (!px->stop && px->users == 0)
+			pthread_cond_wait(&px->cv, &px->mu);
+		int stop = px->stop;
+		pthread_mutex_unlock(&px->mu);
+		if (stop)
+			break;
 		int worked = 0, pending = 0;
 		/* After a failure the triggers are left alone: every producer's wait
 		 * watches the comm status and returns its error. */
@@ -178,7 +191,7 @@ static void *proxy_main(void *arg)
 	return NULL;
 }
 
-/* Called with comm->port_lock held. */
+/* Starts the thread once; called with comm->port_lock held. */
 static int proxy_start(weft_comm_t *comm)
 {
 	if (comm->proxy)
@@ -187,9 +200,13 @@ static int proxy_start(weft_comm_t *comm)
 	if (!px)
 		return -ENOMEM;
 	px->comm = comm;
+	pthread_mutex_init(&px->mu, NULL);
+	pthread_cond_init(&px->cv, NULL);
 	int rc = pthread_create(&px->thread, NULL, proxy_main, px);
 	if (rc != 0) {
 		WEFT_ERROR("port proxy: pthread_create failed: %s", strerror(rc));
+		pthread_cond_destroy(&px->cv);
+		pthread_mutex_destroy(&px->mu);
 		free(px);
 		return -rc;
 	}
@@ -197,15 +214,50 @@ static int proxy_start(weft_comm_t *comm)
 	return 0;
 }
 
+static void proxy_users(struct weft__proxy *px, int delta)
+{
+	pthread_mutex_lock(&px->mu);
+	px->users += delta;
+	pthread_cond_signal(&px->cv);
+	pthread_mutex_unlock(&px->mu);
+}
+
 static void proxy_stop(weft_comm_t *comm)
 {
 	struct weft__proxy *px = comm->proxy;
 	if (!px)
 		return;
-	__atomic_store_n(&px->stop, 1, __ATOMIC_RELEASE);
+	pthread_mutex_lock(&px->mu);
+	px->stop = 1;
+	pthread_cond_signal(&px->cv);
+	pthread_mutex_unlock(&px->mu);
 	pthread_join(px->thread, NULL);
+	pthread_cond_destroy(&px->cv);
+	pthread_mutex_destroy(&px->mu);
 	free(px);
 	comm->proxy = NULL;
+}
+
+/* A thread about to block in the bootstrap (an exchange, a barrier) cannot
+ * progress its transports meanwhile; a peer flushing toward it on a transport
+ * that lands data only when the target progresses would then wait on it while
+ * it waits on the peer. The proxy thread progresses for it. */
+int weft__progress_hold(weft_comm_t *comm)
+{
+	if (comm->ntp == 0)
+		return 0;
+	pthread_mutex_lock(&comm->port_lock);
+	int rc = proxy_start(comm);
+	pthread_mutex_unlock(&comm->port_lock);
+	if (rc == 0)
+		proxy_users(comm->proxy, 1);
+	return rc;
+}
+
+void weft__progress_release(weft_comm_t *comm)
+{
+	if (comm->ntp > 0 && comm->proxy)
+		proxy_users(comm->proxy, -1);
 }
 
 /* -------------------------------------------------------------- ports */
@@ -251,6 +303,8 @@ WEFT_API int weft_port_create(weft_conn_t *conn, unsigned depth, weft_port_t **o
 		conn->nports++;
 	}
 	pthread_mutex_unlock(&comm->port_lock);
+	if (rc == 0)
+		proxy_users(comm->proxy, 1);
 	if (rc != 0) {
 		free(port->fifo);
 		free(port);
@@ -267,6 +321,7 @@ static void port_free(weft_port_t *port)
 	weft__list_del(&port->link);
 	port->conn->nports--;
 	pthread_mutex_unlock(&comm->port_lock);
+	proxy_users(comm->proxy, -1);
 	free(port->fifo);
 	free(port);
 }

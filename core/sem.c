@@ -161,7 +161,23 @@ WEFT_API int weft_sem_wait(weft_sem_t *sem, uint64_t value)
 	}
 }
 
+static int sem_exchange(weft_sem_t *sem, int peer, weft_rsem_t **out);
+
 WEFT_API int weft_sem_exchange(weft_sem_t *sem, int peer, weft_rsem_t **out)
+{
+	if (!sem || !out) {
+		WEFT_ERROR("weft_sem_exchange: NULL %s", sem ? "rsem out-pointer" : "sem");
+		return -EINVAL;
+	}
+	int rc = weft__progress_hold(sem->comm);
+	if (rc != 0)
+		return rc;
+	rc = sem_exchange(sem, peer, out);
+	weft__progress_release(sem->comm);
+	return rc;
+}
+
+static int sem_exchange(weft_sem_t *sem, int peer, weft_rsem_t **out)
 {
 	if (!sem || !out) {
 		WEFT_ERROR("weft_sem_exchange: NULL %s", sem ? "rsem out-pointer" : "sem");
