@@ -178,7 +178,7 @@ static int rank_put_sizes(int rank, int n, void *arg)
 	struct world w;
 	if (world_up(rank, n, &w))
 		return 1;
-	size_t blen = PUT_MAX + 2 * GUARD;
+	size_t blen = PUT_MAX + 4 * GUARD; /* room for the guards around the largest put at its offset */
 	unsigned char *src = xalloc(blen), *dst = xalloc(blen);
 	RCHECK(src && dst, "out of memory");
 	weft_mem_t *msrc, *mdst;
