@@ -18,7 +18,7 @@ extern "C" {
 /* 0.x is unstable: majors may still break until the GPU collectives land and
  * the ABI is frozen as 1.0. Minors only append fields and ops. */
 #define WEFT_PLUGIN_ABI_MAJOR 0
-#define WEFT_PLUGIN_ABI_MINOR 1
+#define WEFT_PLUGIN_ABI_MINOR 2
 
 #define WEFT_PLUGIN_INIT_SYMBOL "weft_plugin_init"
 
@@ -186,6 +186,21 @@ struct weft_transport_ops {
 	/* Describe one connected endpoint in one line ("provider=tcp fabric=... peer=..."),
 	 * so users and tests can see what really carries a connection. Optional. */
 	int (*ep_describe)(void *ep, char *buf, size_t len);
+	/* ABI 0.2: what GPU transports add so that device-side channels can be built.
+	 * All optional; a transport without them serves host-driven operations only. */
+	/* Map a peer's imported region into this rank's device address space, so GPU
+	 * threads can load and store it directly (memory channels). The pointer stays
+	 * valid until mem_release. -ENOTSUP when the link cannot do that. */
+	int (*mem_map)(void *tc, void *rmh, void **dev_ptr);
+	/* Allocate / free memory of `type` the transport's device can reach: device
+	 * memory for semaphores and scratch, or, with WEFT_MEM_HOST, pinned host memory
+	 * mapped into the device (FIFOs, abort flags). *dev_ptr is the device's view;
+	 * *host_ptr the host's (NULL for device memory). Zero-filled. */
+	int (*mem_alloc)(void *tc, enum weft_mem_type type, size_t bytes, void **host_ptr, void **dev_ptr);
+	int (*mem_free)(void *tc, void *host_ptr, void *dev_ptr);
+	/* Which memory type ptr is, as far as this transport knows (cudaPointerGetAttributes).
+	 * -ENOENT when it does not recognize the pointer. */
+	int (*mem_query)(void *tc, const void *ptr, enum weft_mem_type *type);
 };
 
 /* ------------------------------------------------------- algorithm packs */

@@ -200,6 +200,39 @@ WEFT_API int weft_port_signal(weft_port_t *port, weft_rsem_t *sem, uint64_t valu
 /* Push a flush trigger and wait until the proxy has completed it. */
 WEFT_API int weft_port_flush(weft_port_t *port);
 
+/* ------------------------------------------------------- device channels
+ * GPU kernels drive communication through plain C structs the host fills and
+ * copies to the device; include/weft/device.h has the device functions that use
+ * them. These need a transport with the ABI 0.2 device ops (nvlink); others
+ * return -ENOTSUP. */
+typedef struct weft_memchan weft_memchan_t; /* a memory channel: peer-mapped buffer + semaphores */
+struct weft_memchan_dev;                    /* device.h */
+struct weft_port_dev;                       /* device.h */
+
+/* Allocates zero-filled memory of `type` through the comm's transport that serves
+ * it (device memory for WEFT_MEM_CUDA). The caller owns it: weft_mem_free. */
+WEFT_API int weft_mem_alloc(weft_comm_t *comm, enum weft_mem_type type, size_t bytes, void **ptr);
+WEFT_API int weft_mem_free(weft_comm_t *comm, void *ptr); /* accepts NULL */
+
+/* A semaphore whose token lives in memory of `type` (device memory, so kernels
+ * wait on it without crossing PCIe). weft_sem_create is this with WEFT_MEM_HOST. */
+WEFT_API int weft_sem_create_on(weft_comm_t *comm, enum weft_mem_type type, weft_sem_t **sem);
+
+/* A memory channel over conn: GPU threads of this rank write dst (the peer's
+ * region, mapped), read src, signal rsem (the peer's semaphore) and wait on sem
+ * (this rank's, which the peer signals). Errors: -ENOTSUP when conn's transport
+ * cannot map peer memory. */
+WEFT_API int weft_memchan_create(weft_conn_t *conn, weft_rmem_t *dst, weft_mem_t *src, weft_sem_t *sem,
+				 weft_rsem_t *rsem, weft_memchan_t **chan);
+WEFT_API int weft_memchan_destroy(weft_memchan_t *chan); /* accepts NULL */
+/* Fills *dev (host memory) with what a kernel needs; copy it to the device. Its
+ * in-kernel state (expected token values, epochs) lives in device memory owned by
+ * the channel, so a captured graph replays correctly. */
+WEFT_API int weft_memchan_device_handle(const weft_memchan_t *chan, struct weft_memchan_dev *dev);
+/* Fills *dev with the port channel's FIFO as a kernel sees it (host-pinned and
+ * device-mapped). -ENOTSUP when no transport of the comm can map host memory. */
+WEFT_API int weft_port_device_handle(weft_port_t *port, struct weft_port_dev *dev);
+
 /* ------------------------------------------------------------ collectives
  * NCCL's semantics: every rank of the comm makes the same calls in the same
  * order. `stream` is a cudaStream_t (or hipStream_t) for device buffers: the
