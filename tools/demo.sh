@@ -16,13 +16,17 @@ if [[ -x $nvcc && -z ${CUDACXX:-} && ${WEFT_CMAKE_ARGS:-} != *CMAKE_CUDA_COMPILE
 	cmake_args+=("-DCMAKE_CUDA_COMPILER=$nvcc")
 fi
 
+# Wall-clock seconds with a fraction, and the seconds elapsed since such a time.
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
 stage() {
 	local name=$1 t0 rc=0
 	shift
-	t0=$(date +%s)
+	t0=$(now)
 	echo "=== stage $name: $*"
 	"$@" || rc=$?
-	echo "stage $name: $(($(date +%s) - t0)) s$( ((rc == 0)) || echo " (FAILED, exit $rc)")"
+	echo "stage $name: $(since "$t0") s$( ((rc == 0)) || echo " (FAILED, exit $rc)")"
 	return "$rc"
 }
 

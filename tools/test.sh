@@ -19,20 +19,24 @@ if [[ -x $nvcc && -z ${CUDACXX:-} && ${WEFT_CMAKE_ARGS:-} != *CMAKE_CUDA_COMPILE
 	cmake_args+=("-DCMAKE_CUDA_COMPILER=$nvcc")
 fi
 
+# Wall-clock seconds with a fraction, and the seconds elapsed since such a time.
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
 # stage <name> <command...>: runs the command and reports how long it took; the
 # script stops at the first stage that fails (set -e), after reporting it.
 stage() {
 	local name=$1 t0 rc=0
 	shift
-	t0=$(date +%s)
+	t0=$(now)
 	echo "=== stage $name: $*"
 	"$@" || rc=$?
-	echo "stage $name: $(($(date +%s) - t0)) s$( ((rc == 0)) || echo " (FAILED, exit $rc)")"
+	echo "stage $name: $(since "$t0") s$( ((rc == 0)) || echo " (FAILED, exit $rc)")"
 	return "$rc"
 }
 
-t_start=$(date +%s)
-report_total() { echo "test.sh: total $(($(date +%s) - t_start)) s"; }
+t_start=$(now)
+report_total() { echo "test.sh: total $(since "$t_start") s"; }
 trap report_total EXIT
 
 stage deps "$src/tools/deps.sh"
