@@ -1,0 +1,55 @@
+/* nvlink plugin: private declarations shared by its files (the transport in
+ * nvlink.c, the file-descriptor exchange in nvlink_fd.c). */
+#ifndef WEFT_NVLINK_H
+#define WEFT_NVLINK_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <weft/plugin.h>
+
+extern const struct weft_core_api *nvl_core;
+
+#define NVL_LOG(lv, ...) nvl_core->log(nvl_core->self, (lv), "nvlink: " __VA_ARGS__)
+#define NVL_ERR(...) NVL_LOG(WEFT_LOG_ERROR, __VA_ARGS__)
+#define NVL_INFO(...) NVL_LOG(WEFT_LOG_INFO, __VA_ARGS__)
+#define NVL_DBG(...) NVL_LOG(WEFT_LOG_DEBUG, __VA_ARGS__)
+
+#define NVL_MAX_CHUNKS 64 /* physical chunks one VMM buffer may span */
+
+/* A local allocation exported once and shared by every registration inside it
+ * (the registration cache). */
+struct nvl_export {
+	struct nvl_export *next;
+	uintptr_t base;      /* allocation (or first chunk) start */
+	size_t size;         /* bytes from base the export covers */
+	uint64_t buffer_id;  /* the driver's id: a freed and reused address differs */
+	uint64_t id;         /* this context's number for it, named by importers */
+	int kind;            /* NVL_KIND_* */
+	unsigned char ipc[64];
+	int nchunks;
+	size_t chunk[NVL_MAX_CHUNKS];
+	int fd[NVL_MAX_CHUNKS];
+	int refs;
+};
+
+enum { NVL_KIND_IPC = 1, NVL_KIND_VMM = 2, NVL_KIND_HOST = 3 };
+
+/* The fd server: answers other processes' requests for an export's fds over an
+ * abstract-namespace Unix socket named from the comm tag and rank. */
+struct nvl_fdsrv {
+	int lsock;
+	pthread_t thread;
+	int running;
+	pthread_mutex_t *lock; /* the context's export lock */
+	struct nvl_export **exports;
+};
+
+void nvl_sock_name(uint64_t tag, int rank, char *name, size_t len);
+int nvl_fdsrv_start(struct nvl_fdsrv *s, uint64_t tag, int rank);
+void nvl_fdsrv_stop(struct nvl_fdsrv *s);
+/* Fetches the fds of export `id` from rank's server (pid checks the peer). */
+int nvl_fd_fetch(uint64_t tag, int rank, uint64_t id, int *fds, int n);
+
+#endif
