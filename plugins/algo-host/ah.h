@@ -33,6 +33,7 @@ struct ah_peer {
 	uint64_t tx_sent;        /* chunks sent to the peer */
 	uint64_t tx_flushed;     /* of those, how many are known complete (staging reusable) */
 	uint64_t rx_done;        /* chunks from the peer consumed */
+	uint64_t free_sent;      /* the last "slot free" token sent to the peer */
 };
 
 /* Per-communicator state, shared by every algorithm of the pack (refcounted). */
@@ -72,7 +73,8 @@ int ah_ensure_all(struct ah_ctx *c);
  * chunk to send (tx_src[p], tx_bytes[p] <= chunk) and at most one to receive
  * (rx_bytes[p], rx_dst[p]); the engine sends, then waits for every expected chunk
  * (rx_ptr[p] points into scratch), then calls consume (or, when consume is NULL,
- * copies each chunk to rx_dst[p]), then tells the senders their slots are free.
+ * copies each chunk to rx_dst[p]). A sender learns that its slots are free at the
+ * start of the round in which it needs them (see engine.c).
  * Both ranks of a pair must plan the same chunks in the same rounds; a chunk sent
  * in round t may depend on chunks received in earlier rounds only. That keeps
  * every rank at most one round ahead of what its slots allow: no deadlock. */

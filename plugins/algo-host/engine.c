@@ -211,7 +211,7 @@ int ah_ensure_peer(struct ah_ctx *c, int peer)
 		goto err_release;
 	}
 	/* Fresh semaphores start at 0, matching the zeroed counters. */
-	p->tx_sent = p->tx_flushed = p->rx_done = 0;
+	p->tx_sent = p->tx_flushed = p->rx_done = p->free_sent = 0;
 	p->ready = 1;
 	return 0;
 
@@ -284,6 +284,18 @@ int ah_run(struct ah_ctx *c, uint64_t rounds, ah_plan_fn plan, ah_plan_fn consum
 		}
 		if ((rc = plan(arg, c, t)))
 			goto err;
+		/* "Slot free" goes back only when the sender needs it for a chunk we
+		 * expect now, so every operation we post is one its target waits for
+		 * and no peer has to progress for us after it has left the call. */
+		for (int p = 0; p < n; p++) {
+			struct ah_peer *pp = &c->peers[p];
+			uint64_t idx = pp->rx_done;
+			if (!c->rx_bytes[p] || idx < c->nslots || pp->free_sent >= idx - c->nslots + 1)
+				continue;
+			if ((rc = c->prim->signal(pp->conn, pp->free_rsem, idx)))
+				goto err;
+			pp->free_sent = idx;
+		}
 		/* Start with the next rank up, so that not everyone sends to rank 0 first. */
 		for (int i = 1; i < n; i++) {
 			int p = (me + i) % n;
@@ -303,15 +315,9 @@ int ah_run(struct ah_ctx *c, uint64_t rounds, ah_plan_fn plan, ah_plan_fn consum
 				if (c->rx_bytes[p])
 					memcpy(c->rx_dst[p], c->rx_ptr[p], c->rx_bytes[p]);
 		}
-		for (int i = 1; i < n; i++) {
-			int p = (me - i + n) % n;
-			if (!c->rx_bytes[p])
-				continue;
-			struct ah_peer *pp = &c->peers[p];
-			pp->rx_done++;
-			if ((rc = c->prim->signal(pp->conn, pp->free_rsem, pp->rx_done)))
-				goto err;
-		}
+		for (int p = 0; p < n; p++)
+			if (c->rx_bytes[p])
+				c->peers[p].rx_done++;
 	}
 	return 0;
 
