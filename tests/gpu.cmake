@@ -1,0 +1,36 @@
+# GPU tests (label gpu) and the weft-gpu-bench benchmark: only where the nvlink
+# plugin is built, which means a CUDA compiler was found. Without a GPU the
+# tests skip (exit 77); with WEFT_REQUIRE_GPU=1 they fail instead.
+get_property(_weft_have_cuda GLOBAL PROPERTY WEFT_HAVE_CUDA)
+if(_weft_have_cuda AND TARGET weft-plugin-nvlink)
+  if(NOT CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES ${WEFT_CUDA_ARCH})
+  endif()
+  enable_language(CUDA)
+  find_package(CUDAToolkit REQUIRED)
+  set(_gpurt ${PROJECT_SOURCE_DIR}/plugins/gpurt/gpurt.c)
+  set(_gpudir ${CMAKE_CURRENT_SOURCE_DIR}/gpu)
+  # The project's warning flags are gcc's: nvcc gets them through -Xcompiler.
+  get_directory_property(_opts COMPILE_OPTIONS)
+  set(_cuda_opts "")
+  foreach(o IN LISTS _opts)
+    list(APPEND _cuda_opts "-Xcompiler=${o}")
+  endforeach()
+  function(weft_gpu_flags tgt)
+    set_property(TARGET ${tgt} PROPERTY COMPILE_OPTIONS
+      "$<$<COMPILE_LANGUAGE:C>:${_opts}>" "$<$<COMPILE_LANGUAGE:CUDA>:${_cuda_opts}>")
+  endfunction()
+
+  weft_add_test(test_nvlink_gpu SOURCES ${_gpudir}/test_nvlink_gpu.cu ${_gpurt} LABELS gpu TIMEOUT 900
+    LIBS CUDA::cudart_static ${CMAKE_DL_LIBS} rt)
+  target_compile_definitions(test_nvlink_gpu PRIVATE WEFT_NVLINK_PLUGIN="$<TARGET_FILE:weft-plugin-nvlink>")
+  add_dependencies(test_nvlink_gpu weft-plugin-nvlink)
+  weft_gpu_flags(test_nvlink_gpu)
+
+  add_executable(weft-gpu-bench ${_gpudir}/gpu_bench.cu ${_gpurt})
+  target_include_directories(weft-gpu-bench PRIVATE ${PROJECT_SOURCE_DIR}/include)
+  target_link_libraries(weft-gpu-bench PRIVATE CUDA::cudart_static ${CMAKE_DL_LIBS} rt Threads::Threads)
+  target_compile_definitions(weft-gpu-bench PRIVATE WEFT_NVLINK_PLUGIN="$<TARGET_FILE:weft-plugin-nvlink>")
+  add_dependencies(weft-gpu-bench weft-plugin-nvlink)
+  weft_gpu_flags(weft-gpu-bench)
+endif()
