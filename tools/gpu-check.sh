@@ -26,9 +26,9 @@ if ! pkg-config --exists check 2>/dev/null && [[ -d .deb ]] && ls .deb/*.deb >/d
 	for pc in "$priv"/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc; do
 		sed -i "s|^prefix=.*|prefix=$priv/usr|; s|^libdir=.*|libdir=$priv/usr/lib/x86_64-linux-gnu|; s|^includedir=.*|includedir=$priv/usr/include|" "$pc"
 	done
-	if ! command -v pkg-config >/dev/null; then
-		export PATH=$priv/usr/bin:$PATH LD_LIBRARY_PATH=$priv/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-	fi
+	# libsubunit.so.0 is needed at run time too, so the library path is always set.
+	export LD_LIBRARY_PATH=$priv/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+	command -v pkg-config >/dev/null || export PATH=$priv/usr/bin:$PATH
 	export PKG_CONFIG_PATH=$priv/usr/lib/x86_64-linux-gnu/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
 	export CMAKE_PREFIX_PATH=$priv/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}
 	echo "gpu-check: Check from carried .debs in $priv ($(pkg-config --modversion check 2>&1))"
