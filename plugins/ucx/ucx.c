@@ -1,0 +1,500 @@
+/* ucx plugin: the transport descriptor, its parameters, and the context: one UCP
+ * context and worker per communicator, configured through ucp_config_modify
+ * (never the environment), plus describe and probe. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ucx.h"
+
+const struct weft_core_api *ucx_core;
+
+static const struct weft_param_decl ucx_params[] = {
+	{sizeof(struct weft_param_decl), "ucx", "tls", WEFT_PARAM_STRING, NULL,
+	 "UCX transports to use, as UCX_TLS takes them (e.g. tcp, sm, posix,cma, ^tcp); unset: UCX's choice"},
+	{sizeof(struct weft_param_decl), "ucx", "net_devices", WEFT_PARAM_STRING, NULL,
+	 "network devices UCX may use, as UCX_NET_DEVICES takes them (e.g. lo, eth0, mlx5_0:1); unset: all"},
+	{sizeof(struct weft_param_decl), "ucx", "options", WEFT_PARAM_STRING, NULL,
+	 "further UCX settings, KEY=VALUE;KEY=VALUE with UCX's names less the UCX_ prefix (e.g. TCP_SNDBUF=4M)"},
+	{sizeof(struct weft_param_decl), "ucx", "max_inflight", WEFT_PARAM_INT, "256",
+	 "puts and signals outstanding per endpoint before put and signal return -EAGAIN"},
+	{sizeof(struct weft_param_decl), "ucx", "signal_order", WEFT_PARAM_STRING, "flush",
+	 "how a signal stays behind earlier puts: flush (wait for an endpoint flush) or fence (ucp_worker_fence)"},
+	{sizeof(struct weft_param_decl), "ucx", "error_mode", WEFT_PARAM_STRING, "auto",
+	 "UCX peer-failure handling per endpoint: peer, none, or auto (none toward same-host peers when shared "
+	 "memory is available, which UCX cannot use with peer mode; peer otherwise)"},
+};
+
+int ucx_code(ucs_status_t st)
+{
+	switch (st) {
+	case UCS_OK:
+		return 0;
+	case UCS_INPROGRESS:
+	case UCS_ERR_NO_RESOURCE:
+		return -EAGAIN;
+	case UCS_ERR_NO_MEMORY:
+		return -ENOMEM;
+	case UCS_ERR_UNREACHABLE:
+	case UCS_ERR_CONNECTION_RESET:
+	case UCS_ERR_ENDPOINT_TIMEOUT:
+	case UCS_ERR_REJECTED:
+	case UCS_ERR_NOT_CONNECTED:
+	case UCS_ERR_CANCELED:
+	case UCS_ERR_TIMED_OUT:
+		return -WEFT_ERR_PEER;
+	default:
+		return -WEFT_ERR_TRANSPORT;
+	}
+}
+
+int ucx_errno(const char *what, ucs_status_t st)
+{
+	UCX_ERR("%s failed: %s (%d)", what, ucs_status_string(st), (int)st);
+	return ucx_code(st);
+}
+
+static int get_string(const char *key, char *out, size_t cap)
+{
+	const char *v = NULL;
+	int rc = ucx_core->param_get(ucx_core->self, "ucx", key, WEFT_PARAM_STRING, &v, NULL);
+	if (rc < 0) {
+		UCX_ERR("cannot read parameter ucx.%s: %d", key, rc);
+		return rc;
+	}
+	if (v == NULL) {
+		out[0] = '\0';
+		return 0;
+	}
+	if (strlen(v) >= cap) {
+		UCX_ERR("parameter ucx.%s is too long (%zu bytes, at most %zu)", key, strlen(v), cap - 1);
+		return -WEFT_ERR_CONFIG;
+	}
+	strcpy(out, v);
+	return 0;
+}
+
+/* UCX list values: names, commas, '^' (negation), ':' (port), '-', '_', '.'. */
+static int check_list(const char *key, const char *v)
+{
+	for (const char *c = v; *c; c++) {
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+		      strchr(",^:-_.", *c))) {
+			UCX_ERR("parameter ucx.%s='%s' has an invalid character '%c' (expected a comma list as UCX_%s takes)",
+				key, v, *c, strcmp(key, "tls") == 0 ? "TLS" : "NET_DEVICES");
+			return -WEFT_ERR_CONFIG;
+		}
+	}
+	return 0;
+}
+
+static int read_settings(struct ucx_settings *s)
+{
+	char order[32], emode[32];
+	int rc;
+	memset(s, 0, sizeof(*s));
+	if ((rc = get_string("tls", s->tls, sizeof(s->tls))) < 0 ||
+	    (rc = get_string("net_devices", s->net_devices, sizeof(s->net_devices))) < 0 ||
+	    (rc = get_string("options", s->options, sizeof(s->options))) < 0 ||
+	    (rc = get_string("signal_order", order, sizeof(order))) < 0 ||
+	    (rc = get_string("error_mode", emode, sizeof(emode))) < 0)
+		return rc;
+	if ((rc = check_list("tls", s->tls)) < 0 || (rc = check_list("net_devices", s->net_devices)) < 0)
+		return rc;
+	if (order[0] == '\0' || strcmp(order, "flush") == 0) {
+		s->sig_mode = UCX_SIG_FLUSH;
+	} else if (strcmp(order, "fence") == 0) {
+		s->sig_mode = UCX_SIG_FENCE;
+	} else {
+		UCX_ERR("parameter ucx.signal_order='%s' is neither flush nor fence", order);
+		return -WEFT_ERR_CONFIG;
+	}
+	if (emode[0] == '\0' || strcmp(emode, "auto") == 0) {
+		s->err_mode = UCX_ERRMODE_AUTO;
+	} else if (strcmp(emode, "peer") == 0) {
+		s->err_mode = UCX_ERRMODE_PEER;
+	} else if (strcmp(emode, "none") == 0) {
+		s->err_mode = UCX_ERRMODE_NONE;
+	} else {
+		UCX_ERR("parameter ucx.error_mode='%s' is none of auto, peer, none", emode);
+		return -WEFT_ERR_CONFIG;
+	}
+	rc = ucx_core->param_get(ucx_core->self, "ucx", "max_inflight", WEFT_PARAM_INT, &s->max_inflight, NULL);
+	if (rc < 0) {
+		UCX_ERR("cannot read parameter ucx.max_inflight: %d", rc);
+		return rc;
+	}
+	if (s->max_inflight < 1 || s->max_inflight > (1 << 24)) {
+		UCX_ERR("parameter ucx.max_inflight=%lld is out of range 1..16777216", (long long)s->max_inflight);
+		return -WEFT_ERR_CONFIG;
+	}
+	return 0;
+}
+
+static int config_set(ucp_config_t *cfg, const char *name, const char *value, const char *param)
+{
+	ucs_status_t st = ucp_config_modify(cfg, name, value);
+	if (st != UCS_OK) {
+		UCX_ERR("UCX refuses %s=%s (from parameter ucx.%s): %s", name, value, param, ucs_status_string(st));
+		return -WEFT_ERR_CONFIG;
+	}
+	return 0;
+}
+
+/* Applies the settings to a UCX configuration. */
+static int apply_settings(ucp_config_t *cfg, const struct ucx_settings *s)
+{
+	int rc;
+	if (s->tls[0] && (rc = config_set(cfg, "TLS", s->tls, "tls")) < 0)
+		return rc;
+	if (s->net_devices[0] && (rc = config_set(cfg, "NET_DEVICES", s->net_devices, "net_devices")) < 0)
+		return rc;
+	/* options: KEY=VALUE pairs separated by ';'. */
+	char buf[UCX_PARAM_MAX];
+	strcpy(buf, s->options);
+	char *save = NULL;
+	for (char *pair = strtok_r(buf, ";", &save); pair; pair = strtok_r(NULL, ";", &save)) {
+		char *eq = strchr(pair, '=');
+		if (!eq || eq == pair) {
+			UCX_ERR("parameter ucx.options: '%s' is not KEY=VALUE", pair);
+			return -WEFT_ERR_CONFIG;
+		}
+		*eq = '\0';
+		const char *key = pair;
+		if (strncmp(key, "UCX_", 4) == 0)
+			key += 4;
+		if ((rc = config_set(cfg, key, eq + 1, "options")) < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* A UCP context with the settings applied. */
+static int context_create(const struct ucx_settings *s, size_t est_eps, ucp_context_h *out)
+{
+	ucp_config_t *cfg = NULL;
+	ucs_status_t st = ucp_config_read(NULL, NULL, &cfg);
+	if (st != UCS_OK)
+		return ucx_errno("ucp_config_read", st);
+	int rc = apply_settings(cfg, s);
+	if (rc < 0) {
+		ucp_config_release(cfg);
+		return rc;
+	}
+	ucp_params_t p;
+	memset(&p, 0, sizeof(p));
+	p.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
+		       UCP_PARAM_FIELD_NAME;
+	/* RMA for puts; AMO64 for the token, which is one atomic swap so the peer
+	 * never sees it half-written (a tcp put may land in pieces). */
+	p.features = UCP_FEATURE_RMA | UCP_FEATURE_AMO64;
+	p.request_size = ucx_request_size();
+	p.mt_workers_shared = 0;
+	p.name = "weft";
+	if (est_eps > 0) {
+		p.field_mask |= UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
+		p.estimated_num_eps = est_eps;
+	}
+	ucp_context_h ctx;
+	st = ucp_init(&p, cfg, &ctx);
+	ucp_config_release(cfg);
+	if (st != UCS_OK) {
+		UCX_LOG(WEFT_LOG_ERROR, "ucp_init failed: %s (%d) (tls=%s net_devices=%s; ucx_info -d lists transports)",
+			ucs_status_string(st), (int)st, s->tls[0] ? s->tls : "(UCX's choice)",
+			s->net_devices[0] ? s->net_devices : "(all)");
+		if (st == UCS_ERR_NO_DEVICE || st == UCS_ERR_NO_ELEM || st == UCS_ERR_UNSUPPORTED)
+			return -WEFT_ERR_NO_DEVICE;
+		return ucx_code(st);
+	}
+	*out = ctx;
+	return 0;
+}
+
+/* The transport resources of a context, "tl/dev" each, as ucp_context_print_info
+ * lists them ("#  resource 1  :  md 1  dev 1  flags -- tcp/lo"). UCP has no
+ * query for them; the printout is its one public window. */
+#define UCX_MAX_RES 32
+struct ucx_res {
+	char tl[32];
+	char dev[32];
+};
+
+static int context_resources(ucp_context_h ctx, struct ucx_res *res, int max)
+{
+	char *text = NULL;
+	size_t tlen = 0;
+	FILE *f = open_memstream(&text, &tlen);
+	if (!f)
+		return -ENOMEM;
+	ucp_context_print_info(ctx, f);
+	fclose(f);
+	int n = 0;
+	char *save = NULL;
+	for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		if (!strstr(line, "resource ") || !strstr(line, "--"))
+			continue;
+		const char *td = strrchr(line, ' ');
+		td = td ? td + 1 : line;
+		const char *slash = strchr(td, '/');
+		if (!slash || n >= max)
+			continue;
+		snprintf(res[n].tl, sizeof(res[n].tl), "%.*s", (int)(slash - td), td);
+		snprintf(res[n].dev, sizeof(res[n].dev), "%s", slash + 1);
+		n++;
+	}
+	free(text);
+	return n;
+}
+
+const char *ucx_tl_class(const char *tl)
+{
+	static const char *const shm[] = {"self", "posix", "sysv", "cma", "knem", "xpmem", "mm"};
+	for (size_t i = 0; i < sizeof(shm) / sizeof(shm[0]); i++)
+		if (strcmp(tl, shm[i]) == 0)
+			return "shm";
+	if (strcmp(tl, "tcp") == 0)
+		return "tcp";
+	if (strncmp(tl, "rc", 2) == 0 || strncmp(tl, "ud", 2) == 0 || strncmp(tl, "dc", 2) == 0)
+		return "ib";
+	if (strncmp(tl, "cuda", 4) == 0 || strncmp(tl, "gdr", 3) == 0 || strncmp(tl, "rocm", 4) == 0)
+		return "gpu";
+	return "other";
+}
+
+static int ucx_open(const struct weft_tp_open_args *args, void **tc)
+{
+	int rc;
+	ucs_status_t st;
+	if (!args || !tc || args->size < offsetof(struct weft_tp_open_args, host_id) + sizeof(args->host_id))
+		return -EINVAL;
+	struct ucx_ctx *ctx = ucx_core->calloc(1, sizeof(*ctx));
+	if (!ctx)
+		return -ENOMEM;
+	ctx->rank = args->rank;
+	if ((rc = read_settings(&ctx->set)) < 0)
+		goto err_free;
+	if ((rc = context_create(&ctx->set, args->nranks > 0 ? (size_t)args->nranks : 0, &ctx->context)) < 0)
+		goto err_free;
+	struct ucx_res res[UCX_MAX_RES];
+	int nres = context_resources(ctx->context, res, UCX_MAX_RES);
+	for (int i = 0; i < nres; i++)
+		if (strcmp(ucx_tl_class(res[i].tl), "shm") == 0 && strcmp(res[i].tl, "self") != 0)
+			ctx->has_shm = true;
+	ucp_worker_params_t wp;
+	memset(&wp, 0, sizeof(wp));
+	wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+	/* The core serializes calls into one context but may make them from
+	 * different threads (the caller's, the proxy's): UCX calls that
+	 * "serialized"; "single" promises one thread only. */
+	wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+	if ((st = ucp_worker_create(ctx->context, &wp, &ctx->worker)) != UCS_OK) {
+		rc = ucx_errno("ucp_worker_create", st);
+		goto err_cleanup;
+	}
+	if ((st = ucp_worker_get_address(ctx->worker, &ctx->addr, &ctx->addrlen)) != UCS_OK) {
+		rc = ucx_errno("ucp_worker_get_address", st);
+		goto err_destroy_worker;
+	}
+	if (ctx->addrlen == 0 || ctx->addrlen > UCX_ADDR_MAX) {
+		UCX_ERR("ucp_worker_get_address gave %zu bytes (at most %d supported)", ctx->addrlen, UCX_ADDR_MAX);
+		rc = -WEFT_ERR_TRANSPORT;
+		goto err_release_addr;
+	}
+	UCX_DBG("opened context for rank %d: UCX %s, worker address %zu bytes, tls=%s net_devices=%s", ctx->rank,
+		ucp_get_version_string(), ctx->addrlen, ctx->set.tls[0] ? ctx->set.tls : "(default)",
+		ctx->set.net_devices[0] ? ctx->set.net_devices : "(all)");
+	*tc = ctx;
+	return 0;
+
+err_release_addr:
+	ucp_worker_release_address(ctx->worker, ctx->addr);
+err_destroy_worker:
+	ucp_worker_destroy(ctx->worker);
+err_cleanup:
+	ucp_cleanup(ctx->context);
+err_free:
+	ucx_core->free(ctx);
+	return rc;
+}
+
+static void ucx_close(void *tc)
+{
+	struct ucx_ctx *ctx = tc;
+	if (!ctx)
+		return;
+	if (ctx->eps || ctx->nregions || ctx->rmhs)
+		UCX_WARN("closing a context that still has endpoints, registrations or imports");
+	ucx_close_endpoints(ctx);
+	while (ctx->rmhs)
+		ucx_mem_release(ctx, ctx->rmhs);
+	ucp_worker_release_address(ctx->worker, ctx->addr);
+	ucp_worker_destroy(ctx->worker);
+	ucx_free_closed(ctx);
+	ucp_cleanup(ctx->context);
+	ucx_core->free(ctx);
+}
+
+static int append(char *buf, size_t len, size_t *at, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int append(char *buf, size_t len, size_t *at, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(*at < len ? buf + *at : NULL, *at < len ? len - *at : 0, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return -EINVAL;
+	*at += (size_t)n;
+	return 0;
+}
+
+static int ucx_describe(void *tc, char *buf, size_t len)
+{
+	struct ucx_ctx *ctx = tc;
+	struct ucx_settings s;
+	const struct ucx_settings *sp;
+	size_t at = 0;
+	int rc;
+	if (!buf || len == 0)
+		return -EINVAL;
+	buf[0] = '\0';
+	if (ctx) {
+		sp = &ctx->set;
+	} else {
+		if ((rc = read_settings(&s)) < 0)
+			return rc;
+		sp = &s;
+	}
+	static const char *const emodes[] = {"auto", "peer", "none"};
+	append(buf, len, &at, "ucx=%s tls=%s net_devices=%s signal=%s error_mode=%s", ucp_get_version_string(),
+	       sp->tls[0] ? sp->tls : "default", sp->net_devices[0] ? sp->net_devices : "all",
+	       sp->sig_mode == UCX_SIG_FENCE ? "fence" : "flush", emodes[sp->err_mode]);
+	if (ctx) {
+		struct ucx_res res[UCX_MAX_RES];
+		int n = context_resources(ctx->context, res, UCX_MAX_RES);
+		append(buf, len, &at, " resources=");
+		for (int i = 0; i < n; i++)
+			append(buf, len, &at, "%s%s/%s", i ? "," : "", res[i].tl, res[i].dev);
+	}
+	return at < len ? 0 : -ENOSPC;
+}
+
+/* One device per transport class the configured UCX can use (shm, tcp, ib). */
+static int ucx_probe(struct weft_tp_device *devs, int *n)
+{
+	struct ucx_settings s;
+	ucp_context_h context;
+	int rc;
+	if (!n || *n < 0 || (*n > 0 && !devs))
+		return -EINVAL;
+	if ((rc = read_settings(&s)) < 0)
+		return rc;
+	if ((rc = context_create(&s, 0, &context)) < 0)
+		return rc == -WEFT_ERR_NO_DEVICE ? (*n = 0, 0) : rc;
+	struct ucx_res res[UCX_MAX_RES];
+	int nres = context_resources(context, res, UCX_MAX_RES);
+	ucp_cleanup(context);
+	if (nres < 0)
+		return nres;
+	static const char *const classes[] = {"shm", "tcp", "ib"};
+	char names[3][64] = {{0}};
+	bool have[3] = {false, false, false};
+	bool shm_cross_process = false;
+	for (int i = 0; i < nres; i++) {
+		const char *cls = ucx_tl_class(res[i].tl);
+		for (int c = 0; c < 3; c++) {
+			if (strcmp(cls, classes[c]) != 0)
+				continue;
+			/* shm lists its transports (the device is "memory"), the
+			 * networks their devices. */
+			const char *item = c == 0 ? res[i].tl : res[i].dev;
+			if (!strstr(names[c], item) && strlen(names[c]) + strlen(item) + 2 < sizeof(names[c])) {
+				if (names[c][0])
+					strcat(names[c], ",");
+				strcat(names[c], item);
+			}
+			have[c] = true;
+			if (c == 0 && strcmp(res[i].tl, "self") != 0)
+				shm_cross_process = true;
+		}
+	}
+	int count = 0;
+	for (int c = 0; c < 3; c++) {
+		if (!have[c])
+			continue;
+		if (count < *n) {
+			struct weft_tp_device *d = &devs[count];
+			memset(d, 0, sizeof(*d));
+			d->size = sizeof(*d);
+			snprintf(d->name, sizeof(d->name), "%s", names[c]);
+			snprintf(d->link, sizeof(d->link), "%s", classes[c]);
+			d->numa_node = -1;
+			d->mem_types = 1u << WEFT_MEM_HOST;
+			if (c == 0)
+				d->peer_classes = (1u << WEFT_PEER_SAME_PROCESS) |
+						  (shm_cross_process ? 1u << WEFT_PEER_SAME_HOST : 0);
+			else
+				d->peer_classes = (1u << WEFT_PEER_OTHER_HOST) |
+						  (shm_cross_process ? 0 : (1u << WEFT_PEER_SAME_PROCESS) |
+									       (1u << WEFT_PEER_SAME_HOST));
+		}
+		count++;
+	}
+	if (count > *n) {
+		*n = count;
+		return -ENOSPC;
+	}
+	*n = count;
+	return 0;
+}
+
+static const struct weft_transport_ops ucx_ops = {
+	.size = sizeof(struct weft_transport_ops),
+	.open = ucx_open,
+	.close = ucx_close,
+	.mem_register = ucx_mem_register,
+	.mem_deregister = ucx_mem_deregister,
+	.mem_serialize = ucx_mem_serialize,
+	.mem_import = ucx_mem_import,
+	.mem_release = ucx_mem_release,
+	.endpoint = ucx_endpoint,
+	.connect = ucx_connect,
+	.disconnect = ucx_disconnect,
+	.put = ucx_put,
+	.signal = ucx_signal,
+	.flush = ucx_flush,
+	.progress = ucx_progress,
+	.describe = ucx_describe,
+	.probe = ucx_probe,
+	.ep_describe = ucx_ep_describe,
+};
+
+static const struct weft_plugin_desc ucx_desc = {
+	.size = sizeof(struct weft_plugin_desc),
+	.abi_major = WEFT_PLUGIN_ABI_MAJOR,
+	.abi_minor = WEFT_PLUGIN_ABI_MINOR,
+	.kind = WEFT_PLUGIN_TRANSPORT,
+	.name = "ucx",
+	.ops = &ucx_ops,
+};
+
+static const struct weft_plugin_desc *const ucx_descs[] = {&ucx_desc, NULL};
+
+WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const struct weft_core_api *core)
+{
+	if (!core || core->size < offsetof(struct weft_core_api, free) + sizeof(core->free) || !core->log ||
+	    !core->param_declare || !core->param_get || !core->alloc || !core->calloc || !core->free)
+		return NULL;
+	ucx_core = core;
+	for (size_t i = 0; i < sizeof(ucx_params) / sizeof(ucx_params[0]); i++) {
+		int rc = core->param_declare(core->self, &ucx_params[i]);
+		/* -EEXIST: this file was initialized once already (a test harness
+		 * may do that); the declaration stands. */
+		if (rc < 0 && rc != -EEXIST) {
+			UCX_ERR("cannot declare parameter ucx.%s: %d", ucx_params[i].key, rc);
+			return NULL;
+		}
+	}
+	return ucx_descs;
+}

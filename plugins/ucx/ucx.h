@@ -1,0 +1,179 @@
+/* ucx plugin: private declarations shared by its sources (descriptor, parameters
+ * and contexts in ucx.c, memory in ucx_mem.c, endpoints and RMA in ucx_ep.c). */
+#ifndef WEFT_UCX_H
+#define WEFT_UCX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ucp/api/ucp.h>
+
+#include <weft/plugin.h>
+
+/* Longest value of a string parameter we pass on to UCX. */
+#define UCX_PARAM_MAX 256
+/* Largest packed remote key and worker address we accept from a peer. UCX's
+ * own are a few hundred bytes; the limits only bound what a bad peer can make
+ * us allocate. */
+#define UCX_RKEY_MAX 4096
+#define UCX_ADDR_MAX 65536
+
+/* How a signal stays behind the puts posted before it on its endpoint. */
+enum ucx_sig_mode {
+	UCX_SIG_FLUSH = 0, /* wait for an endpoint flush covering them, then post the token */
+	UCX_SIG_FENCE = 1  /* ucp_worker_fence, then post the token at once */
+};
+
+/* Whether endpoints ask UCX to detect peer failures (UCP_ERR_HANDLING_MODE_PEER). */
+enum ucx_err_mode {
+	UCX_ERRMODE_AUTO = 0, /* peer, except toward same-host peers when shared memory is available */
+	UCX_ERRMODE_PEER = 1,
+	UCX_ERRMODE_NONE = 2
+};
+
+/* Core services, set once by weft_plugin_init. The only process-wide state: the
+ * core lends one table per plugin file for the life of the process. */
+extern const struct weft_core_api *ucx_core;
+
+#define UCX_LOG(lvl, ...) ucx_core->log(ucx_core->self, (lvl), "ucx: " __VA_ARGS__)
+#define UCX_ERR(...) UCX_LOG(WEFT_LOG_ERROR, __VA_ARGS__)
+#define UCX_WARN(...) UCX_LOG(WEFT_LOG_WARN, __VA_ARGS__)
+#define UCX_INFO(...) UCX_LOG(WEFT_LOG_INFO, __VA_ARGS__)
+#define UCX_DBG(...) UCX_LOG(WEFT_LOG_DEBUG, __VA_ARGS__)
+
+struct ucx_ep;
+struct ucx_sig;
+
+/* Settings read from the parameters once per open (or describe/probe). */
+struct ucx_settings {
+	char tls[UCX_PARAM_MAX];         /* "" when unset: UCX's choice */
+	char net_devices[UCX_PARAM_MAX]; /* "" when unset */
+	char options[UCX_PARAM_MAX];     /* "" or "KEY=VALUE;KEY=VALUE" for ucp_config_modify */
+	int64_t max_inflight;
+	enum ucx_sig_mode sig_mode;
+	enum ucx_err_mode err_mode;
+};
+
+/* One weft context (one communicator): a UCP context and its one worker. */
+struct ucx_ctx {
+	int rank;
+	struct ucx_settings set;
+	ucp_context_h context;
+	ucp_worker_h worker;
+	bool has_shm;        /* the context has a cross-process shared-memory transport */
+	ucp_address_t *addr; /* this worker's address, for endpoint() */
+	size_t addrlen;
+	struct ucx_ep *eps;         /* every endpoint, for progress */
+	struct ucx_ep *closing;     /* disconnected endpoints UCX is not done with */
+	struct ucx_sig *orphan_sigs; /* token buffers of abandoned signals, freed at close */
+	int pending_error;          /* a failure of queued work, for the next progress to report */
+	struct ucx_rmh *rmhs;       /* every imported region, to drop an ep's keys at disconnect */
+	int nregions;               /* live registrations, for close's sanity check */
+};
+
+/* A local registration. */
+struct ucx_mh {
+	void *base;
+	size_t len;
+	ucp_mem_h memh;
+	void *rkey;       /* packed remote key (ucp_rkey_pack), released at deregister */
+	size_t rkey_len;
+};
+
+/* A peer's unpacked remote key on one endpoint (ucp_ep_rkey_unpack needs the ep). */
+struct ucx_rkey_ent {
+	struct ucx_rkey_ent *next;
+	struct ucx_ep *ep;
+	ucp_rkey_h rkey;
+};
+
+/* A peer's region as imported: the validated packed key, unpacked lazily per endpoint. */
+struct ucx_rmh {
+	struct ucx_rmh *next, *prev;
+	struct ucx_ctx *ctx;
+	int peer;
+	uint64_t base;
+	uint64_t len;
+	unsigned char *rkey; /* rkey_len bytes, followed by zero slack (see ucx_mem.c) */
+	size_t rkey_len;
+	struct ucx_rkey_ent *unpacked;
+};
+
+/* ucx.c */
+/* Maps a UCX status to weft's code: peer failures to -WEFT_ERR_PEER, the rest
+ * to -WEFT_ERR_TRANSPORT (or -ENOMEM, -EAGAIN). */
+int ucx_code(ucs_status_t st);
+/* Logs "<what> failed: <ucs_status_string>" once and returns ucx_code. */
+int ucx_errno(const char *what, ucs_status_t st);
+/* The class of a UCX transport name: "shm", "tcp", "ib", "gpu" or "other". */
+const char *ucx_tl_class(const char *tl);
+
+/* ucx_mem.c */
+int ucx_mem_register(void *tc, void *ptr, size_t len, enum weft_mem_type type, void **mh);
+int ucx_mem_deregister(void *tc, void *mh);
+int ucx_mem_serialize(void *tc, void *mh, void *buf, size_t *len);
+int ucx_mem_import(void *tc, int peer, const void *buf, size_t len, void **rmh);
+int ucx_mem_release(void *tc, void *rmh);
+/* The remote key of r on ep, unpacked on first use. */
+int ucx_rkey_get(struct ucx_rmh *r, struct ucx_ep *ep, ucp_ep_h uep, ucp_rkey_h *out);
+/* Destroys every key unpacked on ep (before the UCP endpoint goes away). */
+void ucx_rkeys_drop_ep(struct ucx_ctx *ctx, struct ucx_ep *ep);
+
+/* ucx_ep.c */
+int ucx_endpoint(void *tc, const struct weft_tp_peer *peer, void *addr, size_t *len, void **ep);
+int ucx_connect(void *ep, const void *peer_addr, size_t len);
+int ucx_disconnect(void *ep);
+int ucx_put(void *ep, void *rmh, uint64_t roff, void *mh, uint64_t loff, size_t len);
+int ucx_signal(void *ep, void *rmh, uint64_t roff, uint64_t value);
+int ucx_flush(void *ep);
+int ucx_progress(void *tc);
+int ucx_ep_describe(void *ep, char *buf, size_t len);
+/* Size of the plugin's part of every UCP request (UCP_PARAM_FIELD_REQUEST_SIZE). */
+size_t ucx_request_size(void);
+/* True while UCX may still use keys unpacked on ep (requests, queued signals, a close). */
+bool ucx_ep_busy(const struct ucx_ep *ep);
+/* Hands ep a released key to destroy once it is idle. */
+void ucx_ep_add_zombie(struct ucx_ep *ep, struct ucx_rkey_ent *e);
+/* close(): disconnects every endpoint and waits a bounded time for UCX to
+ * finish with them; what remains is abandoned to the worker's destruction. */
+void ucx_close_endpoints(struct ucx_ctx *ctx);
+/* close(), after ucp_worker_destroy: frees what ucx_close_endpoints left. */
+void ucx_free_closed(struct ucx_ctx *ctx);
+
+/* Little-endian field access for the wire formats (blobs and addresses). */
+static inline void ucx_put_u16(unsigned char *p, uint16_t v)
+{
+	p[0] = (unsigned char)v;
+	p[1] = (unsigned char)(v >> 8);
+}
+static inline void ucx_put_u32(unsigned char *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+static inline void ucx_put_u64(unsigned char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+static inline uint16_t ucx_get_u16(const unsigned char *p)
+{
+	return (uint16_t)(p[0] | (p[1] << 8));
+}
+static inline uint32_t ucx_get_u32(const unsigned char *p)
+{
+	uint32_t v = 0;
+	for (int i = 3; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+static inline uint64_t ucx_get_u64(const unsigned char *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+#endif /* WEFT_UCX_H */
