@@ -2,10 +2,17 @@
  * libfabric providers serve which peers, and opening each one's fabric, domain,
  * address vector, completion queue and RDM endpoint. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <rdma/fi_cm.h>
 
@@ -290,6 +297,48 @@ static void dom_close(struct ofi_dom *d)
 	memset(d, 0, sizeof(*d));
 }
 
+/* shm names its segment in /dev/shm after the process id by default. A
+ * process killed with SIGKILL leaves its segment behind, and once pids wrap (at
+ * 32768 on many machines) a new process with the same pid fails fi_enable with
+ * EBUSY. So every endpoint gets a name of its own, "weft_<pid>_<random>", and
+ * segments of that form whose process is gone are removed first. */
+#define SHM_NAME_PREFIX "weft_"
+
+static void shm_sweep_stale(void)
+{
+	DIR *dir = opendir("/dev/shm");
+	if (!dir)
+		return;
+	struct dirent *e;
+	while ((e = readdir(dir)) != NULL) {
+		if (strncmp(e->d_name, SHM_NAME_PREFIX, strlen(SHM_NAME_PREFIX)) != 0)
+			continue;
+		char *end;
+		long pid = strtol(e->d_name + strlen(SHM_NAME_PREFIX), &end, 10);
+		if (pid <= 0 || *end != '_')
+			continue;
+		if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue; /* alive, or not ours to judge */
+		if (unlinkat(dirfd(dir), e->d_name, 0) == 0)
+			OFI_DBG("removed stale shm segment /dev/shm/%s of dead process %ld", e->d_name, pid);
+	}
+	closedir(dir);
+}
+
+static int shm_name_endpoint(struct ofi_ctx *ctx, struct ofi_dom *d)
+{
+	uint64_t rnd = 0;
+	if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		rnd = (uint64_t)(uintptr_t)d ^ ((uint64_t)getpid() << 32) ^ (uint64_t)time(NULL);
+	char name[64];
+	int n = snprintf(name, sizeof(name), SHM_NAME_PREFIX "%d_%016" PRIx64, (int)getpid(), rnd);
+	shm_sweep_stale();
+	int rc = fi_setname(&d->ep->fid, name, (size_t)n + 1);
+	if (rc < 0)
+		return ofi_errno("fi_setname", rc);
+	return 0;
+}
+
 static int dom_open(struct ofi_ctx *ctx, struct ofi_dom *d, const char *prov, const struct ofi_settings *s,
 		    const char *addr, bool explicit)
 {
@@ -374,6 +423,8 @@ static int dom_open(struct ofi_ctx *ctx, struct ofi_dom *d, const char *prov, co
 		rc = ofi_errno("fi_ep_bind(cq)", rc);
 		goto err_close;
 	}
+	if (strcmp(prov, "shm") == 0 && (rc = shm_name_endpoint(ctx, d)) < 0)
+		goto err_close;
 	if ((rc = fi_enable(d->ep)) < 0) {
 		rc = ofi_errno("fi_enable", rc);
 		goto err_close;
