@@ -261,6 +261,8 @@ struct ibp_ep {
 };
 
 /* ib.c */
+/* The module's one export (also reachable from the test library). */
+WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const struct weft_core_api *core);
 int ibp_read_settings(struct ibp_settings *s);
 /* Logs "<verb> on <where> failed: <strerror>" once and returns -WEFT_ERR_TRANSPORT. */
 int ibp_verbs_fail(const char *verb, const char *where, int err);
