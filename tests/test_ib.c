@@ -1926,17 +1926,25 @@ START_TEST(remote_access_error)
 	loglen = 0;
 	ck_assert_int_eq(flush_wait(&p, 0), -WEFT_ERR_PEER);
 	ck_assert_msg(log_has("remote access error"), "%s", logbuf);
-	ops->disconnect(p.ep[0]);
-	/* A post_send the driver refuses. */
+	ck_assert_int_eq(ops->put(p.ep[0], dst.rmh, 0, src.mh, 0, 64), -WEFT_ERR_PEER);
+	((struct ibp_rmh *)dst.rmh)->keys[0].rkey ^= 0x7777;
+	for (int r = 0; r < 2; r++)
+		ck_assert_int_eq(ops->disconnect(p.ep[r]), 0);
+	/* Fresh endpoints; this time the local key is wrong. */
 	make_eps(&p);
-	ops->disconnect(p.ep[1]);
-	p.ep[1] = NULL;
-	struct pair p2 = p;
-	(void)p2;
+	for (int r = 0; r < 2; r++)
+		ck_assert_int_eq(ops->connect(p.ep[r], p.addr[1 - r], IBP_ADDR_LEN), 0);
+	struct ibv_mr *lmr = ((struct ibp_mh *)src.mh)->mr[0];
+	hold = true;
+	lmr->lkey ^= 0x7777;
+	ck_assert_int_eq(ops->put(p.ep[0], dst.rmh, 0, src.mh, 0, 64), 0);
+	lmr->lkey ^= 0x7777; /* the posted WR keeps the key no MR has */
+	loglen = 0;
+	ck_assert_int_eq(flush_wait(&p, 0), -WEFT_ERR_TRANSPORT);
+	ck_assert_msg(log_has("local protection error"), "%s", logbuf);
+	hold = false;
 	region_free(&p, 0, &src);
 	region_free(&p, 1, &dst);
-	ops->disconnect(p.ep[0]);
-	p.ep[0] = NULL;
 	pair_close(&p);
 }
 END_TEST
