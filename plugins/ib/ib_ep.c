@@ -370,9 +370,9 @@ int ibp_connect(void *epv, const void *peer_addr, size_t len)
 		init_depth = r.max_rd_atomic;
 	bool atomics = d->attr.atomic_cap != IBV_ATOMIC_NONE && (r.flags & IBP_EPF_ATOMICS) && init_depth > 0;
 	if (strcmp(s->signal, "atomic") == 0 && !atomics) {
-		IBP_ERR("connect: ib.signal=atomic, but %s%s to rank %d cannot do remote atomics (atomic_cap %s here, "
+		IBP_ERR("connect: ib.signal=atomic, but %s to rank %d cannot do remote atomics (atomic_cap %s here, "
 			"%s there)",
-			p->name, "", ep->peer_rank, d->attr.atomic_cap != IBV_ATOMIC_NONE ? "yes" : "none",
+			p->name, ep->peer_rank, d->attr.atomic_cap != IBV_ATOMIC_NONE ? "yes" : "none",
 			(r.flags & IBP_EPF_ATOMICS) ? "yes" : "none");
 		return -WEFT_ERR_CONFIG;
 	}
