@@ -22,6 +22,9 @@ static const struct weft_param_decl ucx_params[] = {
 	 "puts and signals outstanding per endpoint before put and signal return -EAGAIN"},
 	{sizeof(struct weft_param_decl), "ucx", "signal_order", WEFT_PARAM_STRING, "flush",
 	 "how a signal stays behind earlier puts: flush (wait for an endpoint flush) or fence (ucp_worker_fence)"},
+	{sizeof(struct weft_param_decl), "ucx", "error_delay_ms", WEFT_PARAM_INT, "1000",
+	 "how long a peer failure seen by UCX is held back (put, signal, flush and progress return -EAGAIN) so that "
+	 "the core's liveness watch reports it first and fails the communicator; 0 reports it at once"},
 	{sizeof(struct weft_param_decl), "ucx", "error_mode", WEFT_PARAM_STRING, "auto",
 	 "UCX peer-failure handling per endpoint: peer, none, or auto (none toward same-host peers when shared "
 	 "memory is available, which UCX cannot use with peer mode; peer otherwise)"},
@@ -125,6 +128,15 @@ static int read_settings(struct ucx_settings *s)
 	if (rc < 0) {
 		UCX_ERR("cannot read parameter ucx.max_inflight: %d", rc);
 		return rc;
+	}
+	rc = ucx_core->param_get(ucx_core->self, "ucx", "error_delay_ms", WEFT_PARAM_INT, &s->error_delay_ms, NULL);
+	if (rc < 0) {
+		UCX_ERR("cannot read parameter ucx.error_delay_ms: %d", rc);
+		return rc;
+	}
+	if (s->error_delay_ms < 0 || s->error_delay_ms > 3600 * 1000) {
+		UCX_ERR("parameter ucx.error_delay_ms=%lld is out of range 0..3600000", (long long)s->error_delay_ms);
+		return -WEFT_ERR_CONFIG;
 	}
 	if (s->max_inflight < 1 || s->max_inflight > (1 << 24)) {
 		UCX_ERR("parameter ucx.max_inflight=%lld is out of range 1..16777216", (long long)s->max_inflight);

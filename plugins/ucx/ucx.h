@@ -36,7 +36,7 @@ enum ucx_err_mode {
  * core lends one table per plugin file for the life of the process. */
 extern const struct weft_core_api *ucx_core;
 
-#define UCX_LOG(lvl, ...) ucx_core->log(ucx_core->self, (lvl), "ucx: " __VA_ARGS__)
+#define UCX_LOG(lvl, ...) ucx_core->log(ucx_core->self, (lvl), __VA_ARGS__)
 #define UCX_ERR(...) UCX_LOG(WEFT_LOG_ERROR, __VA_ARGS__)
 #define UCX_WARN(...) UCX_LOG(WEFT_LOG_WARN, __VA_ARGS__)
 #define UCX_INFO(...) UCX_LOG(WEFT_LOG_INFO, __VA_ARGS__)
@@ -53,6 +53,7 @@ struct ucx_settings {
 	int64_t max_inflight;
 	enum ucx_sig_mode sig_mode;
 	enum ucx_err_mode err_mode;
+	int64_t error_delay_ms;
 };
 
 /* One weft context (one communicator): a UCP context and its one worker. */
@@ -67,7 +68,8 @@ struct ucx_ctx {
 	struct ucx_ep *eps;         /* every endpoint, for progress */
 	struct ucx_ep *closing;     /* disconnected endpoints UCX is not done with */
 	struct ucx_sig *orphan_sigs; /* token buffers of abandoned signals, freed at close */
-	int pending_error;          /* a failure of queued work, for the next progress to report */
+	int pending_error;          /* a failure of queued work, for progress to report */
+	int64_t pending_ns;         /* when it was seen */
 	struct ucx_rmh *rmhs;       /* every imported region, to drop an ep's keys at disconnect */
 	int nregions;               /* live registrations, for close's sanity check */
 };

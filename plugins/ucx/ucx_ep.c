@@ -62,6 +62,8 @@ struct ucx_ep {
 	bool closing;          /* disconnected: waiting for UCX to finish with it */
 	void *close_req;
 	int error;             /* sticky: first failure on this endpoint */
+	bool lost_work;        /* the failure hit operations not known complete */
+	int64_t fail_ns;       /* when the failure was seen (CLOCK_MONOTONIC) */
 	struct ucx_req *reqs;  /* outstanding requests */
 	int64_t inflight;      /* puts and signals not yet complete (queued ones too) */
 	uint64_t posted;       /* ops handed to UCX */
@@ -149,6 +151,12 @@ static void drop_zombies(struct ucx_ep *ep)
 	}
 }
 
+/* Operations posted and not known to be complete at the peer. */
+static bool has_work(const struct ucx_ep *ep)
+{
+	return ep->reqs || ep->sig_head || ep->inflight > 0 || ep->flushed < ep->posted;
+}
+
 /* Records the endpoint's first failure, logged once with UCX's message. A
  * failure while the endpoint had work is also reported by the next progress. */
 static void ep_fail(struct ucx_ep *ep, ucs_status_t st, const char *what)
@@ -158,10 +166,19 @@ static void ep_fail(struct ucx_ep *ep, ucs_status_t st, const char *what)
 	ep->error = ucx_code(st);
 	if (ep->error == -EAGAIN || ep->error == 0)
 		ep->error = -WEFT_ERR_TRANSPORT;
-	UCX_ERR("%s to rank %d failed: %s (%d)", what, ep->peer_rank, ucs_status_string(st), (int)st);
-	if (ep->reqs || ep->sig_head || ep->inflight)
-		if (!ep->ctx->pending_error)
+	ep->fail_ns = now_ns();
+	/* A peer that closes its end after the last exchange looks the same as
+	 * one that died; it only matters when work of ours was still open. */
+	bool busy = has_work(ep) || ep->lost_work;
+	UCX_LOG(busy ? WEFT_LOG_ERROR : WEFT_LOG_INFO, "%s to rank %d failed%s: %s (%d)", what, ep->peer_rank,
+		busy ? "" : " while idle (the peer closed or died)", ucs_status_string(st), (int)st);
+	if (busy) {
+		ep->lost_work = true;
+		if (!ep->ctx->pending_error) {
 			ep->ctx->pending_error = ep->error;
+			ep->ctx->pending_ns = ep->fail_ns;
+		}
+	}
 }
 
 static void req_link(struct ucx_ep *ep, struct ucx_req *rq, enum ucx_req_kind kind)
@@ -198,18 +215,28 @@ static void req_done(void *request, ucs_status_t status, void *user_data)
 	switch (rq->kind) {
 	case UCX_REQ_FLUSH:
 		ep->flushing = false;
-		if (status == UCS_OK)
-			ep->flushed = rq->seq;
-		else
+		if (status == UCS_OK) {
+			if (rq->seq > ep->flushed)
+				ep->flushed = rq->seq;
+		} else {
+			ep->lost_work = true;
 			ep_fail(ep, status, "flush");
+		}
 		break;
 	case UCX_REQ_TOKEN:
 		ucx_core->free(rq->sig);
+		/* A swap completes when its reply arrives, so it was performed at the
+		 * peer; the ops before it were complete there first (a flush or a
+		 * fence kept it behind them). */
+		if (status == UCS_OK && rq->seq > ep->flushed)
+			ep->flushed = rq->seq;
 		/* fall through */
 	case UCX_REQ_PUT:
 		ep->inflight--;
-		if (status != UCS_OK)
+		if (status != UCS_OK) {
+			ep->lost_work = true;
 			ep_fail(ep, status, rq->kind == UCX_REQ_PUT ? "put" : "signal");
+		}
 		break;
 	}
 	ucp_request_free(request);
@@ -266,17 +293,21 @@ static int post_token(struct ucx_ep *ep, struct ucx_sig *s)
 	if (sp == NULL) {
 		ucx_core->free(s);
 		ep->inflight--;
+		if (ep->posted > ep->flushed && ep->flushed >= ep->posted - 1)
+			ep->flushed = ep->posted;
 		return 0;
 	}
 	if (UCS_PTR_IS_ERR(sp)) {
 		ucx_core->free(s);
 		ep->inflight--;
+		ep->lost_work = true;
 		ep_fail(ep, UCS_PTR_STATUS(sp), "signal");
 		return ep->error;
 	}
 	struct ucx_req *rq = sp;
 	req_link(ep, rq, UCX_REQ_TOKEN);
 	rq->sig = s;
+	rq->seq = ep->posted;
 	return 0;
 }
 
@@ -383,6 +414,8 @@ int ucx_progress(void *tc)
 	}
 	if (ctx->closing)
 		reap_closing(ctx);
+	if (!ctx->pending_error || now_ns() - ctx->pending_ns < ctx->set.error_delay_ms * 1000000ll)
+		return 0;
 	int rc = ctx->pending_error;
 	ctx->pending_error = 0;
 	return rc;
@@ -599,8 +632,11 @@ static int check_op(struct ucx_ep *ep, const struct ucx_rmh *r, uint64_t roff, s
 		UCX_ERR("%s: endpoint to rank %d is not connected", what, ep->peer_rank);
 		return -EINVAL;
 	}
-	if (ep->error)
+	if (ep->error) {
+		/* Work refused is work lost: flush reports the failure from now on. */
+		ep->lost_work = true;
 		return ep->error;
+	}
 	if (r->ctx != ep->ctx) {
 		UCX_ERR("%s: rank %d's region was imported into another context", what, r->peer);
 		return -EINVAL;
@@ -626,9 +662,8 @@ static int admit(struct ucx_ep *ep)
 	return ep->inflight < ep->ctx->set.max_inflight ? 0 : -EAGAIN;
 }
 
-int ucx_put(void *epv, void *rmhv, uint64_t roff, void *mhv, uint64_t loff, size_t len)
+static int put_impl(struct ucx_ep *ep, void *rmhv, uint64_t roff, void *mhv, uint64_t loff, size_t len)
 {
-	struct ucx_ep *ep = epv;
 	struct ucx_rmh *r = rmhv;
 	struct ucx_mh *m = mhv;
 	int rc;
@@ -658,6 +693,7 @@ int ucx_put(void *epv, void *rmhv, uint64_t roff, void *mhv, uint64_t loff, size
 	if (sp == NULL)
 		return 0;
 	if (UCS_PTR_IS_ERR(sp)) {
+		ep->lost_work = true;
 		ep_fail(ep, UCS_PTR_STATUS(sp), "put");
 		return ep->error;
 	}
@@ -666,9 +702,8 @@ int ucx_put(void *epv, void *rmhv, uint64_t roff, void *mhv, uint64_t loff, size
 	return 0;
 }
 
-int ucx_signal(void *epv, void *rmhv, uint64_t roff, uint64_t value)
+static int signal_impl(struct ucx_ep *ep, void *rmhv, uint64_t roff, uint64_t value)
 {
-	struct ucx_ep *ep = epv;
 	struct ucx_rmh *r = rmhv;
 	int rc;
 	if ((rc = check_op(ep, r, roff, sizeof(uint64_t), "signal")) < 0)
@@ -714,18 +749,18 @@ int ucx_signal(void *epv, void *rmhv, uint64_t roff, uint64_t value)
 	return rc == -EAGAIN ? 0 : rc;
 }
 
-int ucx_flush(void *epv)
+static int flush_impl(struct ucx_ep *ep)
 {
-	struct ucx_ep *ep = epv;
 	if (!ep)
 		return -EINVAL;
 	if (ep->error)
-		return ep->error;
+		return ep->lost_work || has_work(ep) ? ep->error : 0;
 	if (!ep->connected || ep->closing)
 		return 0;
-	check_alive(ep);
+	if (has_work(ep))
+		check_alive(ep);
 	if (ep->error)
-		return ep->error;
+		return ep->lost_work || has_work(ep) ? ep->error : 0;
 	if (ep->reqs || ep->sig_head || ep->flushed < ep->posted) {
 		for (int i = 0; i < 8 && ucp_worker_progress(ep->ctx->worker) != 0; i++)
 			;
@@ -738,6 +773,34 @@ int ucx_flush(void *epv)
 	if (ep->error)
 		return ep->error;
 	return ep->sig_head || ep->inflight > 0 || ep->flushed < ep->posted ? -EAGAIN : 0;
+}
+
+/* A peer failure is reported only error_delay_ms after UCX saw it (-EAGAIN
+ * until then): the core's liveness watch, which fails the whole communicator,
+ * sees a dead process through its bootstrap sockets as fast as UCX does, and
+ * should be the one to report it. A failure the core does not see (a broken
+ * UCX connection to a live peer) still surfaces after the delay. */
+static int surface(struct ucx_ep *ep, int rc)
+{
+	if (rc < 0 && rc != -EAGAIN && ep && ep->error == rc &&
+	    now_ns() - ep->fail_ns < ep->ctx->set.error_delay_ms * 1000000ll)
+		return -EAGAIN;
+	return rc;
+}
+
+int ucx_put(void *epv, void *rmhv, uint64_t roff, void *mhv, uint64_t loff, size_t len)
+{
+	return surface(epv, put_impl(epv, rmhv, roff, mhv, loff, len));
+}
+
+int ucx_signal(void *epv, void *rmhv, uint64_t roff, uint64_t value)
+{
+	return surface(epv, signal_impl(epv, rmhv, roff, value));
+}
+
+int ucx_flush(void *epv)
+{
+	return surface(epv, flush_impl(epv));
 }
 
 /* The lanes of an endpoint, from ucp_ep_print_info (UCP has no query for its
