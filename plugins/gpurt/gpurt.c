@@ -328,6 +328,8 @@ int grt_memset(void *dst, int value, size_t len)
 
 int grt_write_value64(void *stream, void *addr, uint64_t value)
 {
+	if (grt_init() != 0)
+		return -WEFT_ERR_NO_DEVICE;
 	if (d.StreamWriteValue64) {
 		CUresult r = d.StreamWriteValue64((CUstream)stream, (CUdeviceptr)(uintptr_t)addr, value, 0);
 		if (r == CUDA_SUCCESS)
@@ -383,6 +385,8 @@ void grt_host_free(void *host)
 
 int grt_ptr_info(const void *ptr, struct grt_ptr_info *info)
 {
+	if (grt_init() != 0)
+		return -ENOENT;
 	struct cudaPointerAttributes a;
 	cudaError_t e = cudaPointerGetAttributes(&a, ptr);
 	if (e != cudaSuccess) {
@@ -455,6 +459,8 @@ int grt_ipc_close(void *ptr)
 /* --------------------------------------------------------------------- VMM */
 int grt_vmm_range(const void *ptr, uintptr_t *base, size_t *size)
 {
+	if (grt_init() != 0)
+		return -WEFT_ERR_NO_DEVICE;
 	CUdeviceptr b = 0;
 	size_t s = 0;
 	/* The mapping holding ptr (one physical chunk), where the driver says. */
@@ -476,6 +482,8 @@ int grt_vmm_range(const void *ptr, uintptr_t *base, size_t *size)
 
 int grt_vmm_export_fd(uintptr_t base, int *fd)
 {
+	if (grt_init() != 0)
+		return -WEFT_ERR_NO_DEVICE;
 	CUmemGenericAllocationHandle h;
 	int rc = DRV(d.MemRetainAllocationHandle(&h, (void *)base), "cuMemRetainAllocationHandle");
 	if (rc != 0)
@@ -500,6 +508,8 @@ static int set_access(CUdeviceptr p, size_t size, int dev)
 
 int grt_vmm_import_fds(const int *fds, const size_t *sizes, int n, int dev, void **ptr)
 {
+	if (grt_init() != 0)
+		return -WEFT_ERR_NO_DEVICE;
 	size_t total = 0;
 	for (int i = 0; i < n; i++)
 		total += sizes[i];
@@ -541,6 +551,8 @@ int grt_vmm_import_fd(int fd, size_t size, int dev, void **ptr)
 
 int grt_vmm_unmap(void *ptr, const size_t *sizes, int n)
 {
+	if (grt_init() != 0)
+		return -WEFT_ERR_NO_DEVICE;
 	CUdeviceptr va = (CUdeviceptr)(uintptr_t)ptr;
 	size_t off = 0;
 	int rc = 0;
@@ -555,6 +567,8 @@ int grt_vmm_unmap(void *ptr, const size_t *sizes, int n)
 
 int grt_vmm_granularity(int dev, size_t *gran)
 {
+	if (grt_init() != 0)
+		return -WEFT_ERR_NO_DEVICE;
 	CUmemAllocationProp p = {0};
 	p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
 	p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;

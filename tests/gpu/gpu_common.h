@@ -136,6 +136,12 @@ static void gmesh_keep(struct gmesh *m, int me)
 		for (int b = 0; b < m->n; b++)
 			if (a != b && a != me)
 				close(m->fd[a][b]);
+	/* The parent holds every end too, so a dead peer never reads as EOF:
+	 * bounded waits instead. */
+	struct timeval tv = {120, 0};
+	for (int b = 0; b < m->n; b++)
+		if (b != me)
+			setsockopt(m->fd[me][b], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 }
 
 static int g_sendall(int fd, const void *p, size_t n)

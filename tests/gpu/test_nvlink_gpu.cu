@@ -121,6 +121,9 @@ static int put_rank(int rank, int nranks, void *arg)
 		if (rank == 0) {
 			g_fill(host, len, seed);
 			CK(cudaMemcpy((char *)buf.p + soff, host, len, cudaMemcpyHostToDevice));
+			/* From pageable memory cudaMemcpy may return before the DMA lands,
+			 * and the transport's stream does not wait for the legacy stream. */
+			CK(cudaDeviceSynchronize());
 			OK(g_ops->put(ep, rmh, doff, mh, soff, len));
 			OK(g_ops->signal(ep, rtmh, 0, i + 1));
 			OK(g_flush(ep));
@@ -532,6 +535,7 @@ static int ring_rank(int rank, int nranks, void *arg)
 	unsigned char *h = (unsigned char *)malloc(len), *b = (unsigned char *)malloc(len);
 	g_fill(h, len, 77 + (uint64_t)rank);
 	CK(cudaMemcpy(buf, h, len, cudaMemcpyHostToDevice));
+	CK(cudaDeviceSynchronize());
 	if (!ep_next)
 		GFAIL("no endpoint to rank %d", next);
 	OK(g_ops->put(ep_next, rmh_next, len + 64, mh, 0, len));
