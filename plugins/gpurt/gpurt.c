@@ -461,23 +461,27 @@ int grt_vmm_range(const void *ptr, uintptr_t *base, size_t *size)
 {
 	if (grt_init() != 0)
 		return -WEFT_ERR_NO_DEVICE;
-	CUdeviceptr b = 0;
-	size_t s = 0;
-	/* The mapping holding ptr (one physical chunk), where the driver says. */
-	if (d.PointerGetAttribute(&b, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, (CUdeviceptr)(uintptr_t)ptr) ==
-		    CUDA_SUCCESS &&
-	    d.PointerGetAttribute(&s, CU_POINTER_ATTRIBUTE_RANGE_SIZE, (CUdeviceptr)(uintptr_t)ptr) == CUDA_SUCCESS &&
-	    s > 0) {
-		*base = (uintptr_t)b;
-		*size = s;
-		return 0;
+	/* The driver has two answers (cuMemGetAddressRange and the RANGE_*
+	 * pointer attributes); one of them may be the whole address reservation
+	 * rather than the mapping of one physical chunk. A chunk is never larger
+	 * than its reservation, so the smaller valid answer is the chunk. */
+	CUdeviceptr p = (CUdeviceptr)(uintptr_t)ptr, b1 = 0, b2 = 0;
+	size_t s1 = 0, s2 = 0;
+	int ok1 = d.MemGetAddressRange(&b1, &s1, p) == CUDA_SUCCESS && s1 > 0;
+	int ok2 = d.PointerGetAttribute(&b2, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, p) == CUDA_SUCCESS &&
+		  d.PointerGetAttribute(&s2, CU_POINTER_ATTRIBUTE_RANGE_SIZE, p) == CUDA_SUCCESS && s2 > 0;
+	if (!ok1 && !ok2)
+		return DRV(d.MemGetAddressRange(&b1, &s1, p), "cuMemGetAddressRange");
+	if (ok1 && ok2 && (b1 != b2 || s1 != s2))
+		glog(WEFT_LOG_DEBUG, "VMM range of %p: cuMemGetAddressRange %#llx+%zu, attributes %#llx+%zu", ptr,
+		     (unsigned long long)b1, s1, (unsigned long long)b2, s2);
+	if (!ok1 || (ok2 && s2 < s1)) {
+		b1 = b2;
+		s1 = s2;
 	}
-	int rc = DRV(d.MemGetAddressRange(&b, &s, (CUdeviceptr)(uintptr_t)ptr), "cuMemGetAddressRange");
-	if (rc == 0) {
-		*base = (uintptr_t)b;
-		*size = s;
-	}
-	return rc;
+	*base = (uintptr_t)b1;
+	*size = s1;
+	return 0;
 }
 
 int grt_vmm_export_fd(uintptr_t base, int *fd)
