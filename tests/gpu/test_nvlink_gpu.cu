@@ -84,6 +84,16 @@ static int put_rank(int rank, int nranks, void *arg)
 	OK(g_open(rank, nranks, 0x1000 + (uint64_t)a->vmm, &tc));
 	struct gbuf buf;
 	OK(gbuf_alloc(&buf, BIG + 64, a->vmm, dev));
+	if (a->vmm && rank == 0) {
+		uintptr_t b0 = 0, b1 = 0;
+		size_t s0 = 0, s1 = 0;
+		OK(grt_vmm_range(buf.p, &b0, &s0));
+		OK(grt_vmm_range((char *)buf.p + buf.total - 1, &b1, &s1));
+		printf("VMM buffer %p+%zu: chunks %#lx+%zu and %#lx+%zu\n", buf.p, buf.total, (unsigned long)b0, s0,
+		       (unsigned long)b1, s1);
+		if (b0 == b1)
+			GFAIL("the driver reports one range for a two-chunk buffer");
+	}
 	void *tok;
 	CK(cudaMalloc(&tok, 4096));
 	CK(cudaMemset(tok, 0, 4096));
