@@ -279,6 +279,12 @@ WEFT_API int weft_comm_create(const struct weft_unique_id *id, int nranks, int r
 	weft__list_init(&comm->rsems);
 	weft__list_init(&comm->pools);
 	weft__list_init(&comm->ports);
+	weft__list_init(&comm->closed);
+	comm->pair_seq = calloc((size_t)nranks, sizeof(*comm->pair_seq));
+	if (!comm->pair_seq) {
+		rc = -ENOMEM;
+		goto err_free_comm;
+	}
 
 	rc = weft__bootstrap_create(id, nranks, rank, &comm->bs);
 	if (rc != 0)
@@ -292,6 +298,7 @@ WEFT_API int weft_comm_create(const struct weft_unique_id *id, int nranks, int r
 err_destroy_bootstrap:
 	weft__bootstrap_destroy(comm->bs);
 err_free_comm:
+	free(comm->pair_seq);
 	pthread_mutex_destroy(&comm->port_lock);
 	pthread_mutex_destroy(&comm->lock);
 	free(comm);
@@ -316,9 +323,17 @@ WEFT_API int weft_comm_create_from_env(weft_comm_t **comm)
 	return weft_comm_create(NULL, size, rank, comm);
 }
 
-/* Releases in reverse order of dependence: collective state, port channels (and the proxy),
+/* Releases in reverse order of dependence: collective state, port channels,
  * connections, semaphores, memory, then the transport contexts and the
- * bootstrap. A failed comm skips every flush, so no dead peer is awaited. */
+ * bootstrap. A failed comm skips every flush and wait, so no dead peer is
+ * awaited.
+ *
+ * A peer's last operations toward this rank may complete only while this rank
+ * progresses (delivery-complete acknowledgements, target-side landing), and
+ * that peer may still be flushing when this rank is done. So every connection
+ * is closed two-sided (conn.c): endpoints and transports go only after each
+ * connected peer said its side is flushed, or died, or left; meanwhile the
+ * proxy thread progresses the transports. */
 WEFT_API int weft_comm_destroy(weft_comm_t *comm)
 {
 	if (!comm)
@@ -328,6 +343,9 @@ WEFT_API int weft_comm_destroy(weft_comm_t *comm)
 	 * they go first, while connections and memory still work. */
 	weft__coll_comm_cleanup(comm);
 	weft__port_destroy_all(comm);
+	weft__conn_retire_all(comm);
+	weft__conn_await_fins(comm);
+	weft__proxy_stop(comm);
 	weft__conn_close_all(comm);
 	weft__sem_destroy_all(comm);
 	weft__mem_destroy_all(comm);
@@ -336,6 +354,7 @@ WEFT_API int weft_comm_destroy(weft_comm_t *comm)
 	weft__idtab_free(&comm->mem_ids);
 	weft__idtab_free(&comm->rmem_ids);
 	weft__idtab_free(&comm->rsem_ids);
+	free(comm->pair_seq);
 	pthread_mutex_destroy(&comm->port_lock);
 	pthread_mutex_destroy(&comm->lock);
 	free(comm);

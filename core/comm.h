@@ -77,6 +77,8 @@ struct weft__tp {
 #define WEFT__TAG_MEM (WEFT__TAG_RESERVED + 1)
 #define WEFT__TAG_CONN (WEFT__TAG_RESERVED + 2)
 #define WEFT__TAG_SEM (WEFT__TAG_RESERVED + 3)
+#define WEFT__TAG_FIN_BASE (WEFT__TAG_RESERVED + 0x1000) /* + a connection's number in its pair */
+#define WEFT__TAG_FIN_RANGE 0xE000u
 
 /* ---------------------------------------------------------------- id tables
  * Port-channel triggers name memory and semaphores by small integers, so that
@@ -105,6 +107,8 @@ struct weft_comm {
 
 	pthread_mutex_t lock; /* the lists and id tables below */
 	struct weft__link mems, rmems, conns, sems, rsems, pools;
+	struct weft__link closed; /* closed connections whose endpoints wait for the peer's fin */
+	uint32_t *pair_seq;       /* per peer: connections made so far (see conn.c) */
 	struct weft__idtab mem_ids, rmem_ids, rsem_ids;
 
 	pthread_mutex_t port_lock; /* the port list; held by the proxy while it drains */
@@ -142,6 +146,8 @@ struct weft_conn {
 	int tpi; /* index of tp in comm->tp */
 	void *ep;
 	int nports; /* guarded by comm->port_lock */
+	uint32_t pair_seq; /* this connection's number among those of its pair */
+	int fin_sent;      /* closed, and the peer was told */
 };
 
 struct weft_sem {
@@ -211,7 +217,14 @@ void weft__progress_release(weft_comm_t *comm);
 
 /* Teardown used by weft_comm_destroy, each releasing every object of its kind. */
 void weft__port_destroy_all(weft_comm_t *comm);
+/* Flushes (while the comm is healthy) and closes every open connection,
+ * telling each peer; then waits for every peer's word that its side is
+ * flushed too; then destroys every endpoint. See conn.c. */
+void weft__conn_retire_all(weft_comm_t *comm);
+void weft__conn_await_fins(weft_comm_t *comm);
 void weft__conn_close_all(weft_comm_t *comm);
+/* Stops the proxy thread (after every port is gone and no hold is left). */
+void weft__proxy_stop(weft_comm_t *comm);
 void weft__sem_destroy_all(weft_comm_t *comm);
 void weft__mem_destroy_all(weft_comm_t *comm);
 /* Releases one memory handle / import without touching the user lists. */

@@ -360,6 +360,10 @@ static int connect_peer(weft_comm_t *comm, int peer, const char *transport, weft
 	conn->tpi = c[chosen].tpi;
 	conn->tp = tp;
 	conn->ep = c[chosen].ep;
+	/* Connections between two ranks are made in the same order on both (each
+	 * weft_connect meets its peer's), so this count names the pair's connection
+	 * alike on both sides. */
+	conn->pair_seq = comm->pair_seq[peer]++;
 	free(theirs);
 	drop_cands(comm, c, nc, chosen);
 	free(c);
@@ -404,6 +408,32 @@ static void conn_free(weft_conn_t *conn)
 	free(conn);
 }
 
+/* Closing is two-sided without blocking on the peer: a closed connection
+ * tells its peer "my side is flushed" (a fin message tagged with the pair's
+ * connection number) and is parked with its endpoint intact. Endpoints are
+ * destroyed only in weft_comm_destroy, after the peer's fin arrived (or the
+ * peer died or left): until then the peer may still be flushing toward this
+ * rank, and a transport may need this rank's progress and this endpoint to
+ * complete that (delivery acknowledgements), or may misbehave on traffic for
+ * an endpoint already gone. */
+static uint32_t fin_tag(const weft_conn_t *conn)
+{
+	return WEFT__TAG_FIN_BASE + conn->pair_seq % WEFT__TAG_FIN_RANGE;
+}
+
+static void conn_retire(weft_conn_t *conn)
+{
+	weft_comm_t *comm = conn->comm;
+	if (weft__comm_status(comm) == 0) {
+		uint32_t seq = conn->pair_seq;
+		conn->fin_sent = weft__bootstrap_send(comm->bs, conn->peer, fin_tag(conn), &seq, sizeof(seq)) == 0;
+	}
+	pthread_mutex_lock(&comm->lock);
+	weft__list_del(&conn->link);
+	weft__list_push(&comm->closed, &conn->link);
+	pthread_mutex_unlock(&comm->lock);
+}
+
 WEFT_API int weft_conn_close(weft_conn_t *conn)
 {
 	if (!conn)
@@ -419,18 +449,49 @@ WEFT_API int weft_conn_close(weft_conn_t *conn)
 	/* A failed comm is not flushed: its peer may be dead. The flush error is
 	 * returned, but the connection is closed all the same. */
 	int rc = weft__comm_status(comm) == 0 ? weft_flush(conn) : 0;
-	conn_free(conn);
+	conn_retire(conn);
 	return rc;
+}
+
+void weft__conn_retire_all(weft_comm_t *comm)
+{
+	while (!weft__list_empty(&comm->conns)) {
+		weft_conn_t *conn = weft__container_of(comm->conns.next, weft_conn_t, link);
+		if (weft__comm_status(comm) == 0)
+			(void)weft_flush(conn);
+		conn_retire(conn);
+	}
+}
+
+void weft__conn_await_fins(weft_comm_t *comm)
+{
+	if (weft__comm_status(comm) != 0 || weft__list_empty(&comm->closed))
+		return;
+	/* Every fin of this rank is sent before any is awaited, and peers do the
+	 * same, so the waits cannot form a cycle. */
+	if (weft__progress_hold(comm) != 0)
+		return;
+	for (struct weft__link *l = comm->closed.next; l != &comm->closed; l = l->next) {
+		weft_conn_t *conn = weft__container_of(l, weft_conn_t, link);
+		if (!conn->fin_sent)
+			continue;
+		uint32_t seq = 0;
+		int rc = weft__bootstrap_recv(comm->bs, conn->peer, fin_tag(conn), &seq, sizeof(seq));
+		if (rc == 0 && seq != conn->pair_seq)
+			WEFT_WARN("rank %d closed connection #%u where #%u was expected", conn->peer, seq,
+				  conn->pair_seq);
+		if (rc != 0 && weft__comm_status(comm) != 0)
+			break; /* a peer died or the comm was aborted: nobody else is awaited */
+	}
+	weft__progress_release(comm);
 }
 
 void weft__conn_close_all(weft_comm_t *comm)
 {
-	while (!weft__list_empty(&comm->conns)) {
-		weft_conn_t *conn = weft__container_of(comm->conns.prev, weft_conn_t, link);
-		if (weft__comm_status(comm) == 0)
-			(void)weft_flush(conn);
-		conn_free(conn);
-	}
+	while (!weft__list_empty(&comm->conns))
+		conn_free(weft__container_of(comm->conns.prev, weft_conn_t, link));
+	while (!weft__list_empty(&comm->closed))
+		conn_free(weft__container_of(comm->closed.prev, weft_conn_t, link));
 }
 
 /* -------------------------------------------------------- data movement */

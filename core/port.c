@@ -222,7 +222,7 @@ static void proxy_users(struct weft__proxy *px, int delta)
 	pthread_mutex_unlock(&px->mu);
 }
 
-static void proxy_stop(weft_comm_t *comm)
+void weft__proxy_stop(weft_comm_t *comm)
 {
 	struct weft__proxy *px = comm->proxy;
 	if (!px)
@@ -341,7 +341,6 @@ void weft__port_destroy_all(weft_comm_t *comm)
 {
 	while (!weft__list_empty(&comm->ports))
 		weft_port_destroy(weft__container_of(comm->ports.prev, weft_port_t, link));
-	proxy_stop(comm);
 }
 
 /* Reserves a slot, waiting only while the FIFO is full, and publishes the

@@ -634,8 +634,9 @@ static int rank_bad_args(int rank, int n, void *arg)
 	memcpy(bad, blob, got);
 	put_le32(bad + 24, 0xffffffffu);
 	RCHECK(weft_mem_import(w.comm, prev, bad, got, &rm) == -WEFT_ERR_PROTOCOL, "huge section count accepted");
+	uint32_t nsec = (uint32_t)blob[24] | (uint32_t)blob[25] << 8 | (uint32_t)blob[26] << 16 | (uint32_t)blob[27] << 24;
 	memcpy(bad, blob, got);
-	put_le32(bad + 24, 2);
+	put_le32(bad + 24, nsec + 1);
 	RCHECK(weft_mem_import(w.comm, prev, bad, got, &rm) == -WEFT_ERR_PROTOCOL, "missing section accepted");
 	if (got > 32 + 40) {
 		memcpy(bad, blob, got);
@@ -646,9 +647,21 @@ static int rank_bad_args(int rank, int n, void *arg)
 		memset(bad + 32, 'x', 32); /* unterminated transport name */
 		RCHECK(weft_mem_import(w.comm, prev, bad, got, &rm) == -WEFT_ERR_PROTOCOL,
 		       "unterminated section name accepted");
-		/* The transport's own section, corrupted: its mem_import must refuse it. */
+		/* The transport's own section, corrupted: its mem_import must refuse it.
+		 * Sections: name[32], length u32, reserved u32, then the bytes. */
+		size_t off = 32, sec = 0, slen = 0;
+		for (uint32_t k = 0; k < nsec && off + 40 <= got; k++) {
+			uint32_t l = (uint32_t)blob[off + 32] | (uint32_t)blob[off + 33] << 8 |
+				     (uint32_t)blob[off + 34] << 16 | (uint32_t)blob[off + 35] << 24;
+			if (strncmp((const char *)blob + off, g_tp, 32) == 0) {
+				sec = off + 40;
+				slen = l;
+			}
+			off += 40 + l;
+		}
+		RCHECK(sec > 0 && slen > 0, "the blob has no section for %s", g_tp);
 		memcpy(bad, blob, got);
-		for (size_t i = 32 + 40; i < got; i++)
+		for (size_t i = sec; i < sec + slen; i++)
 			bad[i] ^= 0x5a;
 		int rc = weft_mem_import(w.comm, prev, bad, got, &rm);
 		RCHECK(rc != 0, "a corrupted %s section was accepted", g_tp);
