@@ -8,7 +8,7 @@ if(_weft_have_cuda AND TARGET weft-plugin-nvlink)
   endif()
   enable_language(CUDA)
   find_package(CUDAToolkit REQUIRED)
-  set(_gpurt ${PROJECT_SOURCE_DIR}/plugins/gpurt/gpurt.c)
+  set(_gpurt ${PROJECT_SOURCE_DIR}/plugins/gpurt/gpurt.c ${PROJECT_SOURCE_DIR}/plugins/gpurt/gpurt_cuda.c)
   set(_gpudir ${CMAKE_CURRENT_SOURCE_DIR}/gpu)
   # The project's warning flags are gcc's: nvcc gets them through -Xcompiler.
   get_directory_property(_opts COMPILE_OPTIONS)

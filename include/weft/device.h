@@ -1,8 +1,9 @@
 /* weft: device-side channels. The structs are plain C, filled on the host by
  * weft_memchan_device_handle / weft_port_device_handle and copied to the GPU;
- * the functions (CUDA, compiled only under nvcc) let kernels move data and
- * synchronize without the host. Every wait also polls the communicator's
- * host-mapped abort flag, so a kernel never outlives a dead peer. */
+ * the functions (compiled only under nvcc, or clang/hipcc compiling HIP for
+ * AMD GPUs: __HIP__, __HIP_PLATFORM_AMD__) let kernels move data and synchronize
+ * without the host. Every wait also polls the communicator's host-mapped
+ * abort flag, so a kernel never outlives a dead peer. */
 #ifndef WEFT_DEVICE_H
 #define WEFT_DEVICE_H
 
@@ -60,11 +61,31 @@ struct weft_port_dev {
 #endif
 
 #if defined(__CUDACC__)
+#define WEFT_DEV_CUDA 1
+#elif defined(__HIP__)
+/* clang compiling HIP: the device side is AMD's (HIP on NVIDIA is nvcc). */
+#define WEFT_DEV_HIP 1
+#include <hip/hip_runtime.h>
+#if !defined(__HIP_PLATFORM_AMD__)
+#error "weft/device.h: HIP compilation without __HIP_PLATFORM_AMD__"
+#endif
+#endif
+
+#if defined(WEFT_DEV_CUDA) || defined(WEFT_DEV_HIP)
 /* ------------------------------------------------------- device functions */
 #define WEFT_DEV static __device__ __forceinline__
 
 /* Polls of the abort flag: one every this many spins (the flag crosses PCIe). */
 #define WEFT_DEV_ABORT_EVERY 1024
+
+/* The memory-model layer: system-scope loads and stores (the peer GPU and the
+ * host see them) and reads of host-written words. CUDA: PTX; AMD: the
+ * compiler's HIP atomics at system scope, which on gfx9 emit the cache
+ * writeback/invalidate that release/acquire need across xGMI and PCIe.
+ * WEFT_DEV_LD_HOST32/64 read a word the host (or the proxy) writes. */
+#if defined(WEFT_DEV_CUDA)
+#define WEFT_DEV_LD_HOST32(p) (*(p))
+#define WEFT_DEV_LD_HOST64(p) (*(p))
 
 WEFT_DEV uint64_t weft_ld_acquire_sys(const uint64_t *p)
 {
@@ -89,10 +110,36 @@ WEFT_DEV void weft_st_relaxed_sys(uint64_t *p, uint64_t v)
 {
 	asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
+#else /* WEFT_DEV_HIP */
+#define WEFT_DEV_LD_HOST32(p)                                                                                         \
+	__hip_atomic_load((const uint32_t *)(uintptr_t)(p), __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM)
+#define WEFT_DEV_LD_HOST64(p)                                                                                         \
+	__hip_atomic_load((const uint64_t *)(uintptr_t)(p), __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM)
+
+WEFT_DEV uint64_t weft_ld_acquire_sys(const uint64_t *p)
+{
+	return __hip_atomic_load(p, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+
+WEFT_DEV uint64_t weft_ld_relaxed_sys(const uint64_t *p)
+{
+	return __hip_atomic_load(p, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+
+WEFT_DEV void weft_st_release_sys(uint64_t *p, uint64_t v)
+{
+	__hip_atomic_store(p, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+
+WEFT_DEV void weft_st_relaxed_sys(uint64_t *p, uint64_t v)
+{
+	__hip_atomic_store(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+}
+#endif
 
 WEFT_DEV int weft_dev_aborted(const volatile uint32_t *flag)
 {
-	return flag != NULL && *flag != 0;
+	return flag != NULL && WEFT_DEV_LD_HOST32(flag) != 0;
 }
 
 /* Copies bytes from src to dst with the threads [tid, nthreads) of a group:
@@ -229,10 +276,15 @@ WEFT_DEV void weft_ll_epoch_commit(const struct weft_memchan_dev *c, uint32_t e)
 	*c->epoch = e;
 }
 
-/* 8-byte packet: 4 data bytes + 4 flag bytes. */
+/* 8-byte packet: 4 data bytes + 4 flag bytes. AMD: one 64-bit system-scope
+ * store (data in the low word, at the lower address, as on CUDA). */
 WEFT_DEV void weft_ll8_write(uint64_t *pkt, uint32_t data, uint32_t flag)
 {
+#if defined(WEFT_DEV_CUDA)
 	asm volatile("st.volatile.global.v2.u32 [%0], {%1, %2};" ::"l"(pkt), "r"(data), "r"(flag) : "memory");
+#else
+	weft_st_relaxed_sys(pkt, (uint64_t)data | (uint64_t)flag << 32);
+#endif
 }
 
 /* Waits until pkt carries flag; returns WEFT_DEV_OK and the data in *data. */
@@ -240,7 +292,13 @@ WEFT_DEV int weft_ll8_read(const uint64_t *pkt, uint32_t flag, uint32_t *data, c
 {
 	uint32_t d, f;
 	for (uint32_t n = 0;; n++) {
+#if defined(WEFT_DEV_CUDA)
 		asm volatile("ld.volatile.global.v2.u32 {%0, %1}, [%2];" : "=r"(d), "=r"(f) : "l"(pkt) : "memory");
+#else
+		uint64_t v = weft_ld_relaxed_sys(pkt);
+		d = (uint32_t)v;
+		f = (uint32_t)(v >> 32);
+#endif
 		if (f == flag)
 			break;
 		if (n % WEFT_DEV_ABORT_EVERY == WEFT_DEV_ABORT_EVERY - 1 && weft_dev_aborted(abort_flag))
@@ -250,22 +308,40 @@ WEFT_DEV int weft_ll8_read(const uint64_t *pkt, uint32_t flag, uint32_t *data, c
 	return WEFT_DEV_OK;
 }
 
-/* 16-byte packet: 2 x (4 data + 4 flag), 8 data bytes per store. */
+/* 16-byte packet: 2 x (4 data + 4 flag), 8 data bytes per store. Each half
+ * carries its own flag, so AMD, which has no 128-bit atomic store, writes the
+ * halves as two 64-bit system-scope stores: a reader that sees both flags has
+ * both halves, whatever order they land in. */
 WEFT_DEV void weft_ll16_write(uint4 *pkt, uint64_t data, uint32_t flag)
 {
+#if defined(WEFT_DEV_CUDA)
 	asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(pkt), "r"((uint32_t)data), "r"(flag),
 		     "r"((uint32_t)(data >> 32)), "r"(flag)
 		     : "memory");
+#else
+	uint64_t *h = (uint64_t *)pkt;
+	weft_st_relaxed_sys(h, (data & 0xffffffffu) | (uint64_t)flag << 32);
+	weft_st_relaxed_sys(h + 1, (data >> 32) | (uint64_t)flag << 32);
+#endif
 }
 
 WEFT_DEV int weft_ll16_read(const uint4 *pkt, uint32_t flag, uint64_t *data, const volatile uint32_t *abort_flag)
 {
 	uint32_t a, f1, b, f2;
 	for (uint32_t n = 0;; n++) {
+#if defined(WEFT_DEV_CUDA)
 		asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
 			     : "=r"(a), "=r"(f1), "=r"(b), "=r"(f2)
 			     : "l"(pkt)
 			     : "memory");
+#else
+		const uint64_t *h = (const uint64_t *)pkt;
+		uint64_t lo = weft_ld_relaxed_sys(h), hi = weft_ld_relaxed_sys(h + 1);
+		a = (uint32_t)lo;
+		f1 = (uint32_t)(lo >> 32);
+		b = (uint32_t)hi;
+		f2 = (uint32_t)(hi >> 32);
+#endif
 		if (f1 == flag && f2 == flag)
 			break;
 		if (n % WEFT_DEV_ABORT_EVERY == WEFT_DEV_ABORT_EVERY - 1 && weft_dev_aborted(abort_flag))
@@ -281,11 +357,11 @@ WEFT_DEV int weft_ll16_read(const uint4 *pkt, uint32_t flag, uint64_t *data, con
 WEFT_DEV uint64_t weft_port_push(const struct weft_port_dev *p, uint64_t w0, uint64_t w1)
 {
 	unsigned long long h = atomicAdd((unsigned long long *)p->head, 1ull);
-	for (uint32_t n = 0; h - *p->tail >= p->depth; n++)
+	for (uint32_t n = 0; h - WEFT_DEV_LD_HOST64(p->tail) >= p->depth; n++)
 		if (n % WEFT_DEV_ABORT_EVERY == WEFT_DEV_ABORT_EVERY - 1 && weft_dev_aborted(p->abort_flag))
 			return UINT64_MAX;
 	uint64_t *slot = p->slots + 2 * (h % p->depth);
-	asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(slot + 1), "l"(w1) : "memory");
+	weft_st_relaxed_sys(slot + 1, w1);
 	weft_st_release_sys(slot, w0);
 	return h;
 }
@@ -311,10 +387,10 @@ WEFT_DEV int weft_port_flush(const struct weft_port_dev *p)
 	uint64_t pos = weft_port_push(p, WEFT_TRIG_FLUSH, 0);
 	if (pos == UINT64_MAX)
 		return WEFT_DEV_ABORTED;
-	for (uint32_t n = 0; *p->done <= pos; n++)
+	for (uint32_t n = 0; WEFT_DEV_LD_HOST64(p->done) <= pos; n++)
 		if (n % WEFT_DEV_ABORT_EVERY == WEFT_DEV_ABORT_EVERY - 1 && weft_dev_aborted(p->abort_flag))
 			return WEFT_DEV_ABORTED;
 	return WEFT_DEV_OK;
 }
-#endif /* __CUDACC__ */
+#endif /* WEFT_DEV_CUDA || WEFT_DEV_HIP */
 #endif /* WEFT_DEVICE_H */

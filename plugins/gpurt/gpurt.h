@@ -1,9 +1,10 @@
 /* gpurt: the one layer through which GPU plugins reach the GPU runtime and
  * driver. Every call returns 0 or a negative code and logs the runtime's own
- * error string, so plugins never see vendor types or codes. This file is the
- * CUDA implementation's interface; a HIP one (gpurt_hip.c) can implement the
- * same functions. Compiled into each GPU plugin (and the GPU tests), never a
- * plugin of its own. */
+ * error string, so plugins never see vendor types or codes. One interface,
+ * two backends: gpurt.c (runtime-neutral) is linked with either gpurt_cuda.c
+ * (nvlink, GPU tests) or gpurt_hip.c (xgmi). Compiled into each GPU plugin
+ * (and the GPU tests), never a plugin of its own. Where a call's comment names
+ * a CUDA function, the HIP backend uses its hip* twin. */
 #ifndef WEFT_GPURT_H
 #define WEFT_GPURT_H
 
