@@ -73,7 +73,8 @@ START_TEST(test_info_without_rocm)
 	char *out = wt_run_capture(cmd, &st);
 	ck_assert_ptr_nonnull(out);
 	ck_assert_msg(st == 0, "weft-info failed (%d):\n%s", st, out);
-	ck_assert_msg(strstr(out, "xgmi-norocm/libweft-xgmi.so\n") != NULL, "weft-info did not load the test copy of xgmi:\n%s", out);
+	ck_assert_msg(strstr(out, "xgmi-norocm/libweft-xgmi.so\n") != NULL,
+		      "weft-info did not load the test copy of xgmi:\n%s", out);
 	ck_assert_msg(strstr(out, "no AMD GPU (libamdhip64-weft-test-absent.so") != NULL,
 		      "weft-info does not say that the HIP runtime is missing:\n%s", out);
 	free(out);
