@@ -108,11 +108,21 @@ int weft__tp_progress(struct weft__tp *tp)
 	return rc;
 }
 
+void weft__comm_note_error(weft_comm_t *comm, int rc)
+{
+	/* A transport that saw a peer die reports it before the bootstrap's
+	 * liveness watch may have: either way the whole communicator is broken, so
+	 * every pending and later call must see it, not only the one that noticed. */
+	if (rc == -WEFT_ERR_PEER)
+		weft__bootstrap_fail(comm->bs, rc);
+}
+
 int weft__comm_progress(weft_comm_t *comm)
 {
 	int first = 0;
 	for (int i = 0; i < comm->ntp; i++) {
 		int rc = weft__tp_progress(&comm->tp[i]);
+		weft__comm_note_error(comm, rc);
 		if (rc < 0 && first == 0) {
 			WEFT_DEBUG("transport %s: progress failed: %s", comm->tp[i].name, weft_strerror(rc));
 			first = rc;

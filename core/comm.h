@@ -184,6 +184,8 @@ int weft__comm_status(const weft_comm_t *comm);
 
 /* Progresses every open transport once. Returns 0 or the first error. */
 int weft__comm_progress(weft_comm_t *comm);
+/* Fails the comm when rc says a peer died (-WEFT_ERR_PEER); other codes pass. */
+void weft__comm_note_error(weft_comm_t *comm, int rc);
 /* Progresses one transport. */
 int weft__tp_progress(struct weft__tp *tp);
 

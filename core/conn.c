@@ -531,6 +531,7 @@ static int wait_step(weft_conn_t *conn, struct weft__backoff *b)
 	if (rc != 0)
 		return rc;
 	rc = weft__tp_progress(conn->tp);
+	weft__comm_note_error(conn->comm, rc);
 	if (rc != 0) {
 		WEFT_ERROR("transport %s: progress failed while waiting on rank %d: %s", conn->tp->name, conn->peer,
 			   weft_strerror(rc));
@@ -542,6 +543,7 @@ static int wait_step(weft_conn_t *conn, struct weft__backoff *b)
 
 static int report_op(weft_conn_t *conn, const char *op, int rc)
 {
+	weft__comm_note_error(conn->comm, rc);
 	if (rc != 0 && rc != -WEFT_ERR_PEER && rc != -WEFT_ERR_ABORTED)
 		WEFT_ERROR("transport %s: %s to rank %d failed: %s", conn->tp->name, op, conn->peer, weft_strerror(rc));
 	return rc;

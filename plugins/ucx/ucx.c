@@ -22,9 +22,9 @@ static const struct weft_param_decl ucx_params[] = {
 	 "puts and signals outstanding per endpoint before put and signal return -EAGAIN"},
 	{sizeof(struct weft_param_decl), "ucx", "signal_order", WEFT_PARAM_STRING, "flush",
 	 "how a signal stays behind earlier puts: flush (wait for an endpoint flush) or fence (ucp_worker_fence)"},
-	{sizeof(struct weft_param_decl), "ucx", "error_delay_ms", WEFT_PARAM_INT, "1000",
-	 "how long a peer failure seen by UCX is held back (put, signal, flush and progress return -EAGAIN) so that "
-	 "the core's liveness watch reports it first and fails the communicator; 0 reports it at once"},
+	{sizeof(struct weft_param_decl), "ucx", "error_delay_ms", WEFT_PARAM_INT, "0",
+	 "how long a peer failure seen by UCX is held back (put, signal, flush and progress return -EAGAIN) before "
+	 "it is reported; 0 reports it at once (the core then fails the whole communicator)"},
 	{sizeof(struct weft_param_decl), "ucx", "error_mode", WEFT_PARAM_STRING, "auto",
 	 "UCX peer-failure handling per endpoint: peer, none, or auto (none toward same-host peers when shared "
 	 "memory is available, which UCX cannot use with peer mode; peer otherwise)"},
