@@ -17,6 +17,9 @@ DEPS_PACKAGES=(
 	libucx-dev ucx-utils
 	# ib plugin (rdma-core verbs)
 	libibverbs-dev
+	# xgmi plugin: HIP headers (the HIP runtime is dlopened at run time), and
+	# hipcc for the HIP compile check of include/weft/device.h
+	libamdhip64-dev hipcc
 	# topology
 	libhwloc-dev
 	# netns tests (ip netns, veth)
