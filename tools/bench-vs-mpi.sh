@@ -66,7 +66,7 @@ run_one() {
 		tail -5 "$log" >&2
 		return 1
 	fi
-	if awk '!/^#/ && NF >= 13 && ($9 != 0 || $13 != 0) {bad = 1} END {exit !bad}' "$log"; then
+	if awk '/^ *[0-9]/ && NF >= 13 && ($9 != 0 || $13 != 0) {bad = 1} END {exit !bad}' "$log"; then
 		echo "bench-vs-mpi: wrong data reported in $log" >&2
 		return 1
 	fi
@@ -86,7 +86,7 @@ done
 # median <tool> <coll> <np>: "size median_us" per size over the runs' out-of-place
 # time column (6th field of nccl-tests' rows).
 median() {
-	cat "$out"/raw/"$1-$2-np$3"-run*.log 2>/dev/null | awk '!/^[#+]/ && NF >= 13 {print $1, $6}' |
+	cat "$out"/raw/"$1-$2-np$3"-run*.log 2>/dev/null | awk '/^ *[0-9]/ && NF >= 13 {print $1, $6}' |
 		sort -k1,1n -k2,2g | awk '
 		{ v[$1] = v[$1] " " $2; n[$1]++ }
 		END {
