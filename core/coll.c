@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "coll.h"
+#include "comm.h"
 #include "config.h"
 #include "log.h"
 #include "registry.h"
@@ -133,6 +134,13 @@ static const struct weft_prim_api prim_api = {
 	.sem_wait = weft_sem_wait,
 	.sem_exchange = weft_sem_exchange,
 	.rsem_release = weft_rsem_release,
+	.mem_alloc = weft_mem_alloc,
+	.mem_free = weft_mem_free,
+	.rmem_device_ptr = weft_rmem_device_ptr,
+	.memchan_create = weft_memchan_create,
+	.memchan_destroy = weft_memchan_destroy,
+	.memchan_device_handle = weft_memchan_device_handle,
+	.sem_create_on = weft_sem_create_on,
 };
 
 const struct weft_prim_api *weft__coll_prim_api(void)
@@ -142,10 +150,20 @@ const struct weft_prim_api *weft__coll_prim_api(void)
 
 enum weft_mem_type weft__coll_mem_type(weft_comm_t *comm, const void *buf)
 {
-	/* Every buffer is host memory until a GPU transport can tell device
-	 * pointers apart (a later transport op: pointer attributes). */
-	(void)comm;
-	(void)buf;
+	/* The core knows no GPU runtime: it asks each transport that can tell
+	 * (mem_query, the cudaPointerGetAttributes of GPU transports). A pointer
+	 * none of them recognizes is host memory. */
+	for (int i = 0; buf && i < comm->ntp; i++) {
+		struct weft__tp *tp = &comm->tp[i];
+		if (!WEFT__TP_HAS(tp, mem_query))
+			continue;
+		enum weft_mem_type type = WEFT_MEM_HOST;
+		pthread_mutex_lock(&tp->lock);
+		int rc = tp->ops->mem_query(tp->tc, buf, &type);
+		pthread_mutex_unlock(&tp->lock);
+		if (rc == 0 && type != WEFT_MEM_HOST)
+			return type;
+	}
 	return WEFT_MEM_HOST;
 }
 
@@ -156,6 +174,7 @@ enum weft_mem_type weft__coll_mem_type(weft_comm_t *comm, const void *buf)
 struct cat_algo {
 	const struct weft_algo *algo;
 	const char *pack;
+	const struct weft_core_api *core; /* the services table the pack's file was given */
 	char full[160]; /* "pack/algo" */
 };
 
@@ -222,6 +241,7 @@ static void cat_build(void)
 			struct cat_algo *ca = &cat[ncat];
 			ca->algo = a;
 			ca->pack = e->name;
+			ca->core = e->core;
 			snprintf(ca->full, sizeof(ca->full), "%s/%s", e->name, a->name);
 			for (int j = 0; j < ncat; j++)
 				if (strcmp(cat[j].full, ca->full) == 0) {
@@ -479,9 +499,7 @@ static int inst_setup(weft_comm_t *comm, struct coll_comm *cc, int idx)
 		.rank = weft_comm_rank(comm),
 		.nranks = weft_comm_size(comm),
 		.prim = &prim_api,
-		/* The registry does not hand out the services table it gave the pack
-		 * at init yet; packs keep the one their weft_plugin_init received. */
-		.core = NULL,
+		.core = cat[idx].core,
 	};
 	void *state = NULL;
 	int rc = WEFT_HAS_OP(a, struct weft_algo, setup) ? a->setup(&ac, &state) : 0;

@@ -5,7 +5,6 @@
 
 #include <stdio.h>
 
-#include <weft/coll_p2p.h>
 #include <weft/plugin.h>
 #include <weft/weft.h>
 

@@ -131,6 +131,11 @@ WEFT_API int weft_sem_create_on(weft_comm_t *comm, enum weft_mem_type type, weft
 /* Maps an imported region of conn's transport into this GPU. */
 static int map_rmem(weft_conn_t *conn, weft_rmem_t *r, void **dev)
 {
+	if (r->comm != conn->comm || r->peer != conn->peer) {
+		WEFT_ERROR("weft_rmem_device_ptr: the region was imported from rank %d, the connection goes to rank %d",
+			   r->peer, conn->peer);
+		return -EINVAL;
+	}
 	void *rmh = r->rmh ? r->rmh[conn->tpi] : NULL;
 	if (!rmh) {
 		WEFT_ERROR("weft_memchan_create: rank %d's region was not imported by transport %s", r->peer,
@@ -145,6 +150,19 @@ static int map_rmem(weft_conn_t *conn, weft_rmem_t *r, void **dev)
 	if (rc != 0)
 		WEFT_ERROR("weft_memchan_create: transport %s cannot map rank %d's memory: %s", conn->tp->name,
 			   r->peer, weft_strerror(rc));
+	return rc;
+}
+
+WEFT_API int weft_rmem_device_ptr(weft_conn_t *conn, weft_rmem_t *rmem, void **ptr)
+{
+	if (!conn || !rmem || !ptr) {
+		WEFT_ERROR("weft_rmem_device_ptr: NULL %s", !conn ? "conn" : !rmem ? "rmem" : "out-pointer");
+		return -EINVAL;
+	}
+	void *dev = NULL;
+	int rc = map_rmem(conn, rmem, &dev);
+	if (rc == 0)
+		*ptr = dev;
 	return rc;
 }
 

@@ -230,6 +230,25 @@ struct weft_coll_args {
 	uint64_t bytes;           /* the size algorithms are chosen by (nccl-tests' convention) */
 };
 
+/* One queued weft_send (is_send 1) or weft_recv (is_send 0), in bytes.
+ *
+ * Convention for coll == WEFT_COLL_SENDRECV: the core always passes a batch,
+ * also for one send or recv outside a group:
+ *   args->sendbuf  points to an array of struct weft_p2p_op (const),
+ *   args->count    is the number of entries (at least 1),
+ *   args->recvbuf  is NULL, args->dtype is WEFT_UINT8, args->root is -1,
+ *   args->bytes    is the sum of the entries' bytes (what selection uses).
+ * Entries keep the order of the calls. Between one pair of ranks, the k-th send
+ * of one to the other matches the k-th recv of the other from it, and both name
+ * the same byte count (as NCCL requires). No entry has bytes == 0 (the core
+ * drops those), and peer may be the calling rank itself. */
+struct weft_p2p_op {
+	int peer;
+	int is_send;
+	void *buf; /* read for a send, written for a recv */
+	size_t bytes;
+};
+
 /* The primitive API, lent to algorithm packs: the functions of weft.h, so a
  * pack builds on exactly what applications can use, without linking the core. */
 struct weft_prim_api {
@@ -258,6 +277,15 @@ struct weft_prim_api {
 	int (*sem_wait)(weft_sem_t *sem, uint64_t value);
 	int (*sem_exchange)(weft_sem_t *sem, int peer, weft_rsem_t **rsem);
 	int (*rsem_release)(weft_rsem_t *rsem);
+	/* ABI 0.2 */
+	int (*mem_alloc)(weft_comm_t *comm, enum weft_mem_type type, size_t bytes, void **ptr);
+	int (*mem_free)(weft_comm_t *comm, void *ptr);
+	int (*rmem_device_ptr)(weft_conn_t *conn, weft_rmem_t *rmem, void **ptr);
+	int (*memchan_create)(weft_conn_t *conn, weft_rmem_t *dst, weft_mem_t *src, weft_sem_t *sem,
+			      weft_rsem_t *rsem, weft_memchan_t **chan);
+	int (*memchan_destroy)(weft_memchan_t *chan);
+	int (*memchan_device_handle)(const weft_memchan_t *chan, struct weft_memchan_dev *dev);
+	int (*sem_create_on)(weft_comm_t *comm, enum weft_mem_type type, weft_sem_t **sem);
 };
 
 /* The pack's view of a communicator, given to setup. */

@@ -225,6 +225,10 @@ WEFT_API int weft_sem_create_on(weft_comm_t *comm, enum weft_mem_type type, weft
 WEFT_API int weft_memchan_create(weft_conn_t *conn, weft_rmem_t *dst, weft_mem_t *src, weft_sem_t *sem,
 				 weft_rsem_t *rsem, weft_memchan_t **chan);
 WEFT_API int weft_memchan_destroy(weft_memchan_t *chan); /* accepts NULL */
+/* The peer's region of rmem mapped into this rank's device address space through
+ * conn's transport, for kernels that load and store it directly. Valid until
+ * rmem is released. Errors: -ENOTSUP when the transport cannot map it. */
+WEFT_API int weft_rmem_device_ptr(weft_conn_t *conn, weft_rmem_t *rmem, void **ptr);
 /* Fills *dev (host memory) with what a kernel needs; copy it to the device. Its
  * in-kernel state (expected token values, epochs) lives in device memory owned by
  * the channel, so a captured graph replays correctly. */

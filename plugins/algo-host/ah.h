@@ -6,7 +6,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <weft/coll_p2p.h>
 #include <weft/plugin.h>
 
 #define AH_NAME "algo-host"

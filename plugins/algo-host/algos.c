@@ -383,7 +383,7 @@ static int alltoall_direct(void *state, const struct weft_coll_args *a)
 }
 
 /* ------------------------------------------------------------ sendrecv
- * One batch of sends and receives (include/weft/coll_p2p.h). Per peer the sends
+ * One batch of sends and receives (struct weft_p2p_op in include/weft/plugin.h). Per peer the sends
  * form one stream of chunks (each operation starts a new chunk), and so do the
  * receives; the k-th chunk of a stream moves in round k. */
 
