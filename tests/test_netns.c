@@ -1,7 +1,8 @@
 /* Two "hosts" on one machine: network namespaces joined by a veth pair, one
- * rank in each, the bootstrap on the veth addresses and a ucx connection that
- * must really run over UCX's tcp on the veth. Needs root and `ip netns`; skips
- * (77) without them unless WEFT_REQUIRE_NETNS=1. */
+ * rank in each, the bootstrap on the veth addresses and a connection through
+ * the transport named by WEFT_TEST_TRANSPORT (ofi or ucx) that must really run
+ * over tcp on the veth, not shared memory and not loopback. Needs root and
+ * `ip netns`; skips (77) without them unless WEFT_REQUIRE_NETNS=1. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -21,8 +22,9 @@
 #include "testlib.h"
 
 /* Names and addresses unique per test process, so ctest -j never collides:
- * namespaces wtucx<pid>a/b, veths wu<pid>a/b, 10.250.X.(4Y+1 | 4Y+2)/30. */
+ * namespaces wt<transport><pid>a/b, veths w<t><pid>a/b, 10.250.X.(4Y+1 | 4Y+2)/30. */
 static char ns_name[2][32], veth[2][16], ip_addr[2][20];
+static const char *transport = "ucx";
 static int have_ns[2];
 static pid_t main_pid; /* only the process that made the namespaces removes them */
 
@@ -38,7 +40,7 @@ static int sh(const char *fmt, ...)
 	char *out = wt_run_capture(cmd, &st);
 	int ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
 	if (!ok)
-		fprintf(stderr, "netns_ucx: '%s' failed: %s\n", cmd, out ? out : "");
+		fprintf(stderr, "netns: '%s' failed: %s\n", cmd, out ? out : "");
 	free(out);
 	return ok ? 0 : -1;
 }
@@ -68,8 +70,8 @@ static int setup_netns(void)
 	unsigned pid = (unsigned)getpid();
 	unsigned x = (pid / 64) % 256, y = pid % 64;
 	for (int i = 0; i < 2; i++) {
-		snprintf(ns_name[i], sizeof(ns_name[i]), "wtucx%u%c", pid, 'a' + i);
-		snprintf(veth[i], sizeof(veth[i]), "wu%u%c", pid % 10000000u, 'a' + i);
+		snprintf(ns_name[i], sizeof(ns_name[i]), "wt%.3s%u%c", transport, pid, 'a' + i);
+		snprintf(veth[i], sizeof(veth[i]), "w%c%u%c", transport[0], pid % 10000000u, 'a' + i);
 		snprintf(ip_addr[i], sizeof(ip_addr[i]), "10.250.%u.%u", x, 4 * y + 1 + (unsigned)i);
 	}
 	for (int i = 0; i < 2; i++) {
@@ -103,7 +105,7 @@ static int setup_netns(void)
 			return 0;
 		usleep(50000);
 	}
-	fprintf(stderr, "netns_ucx: the veth pair did not come up within 10 s\n");
+	fprintf(stderr, "netns: the veth pair did not come up within 10 s\n");
 	return -1;
 }
 
@@ -174,9 +176,11 @@ static int rank_main(int rank, int n, void *argp)
 	struct ns_arg *a = argp;
 	if (enter_ns(rank) < 0)
 		return 2;
-	/* The bootstrap and UCX's tcp on this namespace's veth, nothing else. */
+	/* The bootstrap and the transport's tcp on this namespace's veth, nothing
+	 * else (ofi binds tcp to the bootstrap's address by default). */
 	setenv("WEFT_CORE_BOOTSTRAP_ADDR", ip_addr[rank], 1);
-	setenv("WEFT_UCX_NET_DEVICES", veth[rank], 1);
+	if (strcmp(transport, "ucx") == 0)
+		setenv("WEFT_UCX_NET_DEVICES", veth[rank], 1);
 	struct weft_unique_id id;
 	if (rank == 0) {
 		close(a->idpipe[0]);
@@ -197,7 +201,7 @@ static int rank_main(int rank, int n, void *argp)
 	ROK(weft_comm_create(&id, n, rank, &comm));
 	int peer = 1 - rank;
 	weft_conn_t *conn;
-	ROK(weft_connect(comm, peer, "ucx", &conn));
+	ROK(weft_connect(comm, peer, transport, &conn));
 	unsigned char *src = NULL, *dst = NULL;
 	RCHECK(posix_memalign((void **)&src, 4096, BUF) == 0 && posix_memalign((void **)&dst, 4096, BUF) == 0, "alloc");
 	memset(dst, 0, BUF);
@@ -232,12 +236,19 @@ static int rank_main(int rank, int n, void *argp)
 	ROK(weft_flush(conn));
 	char desc[1024];
 	ROK(weft_conn_describe(conn, desc, sizeof(desc)));
-	printf("netns_ucx: rank %d (%s in %s): %s\n", rank, ip_addr[rank], ns_name[rank], desc);
-	char want[64];
-	snprintf(want, sizeof(want), "tcp/%s", veth[rank]);
-	RCHECK(strstr(desc, " classes=tcp ") && strstr(desc, want), "UCX did not carry this over tcp on %s: %s",
-	       veth[rank], desc);
-	RCHECK(!strstr(desc, "tcp/lo"), "tcp over loopback across namespaces: %s", desc);
+	printf("netns: rank %d (%s in %s): %s\n", rank, ip_addr[rank], ns_name[rank], desc);
+	if (strcmp(transport, "ucx") == 0) {
+		char want[64];
+		snprintf(want, sizeof(want), "tcp/%s", veth[rank]);
+		RCHECK(strstr(desc, " classes=tcp ") && strstr(desc, want), "UCX did not carry this over tcp on %s: %s",
+		       veth[rank], desc);
+		RCHECK(!strstr(desc, "tcp/lo"), "tcp over loopback across namespaces: %s", desc);
+	} else {
+		/* ofi: the provider must be tcp, and the peer's address the other
+		 * namespace's veth address, so neither shm nor loopback carried it. */
+		RCHECK(strstr(desc, "provider=tcp") != NULL, "libfabric did not use its tcp provider: %s", desc);
+		RCHECK(strstr(desc, ip_addr[peer]) != NULL, "the peer is not reached at %s: %s", ip_addr[peer], desc);
+	}
 	ROK(weft_comm_barrier(comm));
 	ROK(weft_rsem_release(rsem));
 	ROK(weft_sem_destroy(sem));
@@ -251,7 +262,7 @@ static int rank_main(int rank, int n, void *argp)
 	return 0;
 }
 
-START_TEST(ucx_over_veth)
+START_TEST(transport_over_veth)
 {
 	struct ns_arg a;
 	ck_assert_int_eq(pipe(a.idpipe), 0);
@@ -266,15 +277,18 @@ static int skip(const char *why)
 {
 	const char *req = getenv("WEFT_REQUIRE_NETNS");
 	if (req && strcmp(req, "1") == 0) {
-		fprintf(stderr, "netns_ucx: FAIL: %s (WEFT_REQUIRE_NETNS=1)\n", why);
+		fprintf(stderr, "netns: FAIL: %s (WEFT_REQUIRE_NETNS=1)\n", why);
 		return 1;
 	}
-	printf("netns_ucx: SKIP: %s\n", why);
+	printf("netns: SKIP: %s\n", why);
 	return WT_SKIP;
 }
 
 int main(void)
 {
+	const char *t = getenv("WEFT_TEST_TRANSPORT");
+	if (t && *t)
+		transport = t;
 	if (geteuid() != 0)
 		return skip("not root (network namespaces need CAP_SYS_ADMIN)");
 	int st;
@@ -291,13 +305,13 @@ int main(void)
 		cleanup();
 		return skip("cannot create network namespaces and a veth pair here");
 	}
-	/* Peer failures come from the core's liveness; the ranks share no host id
-	 * (one per network namespace), so UCX keeps its shared memory out. */
+	/* The ranks share no host id (one per network namespace), so the
+	 * transports treat each other as other hosts. */
 	setenv("WEFT_CORE_PEER_TIMEOUT", "10", 0);
-	Suite *s = suite_create("netns_ucx");
+	Suite *s = suite_create("netns");
 	TCase *tc = tcase_create("veth");
 	tcase_set_timeout(tc, 110);
-	tcase_add_test(tc, ucx_over_veth);
+	tcase_add_test(tc, transport_over_veth);
 	suite_add_tcase(s, tc);
 	int rc = wt_run_suite(s);
 	cleanup();
