@@ -10,6 +10,7 @@
 #include <weft/plugin.h>
 #include <weft/weft.h>
 
+#include "coll.h"
 #include "registry.h"
 
 static void usage(FILE *out)
@@ -21,6 +22,9 @@ static void usage(FILE *out)
 		"\n"
 		"options:\n"
 		"  -c, --config   print every parameter: section.key = value (source) and its help\n"
+		"      --select   print, per collective, which algorithm serves each size and why\n"
+		"      --np N     rank count assumed by --select (default 2)\n"
+		"      --mem T    memory type assumed by --select: host, cuda or hip (default host)\n"
 		"      --version  print the versions of weft-info and of the libweft.so it runs with\n"
 		"  -h, --help     print this help\n"
 		"\n"
@@ -94,7 +98,8 @@ static void print_plugins(const struct weft__plugin_entry *const *e, int n)
 
 int main(int argc, char **argv)
 {
-	int show_config = 0;
+	int show_config = 0, show_select = 0, np = 2;
+	enum weft_mem_type mem = WEFT_MEM_HOST;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -111,6 +116,32 @@ int main(int argc, char **argv)
 			return 0;
 		} else if (strcmp(a, "-c") == 0 || strcmp(a, "--config") == 0) {
 			show_config = 1;
+		} else if (strcmp(a, "--select") == 0) {
+			show_select = 1;
+		} else if (strcmp(a, "--np") == 0 || strcmp(a, "--mem") == 0) {
+			if (i + 1 >= argc) {
+				fprintf(stderr, "weft-info: %s needs a value\n", a);
+				return 2;
+			}
+			const char *v = argv[++i];
+			if (a[2] == 'n') {
+				char *end;
+				long n = strtol(v, &end, 10);
+				if (*v == '\0' || *end != '\0' || n < 1 || n > 1 << 20) {
+					fprintf(stderr, "weft-info: --np '%s' is not a rank count (1..1048576)\n", v);
+					return 2;
+				}
+				np = (int)n;
+			} else if (strcmp(v, "host") == 0) {
+				mem = WEFT_MEM_HOST;
+			} else if (strcmp(v, "cuda") == 0) {
+				mem = WEFT_MEM_CUDA;
+			} else if (strcmp(v, "hip") == 0) {
+				mem = WEFT_MEM_HIP;
+			} else {
+				fprintf(stderr, "weft-info: --mem '%s' is not host, cuda or hip\n", v);
+				return 2;
+			}
 		} else {
 			fprintf(stderr, "weft-info: unknown option '%s' (try --help)\n", a);
 			return 2;
@@ -134,6 +165,9 @@ int main(int argc, char **argv)
 		printf("parameters:\n");
 		fflush(stdout);
 		weft__registry_config_print(stdout);
+	} else if (show_select) {
+		fflush(stdout);
+		weft__coll_print_choices(stdout, np, mem);
 	} else {
 		const struct weft__plugin_entry *const *e = NULL;
 		int n = weft__registry_entries(&e);
