@@ -76,7 +76,8 @@ struct weft_unique_id {
 };
 
 /* Starts a bootstrap root in the calling process and describes it in *id.
- * The root lives until the last communicator created from the id is destroyed.
+ * One id serves one rendezvous: the root ends once every rank has received the
+ * peer table (or a rank that had arrived leaves). Make a new id per communicator.
  * Errors: -EADDRNOTAVAIL (no usable interface), -errno of socket calls.
  * Thread safety: any thread. Blocking: no. */
 WEFT_API int weft_get_unique_id(struct weft_unique_id *id);
@@ -96,8 +97,11 @@ WEFT_API int weft_comm_create(const struct weft_unique_id *id, int nranks, int r
 WEFT_API int weft_comm_create_from_env(weft_comm_t **comm);
 
 /* Destroys a communicator and everything created from it. Accepts NULL.
- * Thread safety: one thread per comm. Blocking: yes (bounded; no peer is awaited
- * beyond the peer timeout). */
+ * Each connection is closed on both sides: destroy waits until every connected
+ * peer has flushed its side too (closed its connection, destroyed its comm,
+ * died or left), so no data in flight toward this rank is lost. A dead peer is
+ * never awaited beyond the peer timeout; a live peer that never closes is.
+ * Thread safety: one thread per comm. Blocking: yes. */
 WEFT_API int weft_comm_destroy(weft_comm_t *comm);
 
 /* Makes every pending and later call on comm return -WEFT_ERR_ABORTED.
@@ -113,6 +117,7 @@ WEFT_API int weft_comm_size(const weft_comm_t *comm);
 WEFT_API int weft_comm_status(const weft_comm_t *comm);
 
 /* Out-of-band helpers over the bootstrap: small control messages, not data paths.
+ * Tags from 0xFFFF0000 up are the core's own: send/recv refuse them (-EINVAL).
  * Thread safety: one thread per comm. Blocking: yes, until done or a peer fails. */
 WEFT_API int weft_comm_barrier(weft_comm_t *comm);
 WEFT_API int weft_comm_allgather(weft_comm_t *comm, const void *mine, void *all, size_t bytes_each);
@@ -307,7 +312,10 @@ WEFT_API int weft_send(const void *buf, size_t count, enum weft_datatype type, i
 WEFT_API int weft_recv(void *buf, size_t count, enum weft_datatype type, int peer, weft_comm_t *comm,
 		       void *stream);
 /* Calls between start and end are queued and run at end; groups nest (only the
- * outermost end runs them). Per calling thread. */
+ * outermost end runs them). At end the queued collectives run in call order,
+ * then each comm's sends and receives as one fused batch, so pairs may be
+ * issued in any order. A send and its matching recv name the same byte count.
+ * Per calling thread. */
 WEFT_API int weft_group_start(void);
 WEFT_API int weft_group_end(void);
 
