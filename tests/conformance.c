@@ -3,7 +3,8 @@
  * transport plugin: put of every size at odd offsets, signal ordering, flush,
  * port channels, bad arguments, a peer killed mid-transfer, abort.
  * WEFT_TEST_TRANSPORT names the transport (default "ofi"), WEFT_TEST_NRANKS the
- * rank count (default: 2, 3 and 4). Exits 77 when the transport is not loaded. */
+ * rank count (default: 2, 3 and 4). Exits 77 when the transport is not loaded or
+ * has no device to open here. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
@@ -873,8 +874,9 @@ int main(void)
 		return 1;
 	for (int r = 0; r < 2; r++) {
 		if (st[r] != -1 && WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == WT_SKIP) {
-			printf("conformance: SKIP: transport '%s' is not loaded (check WEFT_PLUGIN_PATH; weft-info lists "
-			       "what was found and why anything was rejected)\n",
+			printf("conformance: SKIP: transport '%s' is not loaded, or loaded but found no device to open "
+			       "(weft-info lists what was found, what each transport sees, and why anything was "
+			       "rejected)\n",
 			       g_tp);
 			return WT_SKIP;
 		}
