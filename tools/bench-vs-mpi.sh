@@ -37,6 +37,10 @@ command -v mpicc >/dev/null || die "mpicc not found (apt-get install libopenmpi-
 command -v mpirun >/dev/null || die "mpirun not found (apt-get install openmpi-bin)"
 ((runs >= 1)) || die "RUNS must be at least 1"
 
+# Both sides stay on this host's loopback and shared memory: MPI through its
+# flags below, weft's bootstrap (and the ofi addresses that follow it) here.
+export WEFT_CORE_BOOTSTRAP_ADDR=${WEFT_CORE_BOOTSTRAP_ADDR:-127.0.0.1}
+
 mkdir -p "$out/raw"
 mpi_bench=$out/mpi_bench
 mpicc -O2 -o "$mpi_bench" "$src/tools/mpi_bench.c" || die "mpicc failed on tools/mpi_bench.c"
@@ -49,6 +53,7 @@ mpicc -O2 -o "$mpi_bench" "$src/tools/mpi_bench.c" || die "mpicc failed on tools
 	echo "weft-perf: $perf"
 	echo "weft git: $(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$src" diff --quiet 2>/dev/null || echo ' (modified tree)')"
 	echo "mpi: $(mpirun --version 2>&1 | head -1)"
+	echo "weft environment: $(env | grep -E '^(WEFT_|FI_)' | sort | tr '\n' ' ')"
 	echo "runs: $runs, ranks: $nps, collectives: $colls, sizes: $minb..$maxb x$factor, iters $iters, warmup $warmup, type $dtype"
 } >"$out/env.txt"
 

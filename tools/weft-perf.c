@@ -1161,7 +1161,12 @@ static int run_rank(const struct opts *o, weft_comm_t *comm)
 			wrong_all += wrong;
 		}
 	}
-	return r.rank == 0 && wrong_all ? 1 : 0;
+	if (r.rank == 0 && wrong_all) {
+		fprintf(stderr, "weft-perf: the data check found %" PRIu64 " wrong %s\n", wrong_all,
+			o->bench == BENCH_COLL ? "elements" : "bytes");
+		return 1;
+	}
+	return 0;
 }
 
 /* ------------------------------------------------------------- launching */
