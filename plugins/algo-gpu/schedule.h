@@ -1,0 +1,108 @@
+/* algo-gpu: chunk schedules, kept apart from the kernels. Plain C that nvcc
+ * also compiles for the device (WAG_HD): which part of a buffer a rank sends
+ * to whom, in which step, and which CUDA block moves it. tests/test_algo_gpu_sched.c
+ * checks them on the CPU for 2 to 8 ranks. */
+#ifndef WAG_SCHEDULE_H
+#define WAG_SCHEDULE_H
+
+#include <stdint.h>
+
+#if defined(__CUDACC__)
+#define WAG_HD static __host__ __device__ __forceinline__
+#else
+#define WAG_HD static inline
+#endif
+
+#define WAG_MAX_RANKS 8
+
+/* The tiled schedule of the pipelined algorithms (reduce-scatter + allgather
+ * allreduce, allgather). The vector is cut into nranks rank blocks (balanced:
+ * lengths differ by at most one element); each rank block into tiles of `tile`
+ * elements; tile t of every rank block is moved by CUDA block t % nblocks, as
+ * that block's (t / nblocks)-th step. */
+struct wag_sched {
+	int nranks;
+	int rank;
+	uint64_t count;   /* elements of the whole vector */
+	uint64_t gran;    /* elements per 16 bytes (1 for elements over 16 bytes) */
+	uint64_t tile;    /* elements per tile, > 0 */
+	uint32_t nblocks; /* CUDA blocks, > 0 */
+	uint64_t ntiles;  /* tiles of the longest rank block */
+};
+
+/* Part b of count elements split over n parts in units of gran elements
+ * (gran = 16 bytes' worth, so every part but the last starts 16-byte aligned
+ * in an aligned buffer): offset and length. Part lengths differ by at most one
+ * unit; the last non-empty part takes the remainder; tail parts may be empty. */
+WAG_HD void wag_block(uint64_t count, int n, int b, uint64_t gran, uint64_t *off, uint64_t *len)
+{
+	uint64_t units = (count + gran - 1) / gran;
+	uint64_t base = units / (uint64_t)n, extra = units % (uint64_t)n;
+	uint64_t ub = (uint64_t)b;
+	uint64_t o = (ub * base + (ub < extra ? ub : extra)) * gran;
+	uint64_t l = (base + (ub < extra ? 1 : 0)) * gran;
+	if (o > count)
+		o = count;
+	if (l > count - o)
+		l = count - o;
+	*off = o;
+	*len = l;
+}
+
+/* The peer this rank sends to in step s (1..n-1), and the one it receives from.
+ * Every pair meets once; no kernel assumes two ranks. */
+WAG_HD int wag_send_peer(int rank, int n, int s)
+{
+	return (rank + s) % n;
+}
+
+WAG_HD int wag_recv_peer(int rank, int n, int s)
+{
+	return (rank - s + n) % n;
+}
+
+/* Tiles CUDA block g handles. */
+WAG_HD uint64_t wag_block_tiles(const struct wag_sched *s, uint32_t g)
+{
+	return g < s->ntiles ? (s->ntiles - g + s->nblocks - 1) / s->nblocks : 0;
+}
+
+/* Tile t of rank block p: offset (elements, into the whole vector) and length
+ * (0 when that block is shorter than the others). */
+WAG_HD void wag_tile(const struct wag_sched *s, int p, uint64_t t, uint64_t *off, uint64_t *len)
+{
+	uint64_t bo, bl;
+	wag_block(s->count, s->nranks, p, s->gran, &bo, &bl);
+	uint64_t to = t * s->tile;
+	*off = bo + (to < bl ? to : bl);
+	*len = to >= bl ? 0 : (bl - to < s->tile ? bl - to : s->tile);
+}
+
+/* The one-shot and LL schedules: every rank gets the whole vector of every
+ * peer. CUDA block g of nblocks owns segment g (wag_block over nblocks). */
+WAG_HD void wag_segment(uint64_t count, uint64_t gran, uint32_t nblocks, uint32_t g, uint64_t *off, uint64_t *len)
+{
+	wag_block(count, (int)nblocks, (int)g, gran, off, len);
+}
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Fills *s for a vector of count elements on n ranks: tiles of at most
+ * tile_bytes (whole elements, a multiple of 16 bytes), at most max_blocks CUDA
+ * blocks and never more blocks than tiles. -EINVAL for bad arguments. */
+int wag_sched_init(uint64_t count, int nranks, int rank, uint32_t esize, uint64_t tile_bytes, uint32_t max_blocks,
+		   struct wag_sched *s);
+
+/* LL packets (8 data bytes each) needed for bytes. */
+uint64_t wag_ll_packets(uint64_t bytes);
+
+/* CUDA blocks for a one-shot segment split: at most max_blocks, at least one
+ * and no segment under min_bytes unless only one block remains. */
+uint32_t wag_segments(uint64_t bytes, uint32_t max_blocks, uint64_t min_bytes);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,290 @@
+/* Unit tests of algo-gpu's chunk schedules (plugins/algo-gpu/schedule.c) on
+ * the CPU: the data flow of each algorithm is replayed for 2 to 8 ranks with
+ * per-rank contribution counts, so a schedule that drops, doubles or
+ * misroutes an element, or assumes two ranks, fails here without a GPU. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../plugins/algo-gpu/schedule.h"
+#include "testlib.h"
+
+/* Check's assertions report each pass to the parent process; the replays
+ * assert millions of times, so they test first and call Check only to fail. */
+#define REQ(cond, ...)                                  \
+	do {                                            \
+		if (!(cond))                            \
+			ck_abort_msg(__VA_ARGS__);      \
+	} while (0)
+#define REQ_EQ(a, b) REQ((a) == (b), "%s:%d: %s (%llu) != %s (%llu)", __FILE__, __LINE__, #a, \
+			 (unsigned long long)(a), #b, (unsigned long long)(b))
+
+static const uint64_t counts[] = {0, 1, 2, 3, 7, 8, 15, 16, 17, 31, 33, 100, 255, 1000, 4097, 65537};
+static const uint32_t esizes[] = {2, 4, 8};
+static const uint64_t tiles[] = {16, 48, 64, 1024};
+static const uint32_t blocks[] = {1, 2, 3, 8};
+
+/* contrib[r][i]: bit q set when rank q's element i was reduced into rank r's
+ * result; adds counts how often (must be exactly once per rank). */
+struct sim {
+	int n;
+	uint64_t count;
+	uint32_t *contrib[WAG_MAX_RANKS];
+	uint8_t *adds[WAG_MAX_RANKS][WAG_MAX_RANKS];
+	uint8_t *writes[WAG_MAX_RANKS];
+};
+
+static void sim_init(struct sim *m, int n, uint64_t count)
+{
+	memset(m, 0, sizeof(*m));
+	m->n = n;
+	m->count = count;
+	for (int r = 0; r < n; r++) {
+		m->contrib[r] = calloc(count + 1, sizeof(uint32_t));
+		m->writes[r] = calloc(count + 1, 1);
+		for (int q = 0; q < n; q++)
+			m->adds[r][q] = calloc(count + 1, 1);
+		REQ(m->contrib[r] && m->writes[r], "%s:%d: check failed", __FILE__, __LINE__);
+	}
+}
+
+static void sim_check_and_free(struct sim *m, const char *what)
+{
+	uint32_t all = (uint32_t)((1u << m->n) - 1);
+	for (int r = 0; r < m->n; r++) {
+		for (uint64_t i = 0; i < m->count; i++) {
+			REQ(m->writes[r][i] == 1, "%s: n=%d count=%llu: rank %d element %llu written %d times",
+				      what, m->n, (unsigned long long)m->count, r, (unsigned long long)i, m->writes[r][i]);
+			REQ(m->contrib[r][i] == all, "%s: n=%d count=%llu: rank %d element %llu has contributions %#x",
+				      what, m->n, (unsigned long long)m->count, r, (unsigned long long)i, m->contrib[r][i]);
+			for (int q = 0; q < m->n; q++)
+				REQ(m->adds[r][q][i] <= 1, "%s: rank %d element %llu reduced rank %d's value %d times",
+					      what, r, (unsigned long long)i, q, m->adds[r][q][i]);
+		}
+		free(m->contrib[r]);
+		free(m->writes[r]);
+		for (int q = 0; q < m->n; q++)
+			free(m->adds[r][q]);
+	}
+}
+
+/* A tile in flight: what a sender put into a receiver's ring slot. */
+struct slot {
+	int valid;
+	uint64_t off, len;
+	uint32_t contrib[1]; /* unused: contributions travel through sim arrays */
+};
+
+/* Replays the reduce-scatter + allgather allreduce exactly as the kernel walks
+ * it: per rank, per CUDA block g, per step i (tile t = g + i * nblocks):
+ * send tile t of block p to p for each step s, reduce tile t of the own block
+ * from every rank in rank order, send the result, receive everyone's result. */
+static void replay_rsag(int n, uint64_t count, uint32_t esize, uint64_t tile_bytes, uint32_t maxb)
+{
+	struct wag_sched s[WAG_MAX_RANKS];
+	for (int r = 0; r < n; r++)
+		REQ_EQ(wag_sched_init(count, n, r, esize, tile_bytes, maxb, &s[r]), 0);
+	/* Every rank must walk the same tiles with the same blocks. */
+	for (int r = 1; r < n; r++) {
+		REQ_EQ(s[r].nblocks, s[0].nblocks);
+		REQ_EQ(s[r].ntiles, s[0].ntiles);
+	}
+	/* Rank blocks partition [0, count), 16-byte aligned starts. */
+	uint64_t next = 0;
+	for (int p = 0; p < n; p++) {
+		uint64_t o, l;
+		wag_block(count, n, p, s[0].gran, &o, &l);
+		REQ_EQ(o, next);
+		REQ((o * esize) % 16 == 0 || l == 0, "%s:%d: check failed", __FILE__, __LINE__);
+		next = o + l;
+	}
+	REQ_EQ(next, count);
+
+	struct sim m;
+	sim_init(&m, n, count);
+	/* Peer pairing: what r sends in step k, its peer receives in step k. */
+	for (int r = 0; r < n; r++)
+		for (int k = 1; k < n; k++) {
+			int p = wag_send_peer(r, n, k);
+			REQ((p) != (r), "step peer is the rank itself");
+			REQ_EQ(wag_recv_peer(p, n, k), r);
+		}
+	uint64_t covered = 0;
+	for (uint32_t g = 0; g < s[0].nblocks; g++) {
+		uint64_t nt = wag_block_tiles(&s[0], g);
+		for (uint64_t i = 0; i < nt; i++) {
+			uint64_t t = g + i * s[0].nblocks;
+			REQ((t) < (s[0].ntiles), "tile index out of range");
+			/* rs[dst][src]: the tile src put into dst's ring. */
+			struct slot rs[WAG_MAX_RANKS][WAG_MAX_RANKS], ag[WAG_MAX_RANKS][WAG_MAX_RANKS];
+			memset(rs, 0, sizeof(rs));
+			memset(ag, 0, sizeof(ag));
+			for (int r = 0; r < n; r++)
+				for (int k = 1; k < n; k++) {
+					int p = wag_send_peer(r, n, k);
+					uint64_t o, l;
+					wag_tile(&s[r], p, t, &o, &l);
+					REQ(!rs[p][r].valid, "%s:%d: check failed", __FILE__, __LINE__);
+					rs[p][r] = (struct slot){1, o, l, {0}};
+				}
+			for (int r = 0; r < n; r++) {
+				uint64_t o, l;
+				wag_tile(&s[r], r, t, &o, &l);
+				covered += l;
+				for (int q = 0; q < n; q++) {
+					if (q != r) {
+						REQ(rs[r][q].valid, "%s:%d: check failed", __FILE__, __LINE__);
+						REQ_EQ(rs[r][q].off, o);
+						REQ_EQ(rs[r][q].len, l);
+					}
+					for (uint64_t e = o; e < o + l; e++) {
+						m.contrib[r][e] |= 1u << q;
+						m.adds[r][q][e]++;
+					}
+				}
+				for (uint64_t e = o; e < o + l; e++)
+					m.writes[r][e]++;
+				for (int k = 1; k < n; k++) {
+					int p = wag_send_peer(r, n, k);
+					ag[p][r] = (struct slot){1, o, l, {0}};
+				}
+			}
+			for (int r = 0; r < n; r++)
+				for (int k = 1; k < n; k++) {
+					int q = wag_recv_peer(r, n, k);
+					uint64_t o, l;
+					wag_tile(&s[r], q, t, &o, &l);
+					REQ(ag[r][q].valid, "%s:%d: check failed", __FILE__, __LINE__);
+					REQ_EQ(ag[r][q].off, o);
+					REQ_EQ(ag[r][q].len, l);
+					for (uint64_t e = o; e < o + l; e++) {
+						m.contrib[r][e] |= m.contrib[q][e];
+						m.writes[r][e]++;
+					}
+				}
+		}
+	}
+	REQ_EQ(covered, count);
+	sim_check_and_free(&m, "rsag");
+}
+
+START_TEST(rsag_all_sizes)
+{
+	for (int n = 2; n <= WAG_MAX_RANKS; n++)
+		for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+			for (size_t e = 0; e < sizeof(esizes) / sizeof(esizes[0]); e++)
+				for (size_t t = 0; t < sizeof(tiles) / sizeof(tiles[0]); t++)
+					for (size_t b = 0; b < sizeof(blocks) / sizeof(blocks[0]); b++)
+						replay_rsag(n, counts[c], esizes[e], tiles[t], blocks[b]);
+}
+END_TEST
+
+/* Allgather: count is the per-rank block; the vector of the schedule is the
+ * whole output (n * count), so tile t of block q is q's input tile t. */
+static void replay_allgather(int n, uint64_t count, uint32_t esize, uint64_t tile_bytes, uint32_t maxb)
+{
+	struct wag_sched s;
+	REQ_EQ(wag_sched_init(count, 1, 0, esize, tile_bytes, maxb, &s), 0);
+	uint64_t total = count * (uint64_t)n;
+	uint8_t *w[WAG_MAX_RANKS];
+	for (int r = 0; r < n; r++)
+		REQ(w[r] = calloc(total + 1, 1), "%s:%d: check failed", __FILE__, __LINE__);
+	for (uint32_t g = 0; g < s.nblocks; g++)
+		for (uint64_t i = 0; i < wag_block_tiles(&s, g); i++) {
+			uint64_t o, l;
+			wag_tile(&s, 0, g + i * s.nblocks, &o, &l);
+			for (int r = 0; r < n; r++) {
+				/* own tile copied locally; peer q's tile received in step k */
+				for (uint64_t e = o; e < o + l; e++)
+					w[r][(uint64_t)r * count + e]++;
+				for (int k = 1; k < n; k++) {
+					int q = wag_recv_peer(r, n, k);
+					REQ_EQ(wag_send_peer(q, n, k), r);
+					for (uint64_t e = o; e < o + l; e++)
+						w[r][(uint64_t)q * count + e]++;
+				}
+			}
+		}
+	for (int r = 0; r < n; r++) {
+		for (uint64_t e = 0; e < total; e++)
+			REQ(w[r][e] == 1, "allgather n=%d count=%llu: rank %d element %llu written %d times", n,
+				      (unsigned long long)count, r, (unsigned long long)e, w[r][e]);
+		free(w[r]);
+	}
+}
+
+START_TEST(allgather_all_sizes)
+{
+	for (int n = 2; n <= WAG_MAX_RANKS; n++)
+		for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+			for (size_t e = 0; e < sizeof(esizes) / sizeof(esizes[0]); e++)
+				for (size_t t = 0; t < sizeof(tiles) / sizeof(tiles[0]); t++)
+					for (size_t b = 0; b < sizeof(blocks) / sizeof(blocks[0]); b++)
+						replay_allgather(n, counts[c], esizes[e], tiles[t], blocks[b]);
+}
+END_TEST
+
+/* One-shot and LL: segment g of every rank's vector goes to every peer, and
+ * each rank reduces every segment from all ranks in rank order. */
+START_TEST(oneshot_segments)
+{
+	for (int n = 2; n <= WAG_MAX_RANKS; n++)
+		for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+			for (size_t e = 0; e < sizeof(esizes) / sizeof(esizes[0]); e++)
+				for (uint32_t nb = 1; nb <= 9; nb += 4) {
+					uint64_t count = counts[c], gran = 16 / esizes[e];
+					struct sim m;
+					sim_init(&m, n, count);
+					for (int r = 0; r < n; r++)
+						for (uint32_t g = 0; g < nb; g++) {
+							uint64_t o, l;
+							wag_segment(count, gran, nb, g, &o, &l);
+							for (int q = 0; q < n; q++)
+								for (uint64_t x = o; x < o + l; x++) {
+									m.contrib[r][x] |= 1u << q;
+									m.adds[r][q][x]++;
+								}
+							for (uint64_t x = o; x < o + l; x++)
+								m.writes[r][x]++;
+						}
+					sim_check_and_free(&m, "oneshot");
+				}
+}
+END_TEST
+
+START_TEST(sizes_and_errors)
+{
+	struct wag_sched s;
+	ck_assert_int_eq(wag_sched_init(10, 0, 0, 4, 64, 4, &s), -EINVAL);
+	ck_assert_int_eq(wag_sched_init(10, WAG_MAX_RANKS + 1, 0, 4, 64, 4, &s), -EINVAL);
+	ck_assert_int_eq(wag_sched_init(10, 2, 2, 4, 64, 4, &s), -EINVAL);
+	ck_assert_int_eq(wag_sched_init(10, 2, 0, 0, 64, 4, &s), -EINVAL);
+	ck_assert_int_eq(wag_sched_init(10, 2, 0, 4, 8, 4, &s), -EINVAL);
+	ck_assert_int_eq(wag_sched_init(10, 2, 0, 4, 64, 0, &s), -EINVAL);
+	/* Tiles hold whole 16-byte vectors; never more blocks than tiles. */
+	ck_assert_int_eq(wag_sched_init(1000, 2, 1, 2, 100, 64, &s), 0);
+	ck_assert_uint_eq(s.tile, 48);
+	ck_assert_uint_eq(s.ntiles, (500 + 47) / 48);
+	ck_assert_uint_eq(s.nblocks, s.ntiles);
+	ck_assert_uint_eq(wag_ll_packets(0), 0);
+	ck_assert_uint_eq(wag_ll_packets(1), 1);
+	ck_assert_uint_eq(wag_ll_packets(9), 2);
+	ck_assert_uint_eq(wag_segments(1 << 20, 16, 64 << 10), 16);
+	ck_assert_uint_eq(wag_segments(100, 16, 64 << 10), 1);
+	ck_assert_uint_eq(wag_segments(256 << 10, 16, 64 << 10), 4);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("algo_gpu_sched");
+	TCase *tc = tcase_create("schedules");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, rsag_all_sizes);
+	tcase_add_test(tc, allgather_all_sizes);
+	tcase_add_test(tc, oneshot_segments);
+	tcase_add_test(tc, sizes_and_errors);
+	suite_add_tcase(s, tc);
+	return wt_run_suite(s);
+}
