@@ -113,8 +113,10 @@ void weft__comm_note_error(weft_comm_t *comm, int rc)
 	/* A transport that saw a peer die reports it before the bootstrap's
 	 * liveness watch may have: either way the whole communicator is broken, so
 	 * every pending and later call must see it, not only the one that noticed. */
-	if (rc == -WEFT_ERR_PEER)
+	if (rc == -WEFT_ERR_PEER) {
 		weft__bootstrap_fail(comm->bs, rc);
+		weft__devchan_abort(comm);
+	}
 }
 
 int weft__comm_progress(weft_comm_t *comm)
@@ -359,6 +361,7 @@ WEFT_API int weft_comm_destroy(weft_comm_t *comm)
 	weft__conn_close_all(comm);
 	weft__sem_destroy_all(comm);
 	weft__mem_destroy_all(comm);
+	weft__devchan_destroy_all(comm);
 	close_transports(comm);
 	weft__bootstrap_destroy(comm->bs);
 	weft__idtab_free(&comm->mem_ids);
@@ -376,6 +379,8 @@ WEFT_API int weft_comm_abort(weft_comm_t *comm)
 	if (!comm)
 		return -EINVAL;
 	weft__bootstrap_fail(comm->bs, -WEFT_ERR_ABORTED);
+	/* Kernels poll host-mapped flags, not the bootstrap's state. */
+	weft__devchan_abort(comm);
 	return 0;
 }
 

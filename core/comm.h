@@ -155,7 +155,8 @@ struct weft_sem {
 	weft_comm_t *comm;
 	struct weft__sem_pool *pool;
 	unsigned slot;
-	uint64_t *token; /* written by transports, read with acquire loads */
+	enum weft_mem_type type; /* where the token lives (device tokens: kernels wait) */
+	uint64_t *token;         /* written by transports; host tokens read with acquire loads */
 };
 
 struct weft_rsem {
@@ -229,8 +230,27 @@ void weft__conn_close_all(weft_comm_t *comm);
 void weft__proxy_stop(weft_comm_t *comm);
 void weft__sem_destroy_all(weft_comm_t *comm);
 void weft__mem_destroy_all(weft_comm_t *comm);
+/* Destroys the memory channels the user left and frees what weft_mem_alloc
+ * allocated on comm (devchan.c); before the transports close. */
+void weft__devchan_destroy_all(weft_comm_t *comm);
 /* Releases one memory handle / import without touching the user lists. */
 void weft__mem_free(weft_mem_t *mem);
 void weft__rmem_free(weft_rmem_t *rmem);
+
+/* ------------------------------------------------------ device channels
+ * (devchan.c) Memory of a transport's mem_alloc, both views: host_ptr is NULL
+ * for device memory. Tracked like weft_mem_alloc's, freed by weft__devmem_free
+ * (or at comm destroy). -ENOTSUP when no transport of comm allocates `type`. */
+int weft__devmem_alloc(weft_comm_t *comm, enum weft_mem_type type, size_t bytes, void **host_ptr, void **dev_ptr);
+void weft__devmem_free(weft_comm_t *comm, void *host_ptr, void *dev_ptr);
+/* Host-mapped abort flags that device waits poll. add records one (its host
+ * view; raised at once when comm has already failed); del forgets it. */
+int weft__devchan_flag_add(weft_comm_t *comm, uint32_t *host_flag);
+void weft__devchan_flag_del(uint32_t *host_flag);
+/* Raises every abort flag of comm, so waiting kernels return WEFT_DEV_ABORTED.
+ * Called on weft_comm_abort, on a peer failure a transport reports, and by the
+ * proxy thread when it sees the bootstrap failed. Takes only a leaf lock: safe
+ * from any thread, under any core lock. */
+void weft__devchan_abort(weft_comm_t *comm);
 
 #endif

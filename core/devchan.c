@@ -11,8 +11,9 @@
 #include "log.h"
 
 /* Allocations made through a transport, so weft_mem_free finds which one and
- * both views. Process-wide and locked, because struct weft_comm has no field
- * for them yet (a hook in comm.h would move this list onto the comm). */
+ * both views. Process-wide and locked (g_lock, a leaf: nothing is taken under
+ * it), as are the abort flags, so that weft__devchan_abort can run from any
+ * thread under any core lock. */
 struct devmem {
 	struct devmem *next;
 	weft_comm_t *comm;
@@ -22,18 +23,25 @@ struct devmem {
 	enum weft_mem_type type;
 };
 
+/* A host-mapped abort flag some device handle carries (memory or port channel). */
+struct aflag {
+	struct aflag *next;
+	weft_comm_t *comm;
+	uint32_t *host;
+};
+
 struct weft_memchan {
-	struct devmem_chan_link {
-		struct weft_memchan *next;
-	} link;
+	struct weft_memchan *next;
 	weft_conn_t *conn;
 	struct weft_memchan_dev dev; /* filled at create */
 	void *state;                 /* device memory: expected, outbound, epoch */
-	void *abort_host;            /* host view of this channel's abort flag */
+	uint32_t *abort_host;        /* host view of this channel's abort flag */
+	void *abort_dev;
 };
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct devmem *g_mem;
+static struct aflag *g_flags;
 static struct weft_memchan *g_chans;
 
 /* The transport of comm that allocates `type`: the first with mem_alloc that
@@ -58,8 +66,9 @@ static int tp_alloc(weft_comm_t *comm, enum weft_mem_type type, size_t bytes, st
 			m->user = type == WEFT_MEM_HOST ? host : dev;
 			return 0;
 		}
-		if (rc != -ENOTSUP)
+		if (rc != -ENOTSUP && rc != -ENOSYS)
 			return rc;
+		rc = -ENOTSUP;
 	}
 	return rc;
 }
@@ -71,20 +80,13 @@ static void tp_free(struct devmem *m)
 	pthread_mutex_unlock(&m->tp->lock);
 }
 
-WEFT_API int weft_mem_alloc(weft_comm_t *comm, enum weft_mem_type type, size_t bytes, void **ptr)
+int weft__devmem_alloc(weft_comm_t *comm, enum weft_mem_type type, size_t bytes, void **host_ptr, void **dev_ptr)
 {
-	if (!comm || !ptr || (unsigned)type >= WEFT_MEM_TYPE_COUNT) {
-		WEFT_ERROR("weft_mem_alloc: %s", !comm ? "NULL comm" : !ptr ? "NULL ptr" : "unknown memory type");
-		return -EINVAL;
-	}
 	struct devmem *m = calloc(1, sizeof(*m));
 	if (!m)
 		return -ENOMEM;
 	int rc = tp_alloc(comm, type, bytes, m);
 	if (rc != 0) {
-		if (rc == -ENOTSUP)
-			WEFT_ERROR("weft_mem_alloc: no transport of this comm allocates memory of type %d "
-				   "(a GPU transport such as nvlink is needed)", (int)type);
 		free(m);
 		return rc;
 	}
@@ -92,7 +94,56 @@ WEFT_API int weft_mem_alloc(weft_comm_t *comm, enum weft_mem_type type, size_t b
 	m->next = g_mem;
 	g_mem = m;
 	pthread_mutex_unlock(&g_lock);
-	*ptr = m->user;
+	*host_ptr = m->host;
+	*dev_ptr = m->dev;
+	return 0;
+}
+
+/* Unlinks the allocation of comm whose user pointer (or, with user NULL, whose
+ * host or device view) matches. */
+static struct devmem *devmem_take(weft_comm_t *comm, const void *user, const void *host, const void *dev)
+{
+	struct devmem *m = NULL;
+	pthread_mutex_lock(&g_lock);
+	for (struct devmem **pp = &g_mem; *pp; pp = &(*pp)->next) {
+		struct devmem *e = *pp;
+		if (e->comm != comm)
+			continue;
+		if (user ? e->user == user : (host ? e->host == host : e->dev == dev)) {
+			m = e;
+			*pp = e->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&g_lock);
+	return m;
+}
+
+void weft__devmem_free(weft_comm_t *comm, void *host_ptr, void *dev_ptr)
+{
+	if (!host_ptr && !dev_ptr)
+		return;
+	struct devmem *m = devmem_take(comm, NULL, host_ptr, dev_ptr);
+	if (m) {
+		tp_free(m);
+		free(m);
+	}
+}
+
+WEFT_API int weft_mem_alloc(weft_comm_t *comm, enum weft_mem_type type, size_t bytes, void **ptr)
+{
+	if (!comm || !ptr || (unsigned)type >= WEFT_MEM_TYPE_COUNT) {
+		WEFT_ERROR("weft_mem_alloc: %s", !comm ? "NULL comm" : !ptr ? "NULL ptr" : "unknown memory type");
+		return -EINVAL;
+	}
+	void *host = NULL, *dev = NULL;
+	int rc = weft__devmem_alloc(comm, type, bytes, &host, &dev);
+	if (rc == -ENOTSUP)
+		WEFT_ERROR("weft_mem_alloc: no transport of this comm allocates memory of type %d "
+			   "(a GPU transport such as nvlink is needed)", (int)type);
+	if (rc != 0)
+		return rc;
+	*ptr = type == WEFT_MEM_HOST ? host : dev;
 	return 0;
 }
 
@@ -100,15 +151,7 @@ WEFT_API int weft_mem_free(weft_comm_t *comm, void *ptr)
 {
 	if (!ptr)
 		return 0;
-	struct devmem *m = NULL;
-	pthread_mutex_lock(&g_lock);
-	for (struct devmem **pp = &g_mem; *pp; pp = &(*pp)->next)
-		if ((*pp)->user == ptr && (*pp)->comm == comm) {
-			m = *pp;
-			*pp = m->next;
-			break;
-		}
-	pthread_mutex_unlock(&g_lock);
+	struct devmem *m = devmem_take(comm, ptr, NULL, NULL);
 	if (!m) {
 		WEFT_ERROR("weft_mem_free: %p was not allocated by weft_mem_alloc on this comm", ptr);
 		return -EINVAL;
@@ -118,14 +161,50 @@ WEFT_API int weft_mem_free(weft_comm_t *comm, void *ptr)
 	return 0;
 }
 
-WEFT_API int weft_sem_create_on(weft_comm_t *comm, enum weft_mem_type type, weft_sem_t **sem)
+/* --------------------------------------------------------- abort flags */
+int weft__devchan_flag_add(weft_comm_t *comm, uint32_t *host_flag)
 {
-	if (type == WEFT_MEM_HOST)
-		return weft_sem_create(comm, sem);
-	/* A semaphore pool in device memory needs sem.c to allocate its pools
-	 * through weft_mem_alloc and to read tokens through the transport. */
-	WEFT_ERROR("weft_sem_create_on: semaphores in memory type %d are not supported yet", (int)type);
-	return -ENOTSUP;
+	struct aflag *f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->comm = comm;
+	f->host = host_flag;
+	pthread_mutex_lock(&g_lock);
+	f->next = g_flags;
+	g_flags = f;
+	/* A channel made after the failure must not let a kernel wait forever. */
+	if (weft__comm_status(comm) != 0)
+		__atomic_store_n(host_flag, 1, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&g_lock);
+	return 0;
+}
+
+void weft__devchan_flag_del(uint32_t *host_flag)
+{
+	struct aflag *f = NULL;
+	pthread_mutex_lock(&g_lock);
+	for (struct aflag **pp = &g_flags; *pp; pp = &(*pp)->next)
+		if ((*pp)->host == host_flag) {
+			f = *pp;
+			*pp = f->next;
+			break;
+		}
+	pthread_mutex_unlock(&g_lock);
+	free(f);
+}
+
+/* Raises the abort flag of every device channel of comm, so waiting kernels
+ * return WEFT_DEV_ABORTED. */
+void weft__devchan_abort(weft_comm_t *comm)
+{
+	int n = 0;
+	pthread_mutex_lock(&g_lock);
+	for (struct aflag *f = g_flags; f; f = f->next)
+		if (f->comm == comm && !__atomic_exchange_n(f->host, 1, __ATOMIC_ACQ_REL))
+			n++;
+	pthread_mutex_unlock(&g_lock);
+	if (n)
+		WEFT_DEBUG("raised the abort flag of %d device channel%s", n, n == 1 ? "" : "s");
 }
 
 /* Maps an imported region of conn's transport into this GPU. */
@@ -177,6 +256,12 @@ WEFT_API int weft_memchan_create(weft_conn_t *conn, weft_rmem_t *dst, weft_mem_t
 		WEFT_ERROR("weft_memchan_create: transport %s cannot map peer memory into a GPU", conn->tp->name);
 		return -ENOTSUP;
 	}
+	if (sem && (sem->comm != conn->comm || sem->type == WEFT_MEM_HOST)) {
+		WEFT_ERROR("weft_memchan_create: %s", sem->comm != conn->comm
+				? "the semaphore belongs to another communicator"
+				: "the semaphore's token is in host memory (make it with weft_sem_create_on(WEFT_MEM_CUDA))");
+		return sem->comm != conn->comm ? -EINVAL : -ENOTSUP;
+	}
 	weft_comm_t *comm = conn->comm;
 	weft_memchan_t *ch = calloc(1, sizeof(*ch));
 	if (!ch)
@@ -194,44 +279,47 @@ WEFT_API int weft_memchan_create(weft_conn_t *conn, weft_rmem_t *dst, weft_mem_t
 		d->src = src->ptr;
 		d->src_len = src->len;
 	}
-	if (sem) {
-		enum weft_mem_type t = WEFT_MEM_HOST;
-		pthread_mutex_lock(&conn->tp->lock);
-		int q = WEFT__TP_CALL(conn->tp, mem_query, conn->tp->tc, sem->token, &t);
-		pthread_mutex_unlock(&conn->tp->lock);
-		if (q != 0 || t != WEFT_MEM_CUDA) {
-			WEFT_ERROR("weft_memchan_create: the semaphore's token is not in device memory "
-				   "(make it with weft_sem_create_on(WEFT_MEM_CUDA))");
-			rc = -ENOTSUP;
-			goto err_free;
-		}
+	if (sem)
 		d->sem = sem->token;
-	}
 	if (rsem) {
 		void *p;
 		if ((rc = map_rmem(conn, rsem->rmem, &p)) != 0)
 			goto err_free;
 		d->rsem = (uint64_t *)((char *)p + rsem->off);
 	}
-	if ((rc = weft_mem_alloc(comm, WEFT_MEM_CUDA, 64, &ch->state)) != 0)
+	void *host = NULL;
+	/* The state lives beside the semaphore; without one, in whichever device
+	 * memory the comm's GPU transport allocates. */
+	rc = weft__devmem_alloc(comm, sem ? sem->type : WEFT_MEM_CUDA, 64, &host, &ch->state);
+	if (rc == -ENOTSUP && !sem)
+		rc = weft__devmem_alloc(comm, WEFT_MEM_HIP, 64, &host, &ch->state);
+	if (rc != 0)
 		goto err_free;
-	if ((rc = weft_mem_alloc(comm, WEFT_MEM_HOST, 64, &ch->abort_host)) != 0)
+	if ((rc = weft__devmem_alloc(comm, WEFT_MEM_HOST, 64, &host, &ch->abort_dev)) != 0)
 		goto err_state;
+	ch->abort_host = host;
 	d->expected = (uint64_t *)ch->state;
 	d->outbound = d->expected + 1;
 	d->epoch = (uint32_t *)(d->expected + 2);
-	/* The device view of the abort flag. */
+	d->abort_flag = (volatile uint32_t *)ch->abort_dev;
+	/* The proxy thread runs while channels exist, so that it notices a peer
+	 * failure the bootstrap sees and raises the flag (see port.c). */
+	if ((rc = weft__progress_hold(comm)) != 0)
+		goto err_abort;
+	if ((rc = weft__devchan_flag_add(comm, ch->abort_host)) != 0)
+		goto err_release;
 	pthread_mutex_lock(&g_lock);
-	for (struct devmem *m = g_mem; m; m = m->next)
-		if (m->user == ch->abort_host)
-			d->abort_flag = m->dev;
-	ch->link.next = g_chans;
+	ch->next = g_chans;
 	g_chans = ch;
 	pthread_mutex_unlock(&g_lock);
 	*out = ch;
 	return 0;
+err_release:
+	weft__progress_release(comm);
+err_abort:
+	weft__devmem_free(comm, ch->abort_host, ch->abort_dev);
 err_state:
-	weft_mem_free(comm, ch->state);
+	weft__devmem_free(comm, NULL, ch->state);
 err_free:
 	free(ch);
 	return rc;
@@ -242,14 +330,17 @@ WEFT_API int weft_memchan_destroy(weft_memchan_t *ch)
 	if (!ch)
 		return 0;
 	pthread_mutex_lock(&g_lock);
-	for (weft_memchan_t **pp = &g_chans; *pp; pp = &(*pp)->link.next)
+	for (weft_memchan_t **pp = &g_chans; *pp; pp = &(*pp)->next)
 		if (*pp == ch) {
-			*pp = ch->link.next;
+			*pp = ch->next;
 			break;
 		}
 	pthread_mutex_unlock(&g_lock);
-	weft_mem_free(ch->conn->comm, ch->abort_host);
-	weft_mem_free(ch->conn->comm, ch->state);
+	weft_comm_t *comm = ch->conn->comm;
+	weft__devchan_flag_del(ch->abort_host);
+	weft__progress_release(comm);
+	weft__devmem_free(comm, ch->abort_host, ch->abort_dev);
+	weft__devmem_free(comm, NULL, ch->state);
 	free(ch);
 	return 0;
 }
@@ -264,21 +355,44 @@ WEFT_API int weft_memchan_device_handle(const weft_memchan_t *ch, struct weft_me
 	return 0;
 }
 
-WEFT_API int weft_port_device_handle(weft_port_t *port, struct weft_port_dev *dev)
+void weft__devchan_destroy_all(weft_comm_t *comm)
 {
-	/* The FIFO must live in mapped pinned memory with a device-side head:
-	 * port.c allocates it with malloc today (see plugins/nvlink/README.md). */
-	WEFT_ERROR("weft_port_device_handle: device producers need the port FIFO in mapped memory; not supported yet");
-	return -ENOTSUP;
-}
-
-/* Raises the abort flag of every memory channel of comm, so waiting kernels
- * return WEFT_DEV_ABORTED. For weft_comm_abort and peer failure. */
-void weft__devchan_abort(weft_comm_t *comm)
-{
+	for (;;) {
+		weft_memchan_t *ch = NULL;
+		pthread_mutex_lock(&g_lock);
+		for (weft_memchan_t *c = g_chans; c && !ch; c = c->next)
+			if (c->conn->comm == comm)
+				ch = c;
+		pthread_mutex_unlock(&g_lock);
+		if (!ch)
+			break;
+		weft_memchan_destroy(ch);
+	}
+	/* What the user allocated and did not free goes with the transports. */
+	for (;;) {
+		struct devmem *m = NULL;
+		pthread_mutex_lock(&g_lock);
+		for (struct devmem **pp = &g_mem; *pp; pp = &(*pp)->next)
+			if ((*pp)->comm == comm) {
+				m = *pp;
+				*pp = m->next;
+				break;
+			}
+		pthread_mutex_unlock(&g_lock);
+		if (!m)
+			break;
+		tp_free(m);
+		free(m);
+	}
 	pthread_mutex_lock(&g_lock);
-	for (weft_memchan_t *ch = g_chans; ch; ch = ch->link.next)
-		if (ch->conn->comm == comm)
-			__atomic_store_n((uint32_t *)ch->abort_host, 1, __ATOMIC_RELEASE);
+	for (struct aflag **pp = &g_flags; *pp;) {
+		struct aflag *f = *pp;
+		if (f->comm == comm) {
+			*pp = f->next;
+			free(f);
+		} else {
+			pp = &f->next;
+		}
+	}
 	pthread_mutex_unlock(&g_lock);
 }

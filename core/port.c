@@ -1,10 +1,13 @@
-/* Port channels: a FIFO of 16-byte triggers that a producer (a host thread
- * now, a GPU kernel later) fills, and the communicator's proxy thread, which
- * drains every port of the comm into the transports and drives progress
- * while at least one port exists. */
+/* Port channels: a FIFO of 16-byte triggers that a producer (host threads, or
+ * GPU kernels after weft_port_device_handle) fills, and the communicator's
+ * proxy thread, which drains every port of the comm into the transports,
+ * drives progress while it has users, and raises device abort flags when the
+ * comm fails. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <weft/device.h>
 
 #include "comm.h"
 #include "config.h"
@@ -26,9 +29,13 @@ struct weft__trigger {
 };
 
 /* The FIFO: plain memory and counters, so a device producer can share it.
- * head: slots reserved by producers (fetch-add). tail: slots the proxy has
- * consumed and cleared. done: one past the position of the last flush trigger
- * the proxy completed. A producer may write slot h once h - tail < depth. */
+ * head: slots reserved by host producers (fetch-add). tail: slots the proxy
+ * has consumed and cleared. done: one past the position of the last flush
+ * trigger the proxy completed. A producer may write slot h once h - tail < depth.
+ * When a transport of the comm allocates mapped pinned memory, the FIFO lives
+ * there, so kernels write slots and read tail and done over PCIe; their
+ * reservation counter is a separate word in device memory (head_dev), since
+ * atomics on host memory across PCIe are not safe for reservation. */
 struct weft__fifo {
 	_Alignas(64) uint64_t head;
 	_Alignas(64) uint64_t tail;
@@ -41,7 +48,13 @@ struct weft_port {
 	weft_conn_t *conn;
 	uint64_t depth;
 	struct weft__fifo *fifo;
-	uint64_t next; /* proxy only: the next position to consume */
+	uint64_t next;  /* proxy only: the next position to consume */
+	void *fifo_dev; /* the device's view of fifo; NULL when it is plain malloc'd memory */
+	/* Device producers (weft_port_device_handle): from then on only kernels push. */
+	int device_mode;
+	uint64_t *head_dev;   /* device memory: kernels' reservation counter */
+	uint32_t *abort_host; /* host-mapped abort flag, and its device view */
+	void *abort_dev;
 };
 
 /* The comm's progress thread. It runs while it has users: port channels, and
@@ -152,6 +165,7 @@ static void *proxy_main(void *arg)
 	struct weft__backoff idle, busy;
 	weft__backoff_init(&idle, 1000);
 	weft__backoff_init(&busy, 50);
+	int raised = 0;
 	for (;;) {
 		pthread_mutex_lock(&px->mu);
 		while (!px->stop && px->users == 0)
@@ -162,8 +176,16 @@ static void *proxy_main(void *arg)
 			break;
 		int worked = 0, pending = 0;
 		/* After a failure the triggers are left alone: every producer's wait
-		 * watches the comm status and returns its error. */
-		if (weft__comm_status(comm) == 0) {
+		 * watches the comm status and returns its error; kernels watch their
+		 * abort flags, which the bootstrap cannot raise itself (its liveness
+		 * thread has no hook), so this thread raises them once it sees the
+		 * failure: within the peer timeout plus one idle sleep. */
+		if (weft__comm_status(comm) != 0) {
+			if (!raised) {
+				weft__devchan_abort(comm);
+				raised = 1;
+			}
+		} else {
 			pthread_mutex_lock(&comm->port_lock);
 			for (struct weft__link *l = comm->ports.next; l != &comm->ports; l = l->next) {
 				weft_port_t *port = weft__container_of(l, weft_port_t, link);
@@ -261,6 +283,14 @@ void weft__progress_release(weft_comm_t *comm)
 }
 
 /* -------------------------------------------------------------- ports */
+static void fifo_free(weft_port_t *port)
+{
+	if (port->fifo_dev)
+		weft__devmem_free(port->conn->comm, port->fifo, port->fifo_dev);
+	else
+		free(port->fifo);
+}
+
 WEFT_API int weft_port_create(weft_conn_t *conn, unsigned depth, weft_port_t **out)
 {
 	if (!conn || !out) {
@@ -289,11 +319,22 @@ WEFT_API int weft_port_create(weft_conn_t *conn, unsigned depth, weft_port_t **o
 	if (!port)
 		return -ENOMEM;
 	size_t bytes = sizeof(struct weft__fifo) + (size_t)depth * sizeof(struct weft__trigger);
-	if (posix_memalign((void **)&port->fifo, 64, bytes) != 0) {
-		free(port);
-		return -ENOMEM;
+	/* Mapped pinned memory when a GPU transport offers it (zero-filled), so
+	 * kernels can produce; plain memory otherwise (host producers only). */
+	void *host = NULL, *dev = NULL;
+	int arc = weft__devmem_alloc(comm, WEFT_MEM_HOST, bytes, &host, &dev);
+	if (arc == 0) {
+		port->fifo = host;
+		port->fifo_dev = dev;
+	} else {
+		if (arc != -ENOTSUP)
+			WEFT_DEBUG("weft_port_create: no mapped FIFO (%s); host producers only", weft_strerror(arc));
+		if (posix_memalign((void **)&port->fifo, 64, bytes) != 0) {
+			free(port);
+			return -ENOMEM;
+		}
+		memset(port->fifo, 0, bytes);
 	}
-	memset(port->fifo, 0, bytes);
 	port->conn = conn;
 	port->depth = depth;
 	pthread_mutex_lock(&comm->port_lock);
@@ -306,7 +347,7 @@ WEFT_API int weft_port_create(weft_conn_t *conn, unsigned depth, weft_port_t **o
 	if (rc == 0)
 		proxy_users(comm->proxy, 1);
 	if (rc != 0) {
-		free(port->fifo);
+		fifo_free(port);
 		free(port);
 		return rc;
 	}
@@ -322,8 +363,35 @@ static void port_free(weft_port_t *port)
 	port->conn->nports--;
 	pthread_mutex_unlock(&comm->port_lock);
 	proxy_users(comm->proxy, -1);
-	free(port->fifo);
+	if (port->abort_host) {
+		weft__devchan_flag_del(port->abort_host);
+		weft__devmem_free(comm, port->abort_host, port->abort_dev);
+	}
+	weft__devmem_free(comm, NULL, port->head_dev);
+	fifo_free(port);
 	free(port);
+}
+
+/* Kernels pushed into a device-mode port: wait until the proxy has consumed
+ * every trigger they wrote (the caller's kernels are done), then until the
+ * transport completed what those triggers posted. */
+static int drain_device(weft_port_t *port)
+{
+	weft_comm_t *comm = port->conn->comm;
+	struct weft__backoff b;
+	weft__backoff_init(&b, 1000);
+	for (;;) {
+		int rc = weft__comm_status(comm);
+		if (rc != 0)
+			return rc;
+		pthread_mutex_lock(&comm->port_lock);
+		uint64_t w0 = __atomic_load_n(&port->fifo->slot[port->next % port->depth].w0, __ATOMIC_ACQUIRE);
+		pthread_mutex_unlock(&comm->port_lock);
+		if (w0 == 0)
+			break;
+		weft__backoff_wait(&b);
+	}
+	return weft_flush(port->conn);
 }
 
 WEFT_API int weft_port_destroy(weft_port_t *port)
@@ -332,7 +400,9 @@ WEFT_API int weft_port_destroy(weft_port_t *port)
 		return 0;
 	/* Drain: everything pushed before is completed at the peer, unless the
 	 * comm has failed (then nobody waits on the dead peer). */
-	int rc = weft__comm_status(port->conn->comm) == 0 ? weft_port_flush(port) : 0;
+	int rc = 0;
+	if (weft__comm_status(port->conn->comm) == 0)
+		rc = port->device_mode ? drain_device(port) : weft_port_flush(port);
 	port_free(port);
 	return rc;
 }
@@ -352,6 +422,11 @@ static int push(weft_port_t *port, uint64_t w0, uint64_t w1, uint64_t *pos)
 	int rc = weft__comm_status(comm);
 	if (rc != 0)
 		return rc;
+	if (port->device_mode) {
+		WEFT_ERROR("port channel: kernels produce into this port (weft_port_device_handle was called); "
+			   "host threads cannot push into it too");
+		return -EBUSY;
+	}
 	uint64_t h = __atomic_fetch_add(&f->head, 1, __ATOMIC_RELAXED);
 	struct weft__backoff b;
 	weft__backoff_init(&b, 1000);
@@ -422,4 +497,110 @@ WEFT_API int weft_port_flush(weft_port_t *port)
 		weft__backoff_wait(&b);
 	}
 	return 0;
+}
+
+/* ------------------------------------------------------ device producers */
+/* Device memory of the comm's GPU transport, whichever runtime it serves. */
+static int devmem_any(weft_comm_t *comm, size_t bytes, void **dev)
+{
+	void *host = NULL;
+	int rc = weft__devmem_alloc(comm, WEFT_MEM_CUDA, bytes, &host, dev);
+	if (rc == -ENOTSUP)
+		rc = weft__devmem_alloc(comm, WEFT_MEM_HIP, bytes, &host, dev);
+	return rc;
+}
+
+/* Switches the port to device producers: drains what host threads pushed,
+ * then restarts every position at 0 (the device counter starts zero-filled),
+ * which is safe because the FIFO is empty and the proxy is held off by
+ * port_lock. */
+static int enter_device_mode(weft_port_t *port)
+{
+	weft_comm_t *comm = port->conn->comm;
+	int rc;
+	if (__atomic_load_n(&port->fifo->head, __ATOMIC_ACQUIRE) != 0 && (rc = weft_port_flush(port)) != 0)
+		return rc;
+	if ((rc = devmem_any(comm, 64, (void **)&port->head_dev)) != 0)
+		return rc;
+	void *host = NULL;
+	if ((rc = weft__devmem_alloc(comm, WEFT_MEM_HOST, 64, &host, &port->abort_dev)) != 0)
+		goto err_head;
+	port->abort_host = host;
+	if ((rc = weft__devchan_flag_add(comm, port->abort_host)) != 0)
+		goto err_abort;
+	pthread_mutex_lock(&comm->port_lock);
+	struct weft__fifo *f = port->fifo;
+	port->next = 0;
+	__atomic_store_n(&f->head, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&f->tail, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&f->done, 0, __ATOMIC_RELEASE);
+	port->device_mode = 1;
+	pthread_mutex_unlock(&comm->port_lock);
+	return 0;
+err_abort:
+	weft__devmem_free(comm, port->abort_host, port->abort_dev);
+	port->abort_host = NULL;
+	port->abort_dev = NULL;
+err_head:
+	weft__devmem_free(comm, NULL, port->head_dev);
+	port->head_dev = NULL;
+	return rc;
+}
+
+WEFT_API int weft_port_device_handle(weft_port_t *port, struct weft_port_dev *dev)
+{
+	if (!port || !dev) {
+		WEFT_ERROR("weft_port_device_handle: NULL %s", port ? "dev" : "port");
+		return -EINVAL;
+	}
+	if (!port->fifo_dev) {
+		WEFT_ERROR("weft_port_device_handle: this port's FIFO is not in device-mapped memory (no transport "
+			   "of the comm allocates mapped pinned memory: a GPU transport such as nvlink is needed)");
+		return -ENOTSUP;
+	}
+	if (!port->device_mode) {
+		int rc = enter_device_mode(port);
+		if (rc != 0)
+			return rc;
+	}
+	char *fd = port->fifo_dev;
+	memset(dev, 0, sizeof(*dev));
+	dev->version = WEFT_DEVICE_HANDLE_VERSION;
+	dev->depth = (uint32_t)port->depth;
+	dev->head = port->head_dev;
+	dev->tail = (volatile uint64_t *)(fd + offsetof(struct weft__fifo, tail));
+	dev->done = (volatile uint64_t *)(fd + offsetof(struct weft__fifo, done));
+	dev->slots = (uint64_t *)(fd + offsetof(struct weft__fifo, slot));
+	dev->abort_flag = (volatile uint32_t *)port->abort_dev;
+	return 0;
+}
+
+/* The ids triggers name objects by, for kernels that build them. */
+static int port_id(const char *what, const void *obj, int internal, uint32_t id, uint32_t *out)
+{
+	if (!obj || !out) {
+		WEFT_ERROR("weft_%s_port_id: NULL %s", what, obj ? "out-pointer" : what);
+		return -EINVAL;
+	}
+	if (internal) {
+		WEFT_ERROR("weft_%s_port_id: an internal object has no port id", what);
+		return -EINVAL;
+	}
+	*out = id;
+	return 0;
+}
+
+WEFT_API int weft_mem_port_id(const weft_mem_t *mem, uint32_t *id)
+{
+	return port_id("mem", mem, mem && mem->internal, mem ? mem->id : 0, id);
+}
+
+WEFT_API int weft_rmem_port_id(const weft_rmem_t *rmem, uint32_t *id)
+{
+	return port_id("rmem", rmem, rmem && rmem->internal, rmem ? rmem->id : 0, id);
+}
+
+WEFT_API int weft_rsem_port_id(const weft_rsem_t *rsem, uint32_t *id)
+{
+	return port_id("rsem", rsem, 0, rsem ? rsem->id : 0, id);
 }

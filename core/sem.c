@@ -1,6 +1,8 @@
-/* Semaphores: 64-bit tokens in host memory that peers raise with weft_signal.
- * Tokens live in per-comm pools, each registered once with every transport,
- * one cache line per token; waiting drives every transport of the comm. */
+/* Semaphores: 64-bit tokens that peers raise with weft_signal, in host memory
+ * (waited on by host threads) or in device memory (weft_sem_create_on; waited
+ * on by kernels). Tokens live in per-comm pools of one memory type, each
+ * registered once with every transport, one cache line per token; a host wait
+ * drives every transport of the comm. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,10 +16,13 @@
 
 struct weft__sem_pool {
 	struct weft__link link;
+	weft_comm_t *comm;
 	uint32_t id; /* distinguishes pools in exchange messages and logs */
-	unsigned char *base;
+	enum weft_mem_type type;
+	unsigned char *base; /* host memory, or the device's view of device memory */
+	int from_tp;         /* host memory from a transport's mem_alloc (weft__devmem_free it) */
 	weft_mem_t *mem;
-	uint64_t used; /* bit per slot */
+	uint64_t used; /* bit per slot; device pools never clear one (see weft_sem_destroy) */
 };
 
 /* Exchange message, little-endian: pool id u32 | slot u32 | slot count u32 |
@@ -36,27 +41,58 @@ static uint32_t get32(const unsigned char *p)
 	return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
 
+static void pool_base_free(struct weft__sem_pool *pool)
+{
+	if (pool->type == WEFT_MEM_HOST && pool->from_tp)
+		weft__devmem_free(pool->comm, pool->base, NULL);
+	else if (pool->type == WEFT_MEM_HOST)
+		free(pool->base);
+	else
+		weft__devmem_free(pool->comm, NULL, pool->base);
+}
+
 static void pool_free(struct weft__sem_pool *pool)
 {
 	weft__mem_free(pool->mem);
-	free(pool->base);
+	pool_base_free(pool);
 	free(pool);
 }
 
-/* Called with comm->lock held. */
-static int pool_new(weft_comm_t *comm, struct weft__sem_pool **out)
+/* Called with comm->lock held. Device pools come from the transport that
+ * allocates that memory type (zero-filled), so peers' GPUs reach them. */
+static int pool_new(weft_comm_t *comm, enum weft_mem_type type, struct weft__sem_pool **out)
 {
 	struct weft__sem_pool *pool = calloc(1, sizeof(*pool));
 	if (!pool)
 		return -ENOMEM;
-	if (posix_memalign((void **)&pool->base, 4096, POOL_BYTES) != 0) {
-		free(pool);
-		return -ENOMEM;
+	pool->comm = comm;
+	pool->type = type;
+	int rc = 0;
+	if (type == WEFT_MEM_HOST) {
+		/* Host tokens go where peers can map them when a transport offers
+		 * such memory (shm's segments): a signal is then one store, not a
+		 * round trip. Plain memory otherwise. */
+		void *host = NULL, *dev = NULL;
+		if (weft__devmem_alloc(comm, WEFT_MEM_HOST, POOL_BYTES, &host, &dev) == 0 && host) {
+			pool->base = host;
+			pool->from_tp = 1;
+		} else if (posix_memalign((void **)&pool->base, 4096, POOL_BYTES) != 0) {
+			rc = -ENOMEM;
+		} else {
+			memset(pool->base, 0, POOL_BYTES);
+		}
+	} else {
+		void *host = NULL, *dev = NULL;
+		rc = weft__devmem_alloc(comm, type, POOL_BYTES, &host, &dev);
+		pool->base = dev;
 	}
-	memset(pool->base, 0, POOL_BYTES);
-	int rc = weft__mem_register(comm, pool->base, POOL_BYTES, WEFT_MEM_HOST, 1, &pool->mem);
 	if (rc != 0) {
-		free(pool->base);
+		free(pool);
+		return rc;
+	}
+	rc = weft__mem_register(comm, pool->base, POOL_BYTES, type, 1, &pool->mem);
+	if (rc != 0) {
+		pool_base_free(pool);
 		free(pool);
 		return rc;
 	}
@@ -72,12 +108,8 @@ static int pool_new(weft_comm_t *comm, struct weft__sem_pool **out)
 	return 0;
 }
 
-WEFT_API int weft_sem_create(weft_comm_t *comm, weft_sem_t **out)
+static int sem_create(weft_comm_t *comm, enum weft_mem_type type, weft_sem_t **out)
 {
-	if (!comm || !out) {
-		WEFT_ERROR("weft_sem_create: NULL %s", comm ? "sem out-pointer" : "comm");
-		return -EINVAL;
-	}
 	weft_sem_t *sem = calloc(1, sizeof(*sem));
 	if (!sem)
 		return -ENOMEM;
@@ -86,21 +118,24 @@ WEFT_API int weft_sem_create(weft_comm_t *comm, weft_sem_t **out)
 	struct weft__sem_pool *pool = NULL;
 	for (struct weft__link *l = comm->pools.next; l != &comm->pools; l = l->next) {
 		struct weft__sem_pool *p = weft__container_of(l, struct weft__sem_pool, link);
-		if (p->used != UINT64_MAX) {
+		if (p->type == type && p->used != UINT64_MAX) {
 			pool = p;
 			break;
 		}
 	}
 	if (!pool)
-		rc = pool_new(comm, &pool);
+		rc = pool_new(comm, type, &pool);
 	if (rc == 0) {
 		unsigned slot = (unsigned)__builtin_ctzll(~pool->used);
 		pool->used |= 1ull << slot;
 		sem->comm = comm;
 		sem->pool = pool;
 		sem->slot = slot;
+		sem->type = type;
 		sem->token = (uint64_t *)(pool->base + (size_t)slot * SLOT_BYTES);
-		__atomic_store_n(sem->token, 0, __ATOMIC_RELEASE);
+		/* A device slot is fresh (zero-filled, never reused); a host one is reset. */
+		if (type == WEFT_MEM_HOST)
+			__atomic_store_n(sem->token, 0, __ATOMIC_RELEASE);
 		weft__list_push(&comm->sems, &sem->link);
 	}
 	pthread_mutex_unlock(&comm->lock);
@@ -112,6 +147,29 @@ WEFT_API int weft_sem_create(weft_comm_t *comm, weft_sem_t **out)
 	return 0;
 }
 
+WEFT_API int weft_sem_create(weft_comm_t *comm, weft_sem_t **out)
+{
+	if (!comm || !out) {
+		WEFT_ERROR("weft_sem_create: NULL %s", comm ? "sem out-pointer" : "comm");
+		return -EINVAL;
+	}
+	return sem_create(comm, WEFT_MEM_HOST, out);
+}
+
+WEFT_API int weft_sem_create_on(weft_comm_t *comm, enum weft_mem_type type, weft_sem_t **out)
+{
+	if (!comm || !out || (unsigned)type >= WEFT_MEM_TYPE_COUNT) {
+		WEFT_ERROR("weft_sem_create_on: %s", !comm ? "NULL comm" : !out ? "NULL sem out-pointer"
+									  : "unknown memory type");
+		return -EINVAL;
+	}
+	int rc = sem_create(comm, type, out);
+	if (rc == -ENOTSUP)
+		WEFT_ERROR("weft_sem_create_on: no transport of this comm allocates memory of type %d for "
+			   "semaphores (a GPU transport such as nvlink is needed)", (int)type);
+	return rc;
+}
+
 WEFT_API int weft_sem_destroy(weft_sem_t *sem)
 {
 	if (!sem)
@@ -119,9 +177,11 @@ WEFT_API int weft_sem_destroy(weft_sem_t *sem)
 	weft_comm_t *comm = sem->comm;
 	pthread_mutex_lock(&comm->lock);
 	weft__list_del(&sem->link);
-	/* The slot is reused; the pool stays registered until the comm goes, since
-	 * peers may still hold imports of it. */
-	sem->pool->used &= ~(1ull << sem->slot);
+	/* A host slot is reused (reset at its next create); the pool stays
+	 * registered until the comm goes, since peers may still hold imports of
+	 * it. A device slot is retired: the host cannot reset device memory. */
+	if (sem->type == WEFT_MEM_HOST)
+		sem->pool->used &= ~(1ull << sem->slot);
 	pthread_mutex_unlock(&comm->lock);
 	free(sem);
 	return 0;
@@ -137,7 +197,8 @@ __attribute__((no_sanitize_thread)) static uint64_t token_load(const uint64_t *t
 
 WEFT_API uint64_t weft_sem_value(const weft_sem_t *sem)
 {
-	return sem ? token_load(sem->token) : 0;
+	/* A device token is not host-readable; kernels read it (weft.h says 0). */
+	return sem && sem->type == WEFT_MEM_HOST ? token_load(sem->token) : 0;
 }
 
 /* A software transport lands data and token with plain copies, possibly in
@@ -160,6 +221,11 @@ WEFT_API int weft_sem_wait(weft_sem_t *sem, uint64_t value)
 	if (!sem) {
 		WEFT_ERROR("weft_sem_wait: NULL sem");
 		return -EINVAL;
+	}
+	if (sem->type != WEFT_MEM_HOST) {
+		WEFT_ERROR("weft_sem_wait: the semaphore's token is in device memory (weft_sem_create_on); "
+			   "kernels wait on it (weft_memchan_wait), host threads cannot");
+		return -ENOTSUP;
 	}
 	weft_comm_t *comm = sem->comm;
 	struct weft__backoff b;

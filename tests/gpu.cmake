@@ -1,3 +1,7 @@
+# Device-channel API checks that need no GPU (label unit): every host.
+weft_add_test(test_devchan_nodev SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/gpu/test_devchan_nodev.c LABELS unit
+  TIMEOUT 60)
+
 # GPU tests (label gpu) and the weft-gpu-bench benchmark: only where the nvlink
 # plugin is built, which means a CUDA compiler was found. Without a GPU the
 # tests skip (exit 77); with WEFT_REQUIRE_GPU=1 they fail instead.
@@ -26,6 +30,14 @@ if(_weft_have_cuda AND TARGET weft-plugin-nvlink)
   target_compile_definitions(test_nvlink_gpu PRIVATE WEFT_NVLINK_PLUGIN="$<TARGET_FILE:weft-plugin-nvlink>")
   add_dependencies(test_nvlink_gpu weft-plugin-nvlink)
   weft_gpu_flags(test_nvlink_gpu)
+
+  # The same paths through the public API: libweft loads the nvlink plugin from
+  # the build tree (memory channels, port channels with host and device
+  # producers, abort flags).
+  weft_add_test(test_devchan_gpu SOURCES ${_gpudir}/test_devchan_gpu.cu LABELS gpu TIMEOUT 900
+    LIBS CUDA::cudart_static ${CMAKE_DL_LIBS} rt)
+  add_dependencies(test_devchan_gpu weft-plugin-nvlink)
+  weft_gpu_flags(test_devchan_gpu)
 
   add_executable(weft-gpu-bench ${_gpudir}/gpu_bench.cu ${_gpurt})
   target_include_directories(weft-gpu-bench PRIVATE ${PROJECT_SOURCE_DIR}/include)

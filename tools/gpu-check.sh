@@ -55,7 +55,7 @@ do_build() {
 			cmake --build "$bdir" -j "$jobs"
 		else
 			# The GPU targets alone: the rest of the tree is CI's business.
-			cmake --build "$bdir" -j "$jobs" --target weft-plugin-nvlink test_nvlink_gpu test_nvlink_nodev \
+			cmake --build "$bdir" -j "$jobs" --target weft-plugin-nvlink test_nvlink_gpu test_devchan_gpu test_nvlink_nodev \
 				weft-gpu-bench weft-info
 		fi &&
 		tools/check-no-multicast.sh "$bdir"

@@ -9,6 +9,8 @@
 
 #include <stdint.h>
 
+#include <weft/weft.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -46,6 +48,17 @@ struct weft_port_dev {
 	uint64_t *slots;         /* host-mapped: depth x 2 words */
 	volatile uint32_t *abort_flag;
 };
+
+/* Host side: the small integers a port trigger names objects by (a kernel
+ * passes them to weft_port_put / weft_port_signal below). Valid while the
+ * object lives. Errors: -EINVAL (NULL). Thread safety: any thread. Blocking: no.
+ * A port whose weft_port_device_handle was called takes triggers from kernels
+ * only: host pushes return -EBUSY; weft_port_destroy then waits until the
+ * proxy consumed what kernels pushed (they must have finished) and the
+ * transport completed it. */
+WEFT_API int weft_mem_port_id(const weft_mem_t *mem, uint32_t *id);
+WEFT_API int weft_rmem_port_id(const weft_rmem_t *rmem, uint32_t *id);
+WEFT_API int weft_rsem_port_id(const weft_rsem_t *rsem, uint32_t *id);
 
 /* Trigger kinds and fields, as in core/port.c. */
 #define WEFT_TRIG_PUT 1u

@@ -220,7 +220,14 @@ WEFT_API int weft_mem_alloc(weft_comm_t *comm, enum weft_mem_type type, size_t b
 WEFT_API int weft_mem_free(weft_comm_t *comm, void *ptr); /* accepts NULL */
 
 /* A semaphore whose token lives in memory of `type` (device memory, so kernels
- * wait on it without crossing PCIe). weft_sem_create is this with WEFT_MEM_HOST. */
+ * wait on it without crossing PCIe). weft_sem_create is this with WEFT_MEM_HOST.
+ * Peers raise it with weft_signal / weft_port_signal or in kernels (memory
+ * channels); exchange it with weft_sem_exchange as any semaphore. Only kernels
+ * wait on a device token (weft_memchan_wait): the host cannot read device
+ * memory, so weft_sem_wait on it returns -ENOTSUP and weft_sem_value returns 0.
+ * Its slot is not reused after weft_sem_destroy (the pool's memory goes with
+ * the comm). Errors: -EINVAL, -ENOTSUP (no transport of comm allocates `type`:
+ * a GPU transport such as nvlink is needed). Thread safety: one thread per comm. */
 WEFT_API int weft_sem_create_on(weft_comm_t *comm, enum weft_mem_type type, weft_sem_t **sem);
 
 /* A memory channel over conn: GPU threads of this rank write dst (the peer's
