@@ -1,0 +1,231 @@
+/* Kill tests: three forked ranks run one collective over ofi in a loop; one
+ * rank is SIGKILLed mid-loop (or leaves main without weft_comm_destroy). Every
+ * survivor must get an error from the collective within the peer timeout plus
+ * slack, never a hang, and must then destroy its communicator. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <weft/weft.h>
+
+#include "testlib.h"
+
+#define NRANKS 3
+#define VICTIM 2
+#define PEER_TIMEOUT_S 2
+/* Detection may take the peer timeout; the rest is scheduling on a loaded
+ * 2-core machine (and an ASan build). */
+#define SLACK_S 8
+#define DESTROY_MAX_S 10
+#define JOB_TIMEOUT_S 40
+#define COUNT (256 * 1024) /* floats per block: 1 MiB, long enough to be inside */
+#define KILL_AFTER_MS 300
+
+enum coll { ALLREDUCE, ALLGATHER, REDUCE_SCATTER, BROADCAST, REDUCE, ALLTOALL, SENDRECV, NCOLL };
+static const char *const coll_names[NCOLL] = {"allreduce", "allgather", "reduce-scatter", "broadcast",
+					      "reduce", "alltoall", "sendrecv"};
+
+enum how { KILLED, EXIT_NO_DESTROY };
+
+struct job {
+	enum coll coll;
+	enum how how;
+};
+
+static struct weft_unique_id g_id;
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+#define RFAIL(...) \
+	do { \
+		fprintf(stderr, "rank %d (%s): ", rank, coll_names[j->coll]); \
+		fprintf(stderr, __VA_ARGS__); \
+		fputc('\n', stderr); \
+		return 1; \
+	} while (0)
+
+/* One call of the collective under test; every rank calls the same. */
+static int one(enum coll c, int rank, float *send, float *recv, weft_comm_t *comm)
+{
+	int rc;
+	switch (c) {
+	case ALLREDUCE:
+		return weft_allreduce(send, recv, COUNT, WEFT_FLOAT32, WEFT_SUM, comm, NULL);
+	case ALLGATHER:
+		return weft_allgather(send, recv, COUNT, WEFT_FLOAT32, comm, NULL);
+	case REDUCE_SCATTER:
+		return weft_reduce_scatter(send, recv, COUNT, WEFT_FLOAT32, WEFT_SUM, comm, NULL);
+	case BROADCAST:
+		return weft_broadcast(send, recv, COUNT, WEFT_FLOAT32, 0, comm, NULL);
+	case REDUCE:
+		return weft_reduce(send, recv, COUNT, WEFT_FLOAT32, WEFT_SUM, 0, comm, NULL);
+	case ALLTOALL:
+		return weft_alltoall(send, recv, COUNT, WEFT_FLOAT32, comm, NULL);
+	case SENDRECV:
+		/* A ring: send to the next rank, receive from the previous, fused. */
+		rc = weft_group_start();
+		if (rc)
+			return rc;
+		int s = weft_send(send, COUNT, WEFT_FLOAT32, (rank + 1) % NRANKS, comm, NULL);
+		int r = weft_recv(recv, COUNT, WEFT_FLOAT32, (rank + NRANKS - 1) % NRANKS, comm, NULL);
+		rc = weft_group_end();
+		return s ? s : r ? r : rc;
+	default:
+		return -EINVAL;
+	}
+}
+
+static void *killer(void *arg)
+{
+	(void)arg;
+	usleep(KILL_AFTER_MS * 1000);
+	raise(SIGKILL);
+	return NULL;
+}
+
+static int rank_main(int rank, int n, void *arg)
+{
+	const struct job *j = arg;
+	float *send = malloc(sizeof(float) * COUNT * NRANKS);
+	float *recv = malloc(sizeof(float) * COUNT * NRANKS);
+	if (!send || !recv)
+		RFAIL("no memory");
+	for (size_t i = 0; i < (size_t)COUNT * NRANKS; i++)
+		send[i] = (float)(rank + 1);
+	weft_comm_t *comm = NULL;
+	int rc = weft_comm_create(&g_id, n, rank, &comm);
+	if (rc)
+		RFAIL("weft_comm_create: %s", weft_strerror(rc));
+	/* One round that everybody completes: the collective works here. */
+	rc = one(j->coll, rank, send, recv, comm);
+	if (rc)
+		RFAIL("first %s failed before any rank left: %s", coll_names[j->coll], weft_strerror(rc));
+
+	if (rank == VICTIM) {
+		if (j->how == EXIT_NO_DESTROY) {
+			usleep(KILL_AFTER_MS * 1000);
+			/* Leaves main without weft_comm_destroy: exit handlers run, the
+			 * communicator is never closed. */
+			exit(0);
+		}
+		pthread_t t;
+		if (pthread_create(&t, NULL, killer, NULL))
+			RFAIL("pthread_create");
+		for (;;)
+			one(j->coll, rank, send, recv, comm);
+	}
+
+	/* Survivors: loop until the collective fails; the victim dies meanwhile. */
+	double t0 = now_s();
+	long rounds = 0;
+	for (;;) {
+		rc = one(j->coll, rank, send, recv, comm);
+		if (rc)
+			break;
+		rounds++;
+		if (now_s() - t0 > KILL_AFTER_MS / 1000.0 + PEER_TIMEOUT_S + SLACK_S)
+			RFAIL("%ld rounds succeeded after rank %d was gone: no error within %d s", rounds, VICTIM,
+			      PEER_TIMEOUT_S + SLACK_S);
+	}
+	double t_err = now_s() - t0;
+	if (rc >= 0)
+		RFAIL("failed with %d, not a negative error code", rc);
+	if (t_err > KILL_AFTER_MS / 1000.0 + PEER_TIMEOUT_S + SLACK_S)
+		RFAIL("the error (%s) came after %.1f s", weft_strerror(rc), t_err);
+	/* Once broken, it stays broken: the next call fails too, at once. */
+	double t1 = now_s();
+	int rc2 = one(j->coll, rank, send, recv, comm);
+	if (rc2 == 0)
+		RFAIL("a collective succeeded after the communicator failed");
+	if (now_s() - t1 > PEER_TIMEOUT_S + SLACK_S)
+		RFAIL("a call on the failed communicator took %.1f s", now_s() - t1);
+	double t2 = now_s();
+	int drc = weft_comm_destroy(comm);
+	double t_destroy = now_s() - t2;
+	if (t_destroy > DESTROY_MAX_S)
+		RFAIL("weft_comm_destroy took %.1f s", t_destroy);
+	fprintf(stderr, "rank %d (%s, %s): error %d (%s) after %ld rounds, %.2f s; destroy %.2f s (rc %d)\n", rank,
+		coll_names[j->coll], j->how == KILLED ? "killed" : "exit without destroy", rc, weft_strerror(rc),
+		rounds, t_err, t_destroy, drc);
+	free(send);
+	free(recv);
+	return 0;
+}
+
+static void run(enum coll c, enum how how)
+{
+	struct job j = {.coll = c, .how = how};
+	int status[NRANKS];
+	ck_assert_int_eq(weft_get_unique_id(&g_id), 0);
+	double t0 = now_s();
+	wt_fork_ranks_status(NRANKS, rank_main, &j, JOB_TIMEOUT_S, status);
+	double dt = now_s() - t0;
+	for (int r = 0; r < NRANKS; r++) {
+		if (r == VICTIM) {
+			if (how == KILLED)
+				ck_assert_msg(WIFSIGNALED(status[r]) && WTERMSIG(status[r]) == SIGKILL,
+					      "%s: the victim was not killed as planned (status 0x%x)", coll_names[c],
+					      status[r]);
+			else
+				ck_assert_msg(WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 0,
+					      "%s: the victim did not exit cleanly (status 0x%x)", coll_names[c],
+					      status[r]);
+			continue;
+		}
+		ck_assert_msg(status[r] != -1, "%s: survivor rank %d hung (killed at the %d s job timeout)",
+			      coll_names[c], r, JOB_TIMEOUT_S);
+		ck_assert_msg(WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 0,
+			      "%s: survivor rank %d failed (status 0x%x)", coll_names[c], r, status[r]);
+	}
+	fprintf(stderr, "kill test %s (%s): passed in %.1f s\n", coll_names[c],
+		how == KILLED ? "SIGKILL" : "exit without destroy", dt);
+}
+
+START_TEST(killed_in_collective)
+{
+	run((enum coll)_i, KILLED);
+}
+END_TEST
+
+START_TEST(exit_without_destroy)
+{
+	run(ALLREDUCE, EXIT_NO_DESTROY);
+}
+END_TEST
+
+int main(void)
+{
+	setenv("WEFT_CORE_PEER_TIMEOUT", "2", 1);
+	setenv("WEFT_CORE_HEARTBEAT_INTERVAL", "0.5", 1);
+	setenv("WEFT_CORE_BOOTSTRAP_TIMEOUT", "30", 0);
+	setenv("WEFT_CORE_BOOTSTRAP_ADDR", "127.0.0.1", 0);
+	/* Every connection over ofi, whatever else the build tree holds. */
+	char *dir = wt_mkdtemp("kill");
+	char *conf = dir ? wt_write_file(dir, "weft.conf", "[transport]\nuse ofi\n") : NULL;
+	if (!conf)
+		return 1;
+	setenv("WEFT_CONFIG", conf, 1);
+	Suite *s = suite_create("kill");
+	TCase *tc = tcase_create("ofi");
+	tcase_set_timeout(tc, JOB_TIMEOUT_S + 20);
+	tcase_add_loop_test(tc, killed_in_collective, 0, NCOLL);
+	tcase_add_test(tc, exit_without_destroy);
+	suite_add_tcase(s, tc);
+	int rc = wt_run_suite(s);
+	wt_rmdir(dir);
+	free(conf);
+	free(dir);
+	return rc;
+}
