@@ -3,6 +3,7 @@
  * which the caller drives (progress and retry on a full queue, no timeouts:
  * the bootstrap reports dead peers and aborts). */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -171,7 +172,7 @@ static int swap_msgs(weft_comm_t *comm, int peer, const unsigned char *mine, siz
 /* Finds the peer's candidate named `name`: its address, or NULL. Validates the
  * whole message on the way (-WEFT_ERR_PROTOCOL). */
 static int find_peer_cand(int peer, const unsigned char *m, size_t len, const char *name, const unsigned char **addr,
-			  size_t *alen)
+			  size_t *alen, uint32_t *pos)
 {
 	uint32_t n = get32(m + 12);
 	size_t off = CONN_HDR;
@@ -191,10 +192,107 @@ static int find_peer_cand(int peer, const unsigned char *m, size_t len, const ch
 		if (!*addr && strcmp(cname, name) == 0) {
 			*addr = m + off + CAND_HDR;
 			*alen = al;
+			*pos = i;
 		}
 		off += CAND_HDR + al;
 	}
 	return 0;
+}
+
+/* What a transport's probe says about one peer class: the lowest one-way
+ * latency among its devices that reach the class (unknown latency counts as
+ * SCORE_UNKNOWN, no device reaching it as SCORE_NONE) and, at that latency,
+ * the highest bandwidth. Probed once per process per transport: devices do
+ * not change under a running job, and probing may be slow (fi_getinfo). */
+#define SCORE_UNKNOWN 1e9
+#define SCORE_NONE 1e18
+#define SCORE_CACHE 32
+
+struct tp_score {
+	const struct weft_transport_ops *ops;
+	double lat[WEFT_PEER_CLASS_COUNT];
+	double bw[WEFT_PEER_CLASS_COUNT];
+};
+
+static pthread_mutex_t score_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tp_score score_cache[SCORE_CACHE];
+static int score_n;
+
+static void probe_score(const struct weft__tp *tp, struct tp_score *sc)
+{
+	for (int c = 0; c < WEFT_PEER_CLASS_COUNT; c++) {
+		sc->lat[c] = WEFT__TP_HAS(tp, probe) ? SCORE_NONE : SCORE_UNKNOWN;
+		sc->bw[c] = 0;
+	}
+	if (!WEFT__TP_HAS(tp, probe))
+		return;
+	struct weft_tp_device devs[16];
+	int n = 16;
+	memset(devs, 0, sizeof(devs));
+	int rc = tp->ops->probe(devs, &n);
+	if (rc != 0 && rc != -ENOSPC) {
+		for (int c = 0; c < WEFT_PEER_CLASS_COUNT; c++)
+			sc->lat[c] = SCORE_UNKNOWN;
+		return;
+	}
+	if (n > 16)
+		n = 16;
+	for (int i = 0; i < n; i++) {
+		double lat = devs[i].latency_us > 0 ? devs[i].latency_us : SCORE_UNKNOWN;
+		for (int c = 0; c < WEFT_PEER_CLASS_COUNT; c++) {
+			if (!(devs[i].peer_classes & (1u << c)))
+				continue;
+			if (lat < sc->lat[c] || (lat == sc->lat[c] && devs[i].bandwidth_gbps > sc->bw[c])) {
+				sc->lat[c] = lat;
+				sc->bw[c] = devs[i].bandwidth_gbps;
+			}
+		}
+	}
+}
+
+static void tp_score(const struct weft__tp *tp, enum weft_peer_class cls, double *lat, double *bw)
+{
+	pthread_mutex_lock(&score_lock);
+	int i = 0;
+	while (i < score_n && score_cache[i].ops != tp->ops)
+		i++;
+	struct tp_score local, *sc = i < score_n ? &score_cache[i] : &local;
+	if (i == score_n) {
+		probe_score(tp, &local);
+		local.ops = tp->ops;
+		if (score_n < SCORE_CACHE)
+			score_cache[score_n++] = local;
+	}
+	*lat = sc->lat[cls];
+	*bw = sc->bw[cls];
+	pthread_mutex_unlock(&score_lock);
+}
+
+/* The order in which this rank offers its transports to a peer of class cls.
+ * Interim rule until the topology work lands: lowest probed latency to that
+ * class first, then highest bandwidth, then the name (comm->tp is
+ * alphabetical and the sort is stable). So shm (0.2 us) goes before ofi and
+ * ucx (which report no latency) for same-host peers. Both ends usually
+ * compute the same order, but the choice does not rely on it: the lower rank's
+ * order decides (see connect_peer). */
+static void tp_order(const weft_comm_t *comm, enum weft_peer_class cls, int *order)
+{
+	double lat[64], bw[64];
+	int n = comm->ntp < 64 ? comm->ntp : 64;
+	for (int i = 0; i < n; i++) {
+		tp_score(&comm->tp[i], cls, &lat[i], &bw[i]);
+		order[i] = i;
+	}
+	for (int i = n; i < comm->ntp; i++)
+		order[i] = i;
+	for (int i = 1; i < n; i++) { /* insertion sort: stable, n is tiny */
+		int k = order[i], j = i - 1;
+		while (j >= 0 && (lat[order[j]] > lat[k] || (lat[order[j]] == lat[k] && bw[order[j]] < bw[k]))) {
+			order[j + 1] = order[j];
+			j--;
+		}
+		order[j + 1] = k;
+	}
 }
 
 static int connect_peer(weft_comm_t *comm, int peer, const char *transport, weft_conn_t **out);
@@ -240,11 +338,12 @@ static int connect_peer(weft_comm_t *comm, int peer, const char *transport, weft
 		return -ENOMEM;
 	int nc = 0, status = 0;
 
-	/* Candidates, in the alphabetical order of comm->tp. Without a name every
-	 * transport that can reach the peer is offered and the first one both sides
-	 * offer wins, so both sides pick alike with one message each way.
-	 * TODO(topology): score candidates by peer class and link (shm/nvlink before
-	 * tcp) and apply the [transport] rules of the configuration. */
+	/* Candidates, in tp_order's order. Without a name every transport that can
+	 * reach the peer is offered; the lower rank's first candidate that the
+	 * other side offers too wins, so both sides pick alike with one message
+	 * each way, and if a transport cannot make an endpoint on one side both
+	 * fall back to the next together. A named transport always wins.
+	 * TODO(topology): apply the [transport] rules of the configuration. */
 	if (transport) {
 		int tpi = weft__comm_tp_index(comm, transport);
 		if (tpi < 0) {
@@ -265,7 +364,14 @@ static int connect_peer(weft_comm_t *comm, int peer, const char *transport, weft
 					   peer, weft_strerror(status));
 		}
 	} else {
-		for (int i = 0; i < comm->ntp; i++) {
+		int *order = malloc((comm->ntp > 0 ? (size_t)comm->ntp : 1) * sizeof(*order));
+		if (!order) {
+			free(c);
+			return -ENOMEM;
+		}
+		tp_order(comm, tpeer.peer_class, order);
+		for (int k = 0; k < comm->ntp; k++) {
+			int i = order[k];
 			int erc = make_endpoint(comm, i, &tpeer, &c[nc]);
 			if (erc == 0)
 				nc++;
@@ -273,6 +379,7 @@ static int connect_peer(weft_comm_t *comm, int peer, const char *transport, weft
 				WEFT_INFO("weft_connect: transport %s not offered for rank %d: %s", comm->tp[i].name,
 					  peer, weft_strerror(erc));
 		}
+		free(order);
 	}
 
 	/* Always send, even on a local failure, so the peer is not left waiting. */
@@ -308,15 +415,26 @@ static int connect_peer(weft_comm_t *comm, int peer, const char *transport, weft
 		rc = -WEFT_ERR_MISMATCH;
 		goto err_free_msg;
 	}
+	/* The lower rank's preference decides: it takes its first candidate the
+	 * peer offers; the higher rank takes, of its candidates, the one the peer
+	 * listed first. */
 	int chosen = -1;
 	const unsigned char *paddr = NULL;
 	size_t palen = 0;
-	for (int i = 0; i < nc && chosen < 0; i++) {
-		rc = find_peer_cand(peer, theirs, tlen, comm->tp[c[i].tpi].name, &paddr, &palen);
+	uint32_t best_pos = UINT32_MAX;
+	for (int i = 0; i < nc && (chosen < 0 || comm->rank > peer); i++) {
+		const unsigned char *a = NULL;
+		size_t al = 0;
+		uint32_t pos = 0;
+		rc = find_peer_cand(peer, theirs, tlen, comm->tp[c[i].tpi].name, &a, &al, &pos);
 		if (rc != 0)
 			goto err_free_msg;
-		if (paddr)
+		if (a && (comm->rank < peer || pos < best_pos)) {
 			chosen = i;
+			paddr = a;
+			palen = al;
+			best_pos = pos;
+		}
 	}
 	if (chosen < 0) {
 		if (transport) {

@@ -50,6 +50,7 @@ struct ah_ctx {
 	weft_mem_t *scratch_mem;
 	char *staging;    /* nranks areas; area p holds what goes to rank p */
 	weft_mem_t *staging_mem;
+	int scratch_tp, staging_tp; /* from prim->mem_alloc (else posix_memalign) */
 	char *temp;       /* one chunk, for our own input when it would be overwritten */
 	struct ah_peer *peers;
 	int broken;       /* a transfer failed half-way: channels are out of step */

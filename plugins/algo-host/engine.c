@@ -24,14 +24,38 @@ const char *ah_strerror(int rc)
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ah_ctx *ctx_list; /* one per communicator, keyed by its pointer */
 
-static void *ah_alloc_area(size_t bytes)
+/* Scratch and staging come from the core's allocator when a transport of the
+ * comm offers host memory that peers can map (shm's segments): a put is then
+ * a memcpy into the peer's pages. Otherwise plain page-aligned memory.
+ * *from_tp says which, for ah_free_area. */
+static void *ah_alloc_area(struct ah_ctx *c, size_t bytes, int *from_tp)
 {
 	void *p = NULL;
+	const struct weft_prim_api *pr = c->prim;
+	*from_tp = 0;
+	if (WEFT_HAS_OP(pr, struct weft_prim_api, mem_alloc) && WEFT_HAS_OP(pr, struct weft_prim_api, mem_free)) {
+		int rc = pr->mem_alloc(c->comm, WEFT_MEM_HOST, bytes ? bytes : 4096, &p);
+		if (rc == 0 && p) {
+			*from_tp = 1;
+			return p; /* zero-filled */
+		}
+		if (rc != -ENOTSUP && rc != -ENOSYS)
+			AH_LOG(WEFT_LOG_DEBUG, "mem_alloc of %zu bytes: %s; using plain memory", bytes, ah_strerror(rc));
+		p = NULL;
+	}
 	/* Page alignment keeps registration cheap for transports that pin pages. */
 	if (posix_memalign(&p, 4096, bytes ? bytes : 4096) != 0)
 		return NULL;
 	memset(p, 0, bytes);
 	return p;
+}
+
+static void ah_free_area(struct ah_ctx *c, void *p, int from_tp)
+{
+	if (from_tp)
+		c->prim->mem_free(c->comm, p);
+	else
+		free(p);
 }
 
 static int read_params(struct ah_ctx *c)
@@ -86,8 +110,8 @@ static void ctx_free(struct ah_ctx *c)
 				peer_release(c, &c->peers[p]);
 	c->prim->mem_deregister(c->staging_mem);
 	c->prim->mem_deregister(c->scratch_mem);
-	free(c->staging);
-	free(c->scratch);
+	ah_free_area(c, c->staging, c->staging_tp);
+	ah_free_area(c, c->scratch, c->scratch_tp);
 	free(c->temp);
 	free(c->transport);
 	free(c->peers);
@@ -123,8 +147,8 @@ static int ctx_create(const struct weft_algo_comm *ac, struct ah_ctx **out)
 	c->rx_ptr = calloc(n, sizeof(*c->rx_ptr));
 	c->rx_dst = calloc(n, sizeof(*c->rx_dst));
 	c->temp = malloc(c->chunk);
-	c->scratch = ah_alloc_area(c->area * n);
-	c->staging = ah_alloc_area(c->area * n);
+	c->scratch = ah_alloc_area(c, c->area * n, &c->scratch_tp);
+	c->staging = ah_alloc_area(c, c->area * n, &c->staging_tp);
 	if (!c->peers || !c->tx_src || !c->tx_bytes || !c->rx_bytes || !c->rx_ptr || !c->rx_dst || !c->temp ||
 	    !c->scratch || !c->staging) {
 		AH_LOG(WEFT_LOG_ERROR, "out of memory for %zu bytes of scratch and staging", 2 * c->area * n);
