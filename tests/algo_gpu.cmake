@@ -4,3 +4,51 @@
 weft_add_test(test_algo_gpu_sched
   SOURCES test_algo_gpu_sched.c ${PROJECT_SOURCE_DIR}/plugins/algo-gpu/schedule.c
   LABELS unit TIMEOUT 120)
+
+# GPU tests through the public API (label gpu) and the benchmark, where the
+# pack is built. test_algo_gpu_rings turns both one-shot paths and the LL path
+# off, so every size, odd tails included, goes through the pipelined rings.
+if(TARGET weft-plugin-algo-gpu AND TARGET weft-plugin-nvlink)
+  if(NOT CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES ${WEFT_CUDA_ARCH})
+  endif()
+  enable_language(CUDA)
+  find_package(CUDAToolkit REQUIRED)
+  get_directory_property(_wag_topts COMPILE_OPTIONS)
+  set(_wag_tcuda "")
+  foreach(o IN LISTS _wag_topts)
+    list(APPEND _wag_tcuda "-Xcompiler=${o}")
+  endforeach()
+  weft_add_test(test_algo_gpu SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/gpu/test_algo_gpu.cu LABELS gpu TIMEOUT 900
+    LIBS CUDA::cudart_static ${CMAKE_DL_LIBS} rt
+    ENV WEFT_CORE_BOOTSTRAP_ADDR=127.0.0.1 NCCL_NVLS_ENABLE=0 CK_RUN_CASE=two)
+  add_dependencies(test_algo_gpu weft-plugin-algo-gpu weft-plugin-nvlink)
+  set_property(TARGET test_algo_gpu PROPERTY COMPILE_OPTIONS
+    "$<$<COMPILE_LANGUAGE:C>:${_wag_topts}>" "$<$<COMPILE_LANGUAGE:CUDA>:${_wag_tcuda}>")
+  # The same binary, one Check case per entry; the _rings entries turn the LL
+  # and both one-shot paths off, so every size, odd tails included, goes
+  # through the pipelined rings (small tiles: many pipeline steps).
+  set(_wag_rings WEFT_ALGO_GPU_LL_MAX=0 WEFT_ALGO_GPU_ONESHOT_MAX=0 WEFT_ALGO_GPU_ALLGATHER_ONESHOT_MAX=0
+    WEFT_ALGO_GPU_TILE=4K)
+  foreach(v graph:graph: multi:multi: rings_two:two:rings rings_graph:graph:rings)
+    string(REPLACE ":" ";" _v "${v}")
+    list(GET _v 0 _name)
+    list(GET _v 1 _case)
+    list(LENGTH _v _len)
+    set(_env "WEFT_CONFIG=${CMAKE_CURRENT_BINARY_DIR}/empty.conf" "WEFT_PLUGIN_PATH=" "CK_DEFAULT_TIMEOUT=900"
+      WEFT_CORE_BOOTSTRAP_ADDR=127.0.0.1 NCCL_NVLS_ENABLE=0 CK_RUN_CASE=${_case})
+    if(v MATCHES ":rings$")
+      list(APPEND _env ${_wag_rings})
+    endif()
+    add_test(NAME test_algo_gpu_${_name} COMMAND test_algo_gpu)
+    set_tests_properties(test_algo_gpu_${_name} PROPERTIES LABELS gpu TIMEOUT 900 SKIP_RETURN_CODE 77
+      ENVIRONMENT "${_env}")
+  endforeach()
+
+  add_executable(weft-algo-gpu-bench ${CMAKE_CURRENT_SOURCE_DIR}/gpu/algo_gpu_bench.cu)
+  target_include_directories(weft-algo-gpu-bench PRIVATE ${PROJECT_SOURCE_DIR}/include)
+  target_link_libraries(weft-algo-gpu-bench PRIVATE weft CUDA::cudart_static ${CMAKE_DL_LIBS} rt Threads::Threads)
+  add_dependencies(weft-algo-gpu-bench weft-plugin-algo-gpu weft-plugin-nvlink)
+  set_property(TARGET weft-algo-gpu-bench PROPERTY COMPILE_OPTIONS
+    "$<$<COMPILE_LANGUAGE:CUDA>:${_wag_tcuda}>")
+endif()

@@ -1,0 +1,500 @@
+/* algo-gpu: the pack's host side: parameters, per-communicator setup (nvlink
+ * connections to every peer, one scratch buffer per rank mapped into every
+ * peer's GPU), the algorithm table and the launches on the caller's stream. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <weft/device.h>
+#include <weft/plugin.h>
+
+#include "wag.h"
+
+static const struct weft_core_api *wag_core;
+
+#define WAG_LOG(level, ...) wag_core->log(wag_core->self, level, __VA_ARGS__)
+
+/* The pack's parameters, read once in weft_plugin_init. */
+static struct {
+	uint64_t ll_max, oneshot_max, ag_oneshot_max, min_seg, tile;
+	int64_t oneshot_blocks, rsag_blocks, ag_blocks, depth;
+} cfg;
+
+/* ---------------------------------------------------- per-comm context */
+
+struct wag_peer {
+	weft_conn_t *conn;
+	weft_rmem_t *rmem;
+	weft_memchan_t *chan; /* only for the abort flag its device handle carries */
+};
+
+struct wag_ctx {
+	struct wag_ctx *next;
+	weft_comm_t *comm;
+	int refs;
+	int rank, nranks, dev;
+	int ready; /* setup completed on this rank: teardown meets the others */
+	const struct weft_prim_api *prim;
+	void *scratch;
+	weft_mem_t *mem;
+	struct wag_peer peers[WAG_MAX_RANKS];
+	struct wag_layout lay;
+	struct wag_kargs base; /* rank, nranks, scr, abort, lay filled */
+};
+
+static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct wag_ctx *ctxs;
+
+static const char *errname(int rc)
+{
+	static const char *const own[] = {"plugin", "ABI", "config", "peer", "aborted", "protocol",
+					  "auth", "transport", "no device", "mismatch"};
+	if (rc <= -WEFT_ERR_FIRST && rc > -WEFT_ERR_LAST)
+		return own[-rc - WEFT_ERR_FIRST];
+	return strerror(-rc);
+}
+
+static uint64_t round_up(uint64_t x, uint64_t a)
+{
+	return (x + a - 1) / a * a;
+}
+
+static uint32_t ll_blocks(uint64_t bytes)
+{
+	return (uint32_t)((wag_ll_packets(bytes) + WAG_LL_TPB - 1) / WAG_LL_TPB);
+}
+
+static void layout(int nranks, int sms, struct wag_layout *l)
+{
+	uint64_t maxb = (uint64_t)ll_blocks(cfg.ll_max);
+	int64_t b[] = {cfg.oneshot_blocks, cfg.rsag_blocks, cfg.ag_blocks};
+	for (size_t i = 0; i < 3; i++)
+		if ((uint64_t)b[i] > maxb)
+			maxb = (uint64_t)b[i];
+	if (maxb > (uint64_t)sms)
+		maxb = (uint64_t)sms;
+	memset(l, 0, sizeof(*l));
+	l->maxb = (uint32_t)(maxb ? maxb : 1);
+	l->depth = (uint32_t)cfg.depth;
+	l->tile_bytes = cfg.tile;
+	l->ll_slot = round_up(2 * cfg.ll_max, 256);
+	l->os_slot = round_up(cfg.oneshot_max > cfg.ag_oneshot_max ? cfg.oneshot_max : cfg.ag_oneshot_max, 256);
+	uint64_t off = 0;
+	l->flags = off;
+	off += round_up((uint64_t)WAG_F_COUNT * WAG_MAX_RANKS * l->maxb * 8, 256);
+	l->local = off;
+	off += round_up((uint64_t)WAG_L_COUNT * l->maxb * 8, 256);
+	l->ll = off;
+	off += 2 * (uint64_t)nranks * l->ll_slot;
+	l->os = off;
+	off += 2 * (uint64_t)nranks * l->os_slot;
+	l->rs = off;
+	off += (uint64_t)nranks * l->maxb * l->depth * l->tile_bytes;
+	l->ag = off;
+	off += (uint64_t)nranks * l->maxb * l->depth * l->tile_bytes;
+	l->total = off;
+}
+
+static void ctx_free(struct wag_ctx *c)
+{
+	const struct weft_prim_api *p = c->prim;
+	/* Kernels of this comm may still run on the caller's streams, and peers'
+	 * kernels may still write flags into this rank's scratch: wait for the
+	 * device, then for every rank, before anything is unmapped or freed. */
+	if (c->ready) {
+		wag_cuda_set_device(c->dev);
+		wag_cuda_device_sync();
+		p->comm_barrier(c->comm);
+	}
+	for (int q = 0; q < c->nranks; q++) {
+		struct wag_peer *pe = &c->peers[q];
+		if (pe->chan)
+			p->memchan_destroy(pe->chan);
+		if (pe->rmem)
+			p->rmem_release(pe->rmem);
+		if (pe->conn)
+			p->conn_close(pe->conn);
+	}
+	if (c->mem)
+		p->mem_deregister(c->mem);
+	if (c->scratch)
+		p->mem_free(c->comm, c->scratch);
+	free(c);
+}
+
+/* Collective: every rank connects to every peer through nvlink (pairs in
+ * ascending (low, high) order, so no cycle of blocking connects forms), swaps
+ * scratch registrations and maps each peer's scratch into this GPU. */
+static int ctx_create(const struct weft_algo_comm *ac, struct wag_ctx **out)
+{
+	const struct weft_prim_api *p = ac->prim;
+	if (!p || p->size < offsetof(struct weft_prim_api, sem_create_on) + sizeof(p->sem_create_on)) {
+		WAG_LOG(WEFT_LOG_ERROR, "the core's primitive API predates ABI 0.2 (no device channels)");
+		return -ENOTSUP;
+	}
+	if (ac->nranks > WAG_MAX_RANKS) {
+		WAG_LOG(WEFT_LOG_ERROR, "%d ranks: the pack serves at most %d", ac->nranks, WAG_MAX_RANKS);
+		return -ENOTSUP;
+	}
+	struct wag_ctx *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->comm = ac->comm;
+	c->rank = ac->rank;
+	c->nranks = ac->nranks;
+	c->prim = p;
+	c->refs = 1;
+	int rc, sms = 0;
+	if ((rc = wag_cuda_get_device(&c->dev)) || (rc = wag_cuda_sm_count(c->dev, &sms))) {
+		WAG_LOG(WEFT_LOG_ERROR, "no current CUDA device");
+		goto err_free;
+	}
+	layout(c->nranks, sms, &c->lay);
+	if ((rc = p->mem_alloc(c->comm, WEFT_MEM_CUDA, c->lay.total, &c->scratch))) {
+		WAG_LOG(WEFT_LOG_ERROR, "cannot allocate %llu bytes of device scratch: %s",
+			(unsigned long long)c->lay.total, errname(rc));
+		goto err_free;
+	}
+	if ((rc = p->mem_register(c->comm, c->scratch, c->lay.total, WEFT_MEM_CUDA, &c->mem))) {
+		WAG_LOG(WEFT_LOG_ERROR, "cannot register the scratch buffer: %s", errname(rc));
+		goto err_free;
+	}
+	c->base.rank = c->rank;
+	c->base.nranks = c->nranks;
+	c->base.lay = c->lay;
+	c->base.scr[c->rank] = c->scratch;
+	for (int lo = 0; lo < c->nranks; lo++)
+		for (int hi = lo + 1; hi < c->nranks; hi++) {
+			if (c->rank != lo && c->rank != hi)
+				continue;
+			int q = c->rank == lo ? hi : lo;
+			struct wag_peer *pe = &c->peers[q];
+			void *dptr = NULL;
+			struct weft_memchan_dev dev;
+			if ((rc = p->connect(c->comm, q, "nvlink", &pe->conn))) {
+				WAG_LOG(WEFT_LOG_ERROR, "cannot connect to rank %d through nvlink: %s", q, errname(rc));
+				goto err_free;
+			}
+			if ((rc = p->mem_exchange(c->mem, q, &pe->rmem))) {
+				WAG_LOG(WEFT_LOG_ERROR, "cannot exchange scratch with rank %d: %s", q, errname(rc));
+				goto err_free;
+			}
+			if ((rc = p->rmem_device_ptr(pe->conn, pe->rmem, &dptr))) {
+				WAG_LOG(WEFT_LOG_ERROR, "cannot map rank %d's scratch into this GPU: %s", q, errname(rc));
+				goto err_free;
+			}
+			if ((rc = p->memchan_create(pe->conn, pe->rmem, c->mem, NULL, NULL, &pe->chan)) ||
+			    (rc = p->memchan_device_handle(pe->chan, &dev))) {
+				WAG_LOG(WEFT_LOG_ERROR, "cannot make a memory channel to rank %d: %s", q, errname(rc));
+				goto err_free;
+			}
+			c->base.scr[q] = dptr;
+			c->base.abort[q] = dev.abort_flag;
+		}
+	c->ready = 1;
+	*out = c;
+	return 0;
+err_free:
+	ctx_free(c);
+	return rc;
+}
+
+static int ctx_get(const struct weft_algo_comm *ac, struct wag_ctx **out)
+{
+	pthread_mutex_lock(&ctx_lock);
+	struct wag_ctx *c = ctxs;
+	while (c && c->comm != ac->comm)
+		c = c->next;
+	int rc = 0;
+	if (c)
+		c->refs++;
+	else if ((rc = ctx_create(ac, &c)) == 0) {
+		c->next = ctxs;
+		ctxs = c;
+	}
+	pthread_mutex_unlock(&ctx_lock);
+	if (rc == 0)
+		*out = c;
+	return rc;
+}
+
+static void ctx_put(struct wag_ctx *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&ctx_lock);
+	int last = --c->refs == 0;
+	if (last)
+		for (struct wag_ctx **pp = &ctxs; *pp; pp = &(*pp)->next)
+			if (*pp == c) {
+				*pp = c->next;
+				break;
+			}
+	pthread_mutex_unlock(&ctx_lock);
+	if (last)
+		ctx_free(c);
+}
+
+/* ------------------------------------------------------------ algorithms */
+
+static size_t esize(enum weft_datatype t)
+{
+	static const size_t sz[WEFT_DATATYPE_COUNT] = {
+		[WEFT_INT8] = 1,    [WEFT_UINT8] = 1,    [WEFT_INT32] = 4,   [WEFT_UINT32] = 4,
+		[WEFT_INT64] = 8,   [WEFT_UINT64] = 8,   [WEFT_FLOAT16] = 2, [WEFT_BFLOAT16] = 2,
+		[WEFT_FLOAT32] = 4, [WEFT_FLOAT64] = 8,  [WEFT_FP8_E4M3] = 1, [WEFT_FP8_E5M2] = 1,
+	};
+	return (int)t >= 0 && t < WEFT_DATATYPE_COUNT ? sz[t] : 0;
+}
+
+static int reducible(enum weft_datatype t, enum weft_redop op)
+{
+	if ((int)op < 0 || op >= WEFT_REDOP_COUNT)
+		return 0;
+	return t == WEFT_FLOAT16 || t == WEFT_BFLOAT16 || t == WEFT_FLOAT32 || t == WEFT_FLOAT64 || t == WEFT_INT32;
+}
+
+enum wag_kind { WAG_AR_LL, WAG_AR_ONESHOT, WAG_AR_RSAG, WAG_AG_ONESHOT, WAG_AG_RING };
+
+static int capacity_ok(const struct wag_ctx *c, enum wag_kind k, const struct weft_coll_args *a)
+{
+	uint64_t bytes = (uint64_t)a->count * esize(a->dtype);
+	switch (k) {
+	case WAG_AR_LL:
+		return bytes <= c->lay.ll_slot / 2 && ll_blocks(bytes) <= c->lay.maxb;
+	case WAG_AR_ONESHOT:
+	case WAG_AG_ONESHOT:
+		return bytes <= c->lay.os_slot;
+	default:
+		return 1;
+	}
+}
+
+static int supports_kind(void *state, const struct weft_coll_args *a, enum wag_kind k)
+{
+	struct wag_ctx *c = state;
+	if (a->mem_type != WEFT_MEM_CUDA || !esize(a->dtype))
+		return -ENOTSUP;
+	if (a->coll == WEFT_COLL_ALLREDUCE && !reducible(a->dtype, a->op))
+		return -ENOTSUP;
+	if (!capacity_ok(c, k, a))
+		return -ENOTSUP;
+	return 0;
+}
+
+static int sup_ll(void *s, const struct weft_coll_args *a) { return supports_kind(s, a, WAG_AR_LL); }
+static int sup_os(void *s, const struct weft_coll_args *a) { return supports_kind(s, a, WAG_AR_ONESHOT); }
+static int sup_rsag(void *s, const struct weft_coll_args *a) { return supports_kind(s, a, WAG_AR_RSAG); }
+static int sup_agos(void *s, const struct weft_coll_args *a) { return supports_kind(s, a, WAG_AG_ONESHOT); }
+static int sup_agring(void *s, const struct weft_coll_args *a) { return supports_kind(s, a, WAG_AG_RING); }
+
+static int run(void *state, const struct weft_coll_args *a, enum wag_kind k)
+{
+	struct wag_ctx *c = state;
+	int rc = supports_kind(state, a, k);
+	if (rc) {
+		WAG_LOG(WEFT_LOG_ERROR, "this algorithm cannot serve %s of %zu elements of datatype %d (op %d)",
+			a->coll == WEFT_COLL_ALLREDUCE ? "allreduce" : "allgather", a->count, (int)a->dtype, (int)a->op);
+		return rc;
+	}
+	if (a->count == 0)
+		return 0;
+	struct wag_kargs ka = c->base;
+	size_t es = esize(a->dtype);
+	ka.dtype = (int)a->dtype;
+	ka.op = (int)a->op;
+	ka.in = a->sendbuf;
+	ka.out = a->recvbuf;
+	ka.vec = (((uintptr_t)a->sendbuf | (uintptr_t)a->recvbuf) & 15) == 0;
+	char err[256] = "";
+	if ((rc = wag_cuda_set_device(c->dev)))
+		return rc;
+	switch (k) {
+	case WAG_AR_LL:
+		ka.count = a->count;
+		ka.nblocks = ll_blocks(a->count * es);
+		rc = wag_launch_allreduce_ll(&ka, a->stream, err, sizeof(err));
+		break;
+	case WAG_AR_ONESHOT:
+		ka.count = a->count;
+		ka.nblocks = wag_segments(a->count * es, (uint32_t)cfg.oneshot_blocks, cfg.min_seg);
+		if (ka.nblocks > c->lay.maxb)
+			ka.nblocks = c->lay.maxb;
+		rc = wag_launch_allreduce_oneshot(&ka, a->stream, err, sizeof(err));
+		break;
+	case WAG_AR_RSAG:
+		ka.count = a->count;
+		rc = wag_sched_init(a->count, c->nranks, c->rank, (uint32_t)es, c->lay.tile_bytes,
+				    (uint32_t)cfg.rsag_blocks < c->lay.maxb ? (uint32_t)cfg.rsag_blocks : c->lay.maxb, &ka.s);
+		if (rc == 0)
+			rc = wag_launch_allreduce_rsag(&ka, a->stream, err, sizeof(err));
+		break;
+	case WAG_AG_ONESHOT:
+		/* Allgather moves bytes: no datatype needed past the size. */
+		ka.count = a->count * es;
+		ka.vec = 0;
+		ka.nblocks = wag_segments(ka.count, (uint32_t)cfg.oneshot_blocks, cfg.min_seg);
+		if (ka.nblocks > c->lay.maxb)
+			ka.nblocks = c->lay.maxb;
+		rc = wag_launch_allgather_oneshot(&ka, a->stream, err, sizeof(err));
+		break;
+	case WAG_AG_RING:
+		ka.count = a->count * es;
+		ka.vec = 0;
+		rc = wag_sched_init(ka.count, 1, 0, 1, c->lay.tile_bytes,
+				    (uint32_t)cfg.ag_blocks < c->lay.maxb ? (uint32_t)cfg.ag_blocks : c->lay.maxb, &ka.s);
+		if (rc == 0)
+			rc = wag_launch_allgather_ring(&ka, a->stream, err, sizeof(err));
+		break;
+	}
+	if (rc == 0 && !a->stream)
+		rc = wag_cuda_sync_stream(NULL, err, sizeof(err));
+	if (rc)
+		WAG_LOG(WEFT_LOG_ERROR, "%s", err[0] ? err : errname(rc));
+	return rc;
+}
+
+static int ex_ll(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_AR_LL); }
+static int ex_os(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_AR_ONESHOT); }
+static int ex_rsag(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_AR_RSAG); }
+static int ex_agos(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_AG_ONESHOT); }
+static int ex_agring(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_AG_RING); }
+
+static int wag_setup(const struct weft_algo_comm *ac, void **state)
+{
+	struct wag_ctx *c;
+	int rc = ctx_get(ac, &c);
+	if (rc == 0)
+		*state = c;
+	return rc;
+}
+
+static void wag_teardown(void *state)
+{
+	ctx_put(state);
+}
+
+#define WAG_ALGO(var, nm, cl, prio, sup, fn)                                            \
+	static struct weft_algo var = {                                                 \
+		.size = sizeof(struct weft_algo),                                       \
+		.name = nm,                                                             \
+		.coll = cl,                                                             \
+		.min_bytes = 0,                                                         \
+		.max_bytes = 0,                                                         \
+		.min_ranks = 2,                                                         \
+		.max_ranks = WAG_MAX_RANKS,                                             \
+		.mem_types = 1u << WEFT_MEM_CUDA,                                       \
+		.priority = prio,                                                       \
+		.setup = wag_setup,                                                     \
+		.supports = sup,                                                        \
+		.execute = fn,                                                          \
+		.teardown = wag_teardown,                                               \
+	}
+
+WAG_ALGO(algo_ll, "allreduce-ll", WEFT_COLL_ALLREDUCE, 30, sup_ll, ex_ll);
+WAG_ALGO(algo_os, "allreduce-oneshot", WEFT_COLL_ALLREDUCE, 20, sup_os, ex_os);
+WAG_ALGO(algo_rsag, "allreduce-rsag", WEFT_COLL_ALLREDUCE, 10, sup_rsag, ex_rsag);
+WAG_ALGO(algo_agos, "allgather-oneshot", WEFT_COLL_ALLGATHER, 20, sup_agos, ex_agos);
+WAG_ALGO(algo_agring, "allgather-ring", WEFT_COLL_ALLGATHER, 10, sup_agring, ex_agring);
+
+static const struct weft_algo *const wag_algos[] = {&algo_ll, &algo_os, &algo_rsag, &algo_agos, &algo_agring, NULL};
+
+static const struct weft_algo_ops wag_ops = {
+	.size = sizeof(struct weft_algo_ops),
+	.algos = wag_algos,
+};
+
+static const struct weft_plugin_desc wag_desc = {
+	.size = sizeof(struct weft_plugin_desc),
+	.abi_major = WEFT_PLUGIN_ABI_MAJOR,
+	.abi_minor = WEFT_PLUGIN_ABI_MINOR,
+	.kind = WEFT_PLUGIN_ALGO_PACK,
+	.name = WAG_NAME,
+	.ops = &wag_ops,
+};
+
+static const struct weft_plugin_desc *const wag_descs[] = {&wag_desc, NULL};
+
+#define P(key, type, def, help) {sizeof(struct weft_param_decl), WAG_NAME, key, type, def, help}
+static const struct weft_param_decl wag_params[] = {
+	P("ll_max", WEFT_PARAM_SIZE, "64K", "Largest allreduce (bytes) the LL-packet algorithm serves; 0 turns it off."),
+	P("oneshot_max", WEFT_PARAM_SIZE, "16M",
+	  "Largest allreduce (bytes) the one-shot algorithm serves; larger ones use reduce-scatter + allgather. "
+	  "Scratch holds 2 x ranks x this."),
+	P("allgather_oneshot_max", WEFT_PARAM_SIZE, "1M",
+	  "Largest allgather (output bytes) the one-shot algorithm serves; larger ones use the ring."),
+	P("oneshot_blocks", WEFT_PARAM_INT, "32", "Most CUDA blocks of the one-shot kernels."),
+	P("oneshot_min_segment", WEFT_PARAM_SIZE, "16K", "Fewest bytes per CUDA block in the one-shot kernels."),
+	P("rsag_blocks", WEFT_PARAM_INT, "64", "CUDA blocks of the reduce-scatter + allgather allreduce."),
+	P("allgather_blocks", WEFT_PARAM_INT, "64", "CUDA blocks of the ring allgather."),
+	P("tile", WEFT_PARAM_SIZE, "64K", "Bytes per pipeline tile (one ring slot) of the large-message kernels."),
+	P("depth", WEFT_PARAM_INT, "4", "Ring slots per peer and CUDA block (2 to 16)."),
+};
+
+static int get_size(const char *key, uint64_t *v)
+{
+	int rc = wag_core->param_get(wag_core->self, WAG_NAME, key, WEFT_PARAM_SIZE, v, NULL);
+	return rc == -ENOENT ? 0 : rc;
+}
+
+static int get_int(const char *key, int64_t *v, int64_t lo, int64_t hi)
+{
+	int rc = wag_core->param_get(wag_core->self, WAG_NAME, key, WEFT_PARAM_INT, v, NULL);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc == 0 && (*v < lo || *v > hi)) {
+		WAG_LOG(WEFT_LOG_ERROR, "parameter %s.%s = %lld is outside %lld..%lld", WAG_NAME, key, (long long)*v,
+			(long long)lo, (long long)hi);
+		return -EINVAL;
+	}
+	return rc;
+}
+
+WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const struct weft_core_api *core)
+{
+	if (!core || core->size < offsetof(struct weft_core_api, free) + sizeof(core->free))
+		return NULL;
+	wag_core = core;
+	for (size_t i = 0; i < sizeof(wag_params) / sizeof(wag_params[0]); i++) {
+		int rc = core->param_declare(core->self, &wag_params[i]);
+		if (rc && rc != -EEXIST) {
+			WAG_LOG(WEFT_LOG_ERROR, "cannot declare parameter %s: %s", wag_params[i].key, errname(rc));
+			return NULL;
+		}
+	}
+	cfg.ll_max = 64 << 10;
+	cfg.oneshot_max = 16 << 20;
+	cfg.ag_oneshot_max = 1 << 20;
+	cfg.min_seg = 16 << 10;
+	cfg.tile = 64 << 10;
+	cfg.oneshot_blocks = 32;
+	cfg.rsag_blocks = 64;
+	cfg.ag_blocks = 64;
+	cfg.depth = 4;
+	if (get_size("ll_max", &cfg.ll_max) || get_size("oneshot_max", &cfg.oneshot_max) ||
+	    get_size("allgather_oneshot_max", &cfg.ag_oneshot_max) || get_size("oneshot_min_segment", &cfg.min_seg) ||
+	    get_size("tile", &cfg.tile) || get_int("oneshot_blocks", &cfg.oneshot_blocks, 1, 1024) ||
+	    get_int("rsag_blocks", &cfg.rsag_blocks, 1, 1024) || get_int("allgather_blocks", &cfg.ag_blocks, 1, 1024) ||
+	    get_int("depth", &cfg.depth, 2, 16)) {
+		WAG_LOG(WEFT_LOG_ERROR, "bad parameter; the pack declines to load");
+		return NULL;
+	}
+	if (cfg.tile < 256 || cfg.tile % 16 || cfg.ll_max > (64ull << 20)) {
+		WAG_LOG(WEFT_LOG_ERROR, "algo-gpu.tile must be a multiple of 16 bytes, at least 256, and ll_max at most 64M; "
+				       "the pack declines to load");
+		return NULL;
+	}
+	/* Each algorithm serves the sizes its threshold gives it; a threshold of 0
+	 * turns the smaller algorithm off. */
+	if (cfg.ll_max == 0)
+		algo_ll.mem_types = 0;
+	algo_ll.max_bytes = cfg.ll_max;
+	if (cfg.oneshot_max == 0)
+		algo_os.mem_types = 0;
+	algo_os.max_bytes = cfg.oneshot_max;
+	if (cfg.ag_oneshot_max == 0)
+		algo_agos.mem_types = 0;
+	algo_agos.max_bytes = cfg.ag_oneshot_max;
+	return wag_descs;
+}
