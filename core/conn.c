@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "comm.h"
+#include "fault.h"
 #include "log.h"
 #include "registry.h"
 
@@ -449,7 +450,8 @@ static int connect_peer(weft_comm_t *comm, int peer, const char *transport, weft
 
 	struct weft__tp *tp = &comm->tp[c[chosen].tpi];
 	pthread_mutex_lock(&tp->lock);
-	rc = tp->ops->connect(c[chosen].ep, paddr, palen);
+	rc = weft__fault_should_fail(WEFT_FAULT_CONNECT) ? weft__fault_error(WEFT_FAULT_CONNECT)
+							  : tp->ops->connect(c[chosen].ep, paddr, palen);
 	pthread_mutex_unlock(&tp->lock);
 	if (rc != 0)
 		WEFT_ERROR("weft_connect: transport %s: connecting to rank %d failed: %s", tp->name, peer,
@@ -468,7 +470,7 @@ static int connect_peer(weft_comm_t *comm, int peer, const char *transport, weft
 	if (rc != 0)
 		goto err_free_msg;
 
-	weft_conn_t *conn = calloc(1, sizeof(*conn));
+	weft_conn_t *conn = weft__fault_should_fail(WEFT_FAULT_ALLOC) ? NULL : calloc(1, sizeof(*conn));
 	if (!conn) {
 		rc = -ENOMEM;
 		goto err_free_msg;
@@ -618,7 +620,9 @@ int weft__conn_put_once(weft_conn_t *conn, weft_rmem_t *dst, uint64_t dst_off, w
 {
 	struct weft__tp *tp = conn->tp;
 	pthread_mutex_lock(&tp->lock);
-	int rc = WEFT__TP_CALL(tp, put, conn->ep, dst->rmh[conn->tpi], dst_off, src->mh[conn->tpi], src_off, len);
+	int rc = weft__fault_should_fail(WEFT_FAULT_PUT)
+			 ? weft__fault_error(WEFT_FAULT_PUT)
+			 : WEFT__TP_CALL(tp, put, conn->ep, dst->rmh[conn->tpi], dst_off, src->mh[conn->tpi], src_off, len);
 	pthread_mutex_unlock(&tp->lock);
 	return rc;
 }
@@ -636,7 +640,8 @@ int weft__conn_flush_once(weft_conn_t *conn)
 {
 	struct weft__tp *tp = conn->tp;
 	pthread_mutex_lock(&tp->lock);
-	int rc = WEFT__TP_CALL(tp, flush, conn->ep);
+	int rc = weft__fault_should_fail(WEFT_FAULT_FLUSH) ? weft__fault_error(WEFT_FAULT_FLUSH)
+							   : WEFT__TP_CALL(tp, flush, conn->ep);
 	pthread_mutex_unlock(&tp->lock);
 	return rc;
 }

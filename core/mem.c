@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "comm.h"
+#include "fault.h"
 #include "log.h"
 
 /* Blob layout, little-endian, no padding:
@@ -81,7 +82,7 @@ void weft__mem_free(weft_mem_t *mem)
 int weft__mem_register(weft_comm_t *comm, void *ptr, size_t len, enum weft_mem_type type, int internal,
 		       weft_mem_t **out)
 {
-	weft_mem_t *mem = calloc(1, sizeof(*mem));
+	weft_mem_t *mem = weft__fault_should_fail(WEFT_FAULT_ALLOC) ? NULL : calloc(1, sizeof(*mem));
 	if (!mem)
 		return -ENOMEM;
 	mem->mh = calloc(comm->ntp > 0 ? (size_t)comm->ntp : 1, sizeof(*mem->mh));
@@ -102,7 +103,8 @@ int weft__mem_register(weft_comm_t *comm, void *ptr, size_t len, enum weft_mem_t
 		struct weft__tp *tp = &comm->tp[i];
 		void *mh = NULL;
 		pthread_mutex_lock(&tp->lock);
-		rc = WEFT__TP_CALL(tp, mem_register, tp->tc, ptr, len, type, &mh);
+		rc = weft__fault_should_fail(WEFT_FAULT_REGISTER) ? weft__fault_error(WEFT_FAULT_REGISTER)
+								  : WEFT__TP_CALL(tp, mem_register, tp->tc, ptr, len, type, &mh);
 		pthread_mutex_unlock(&tp->lock);
 		if (rc == -ENOTSUP || rc == -ENOSYS) {
 			WEFT_DEBUG("transport %s does not reach memory type %d; skipped", tp->name, (int)type);
@@ -303,7 +305,7 @@ int weft__mem_import(weft_comm_t *comm, int peer, const void *buf, size_t len, i
 {
 	const unsigned char *p = buf;
 	int rc = 0;
-	weft_rmem_t *rmem = calloc(1, sizeof(*rmem));
+	weft_rmem_t *rmem = weft__fault_should_fail(WEFT_FAULT_ALLOC) ? NULL : calloc(1, sizeof(*rmem));
 	if (!rmem)
 		return -ENOMEM;
 	rmem->rmh = calloc(comm->ntp > 0 ? (size_t)comm->ntp : 1, sizeof(*rmem->rmh));

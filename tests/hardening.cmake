@@ -5,3 +5,18 @@ if(TARGET weft-plugin-algo-host AND TARGET weft-plugin-ofi)
   weft_add_test(test_kill SOURCES test_kill.c LABELS mp TIMEOUT 240)
   add_dependencies(test_kill weft-plugin-algo-host weft-plugin-ofi)
 endif()
+
+# test_fault: rank 0 has its Nth alloc/register/connect/put/flush failed
+# (WEFT_TEST_FAULT, core/fault.h); errors must reach the caller, nothing hangs,
+# nothing leaks (the ASan job runs it with LeakSanitizer).
+if(TARGET weft-plugin-ofi)
+  weft_add_test(test_fault SOURCES test_fault.c LABELS mp TIMEOUT 600)
+  add_dependencies(test_fault weft-plugin-ofi)
+endif()
+
+# test_hostile: after the rendezvous, oversized messages, reserved tags and
+# forged memory blobs from an authenticated rank are refused.
+if(TARGET weft-plugin-ofi)
+  weft_add_test(test_hostile SOURCES test_hostile.c LABELS mp TIMEOUT 240)
+  add_dependencies(test_hostile weft-plugin-ofi)
+endif()
