@@ -8,7 +8,7 @@ if(TARGET weft-plugin-ofi AND TARGET weft-perf)
     list(APPEND _perf_env WEFT_TEST_PERF_COLL=1)
     list(APPEND _perf_deps weft-plugin-algo-host)
   endif()
-  weft_add_test(test_perf SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_perf.c LABELS mp TIMEOUT 900
+  weft_add_test(test_perf SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_perf.c LABELS mp TIMEOUT 300
     ENV ${_perf_env} LIBS m)
   add_dependencies(test_perf ${_perf_deps})
 endif()

@@ -73,8 +73,12 @@ static int declare(const char *owner, const char *section, const char *key, enum
 
 static char *print_all(void)
 {
-	char *buf = NULL;
-	size_t len = 0;
+	/* Static: gcc's -Wdangling-pointer takes the stream's pointer to these
+	 * for a pointer into this frame and warns at -O3. */
+	static char *buf;
+	static size_t len;
+	buf = NULL;
+	len = 0;
 	FILE *f = open_memstream(&buf, &len);
 	ck_assert_ptr_nonnull(f);
 	weft__config_print(f);
@@ -131,8 +135,8 @@ START_TEST(test_precedence_and_sources)
 			      "bootstrap_secret", "bootstrap_timeout", "fifo_depth", "heartbeat_interval",
 			      "peer_timeout", "require"};
 	const char *prev = out;
+	char k[128];
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-		char k[128];
 		snprintf(k, sizeof(k), "core.%s = ", keys[i]);
 		const char *at = strstr(out, k);
 		ck_assert_msg(at && at >= prev, "%s missing or out of order in:\n%s", k, out);

@@ -81,7 +81,7 @@ struct opts {
 	enum bench bench;
 	enum coll coll;
 	int coll_set, op_set; /* --collective / --op given */
-	char *transports[MAX_TRANSPORTS];
+	char transports[MAX_TRANSPORTS][64];
 	int ntransports;
 	int np;
 	int mem_cuda;
@@ -1581,13 +1581,19 @@ static void parse_args(int argc, char **argv, struct opts *o)
 			o->op_set = 1;
 			break;
 		case OPT_TRANSPORT: {
-			char *list = strdup(optarg), *save = NULL;
-			if (!list)
-				usage_error("out of memory");
-			for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-				if (o->ntransports == MAX_TRANSPORTS)
-					usage_error("%s: at most %d transports", flag, MAX_TRANSPORTS);
-				o->transports[o->ntransports++] = t;
+			/* Names are copied into the options: nothing to free on any exit path. */
+			const char *p = optarg;
+			while (*p) {
+				size_t n = strcspn(p, ",");
+				if (n > 0) {
+					if (o->ntransports == MAX_TRANSPORTS)
+						usage_error("%s: at most %d transports", flag, MAX_TRANSPORTS);
+					if (n >= sizeof(o->transports[0]))
+						usage_error("%s: transport name '%.*s' is too long", flag, (int)n, p);
+					memcpy(o->transports[o->ntransports], p, n);
+					o->transports[o->ntransports++][n] = '\0';
+				}
+				p += n + (p[n] == ',');
 			}
 			if (o->ntransports == 0)
 				usage_error("%s: '%s' names no transport", flag, optarg);

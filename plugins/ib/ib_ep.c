@@ -761,7 +761,7 @@ int ibp_put(void *epv, void *rmhv, uint64_t roff, void *mhv, uint64_t loff, size
 	struct ibp_ep *ep = epv;
 	struct ibp_rmh *r = rmhv;
 	struct ibp_mh *m = mhv;
-	uint32_t rkey;
+	uint32_t rkey = 0; /* set by check_op; gcc -O3 cannot see that */
 	int rc;
 	if (!m)
 		return -EINVAL;
@@ -831,7 +831,7 @@ int ibp_signal(void *epv, void *rmhv, uint64_t roff, uint64_t value)
 {
 	struct ibp_ep *ep = epv;
 	struct ibp_rmh *r = rmhv;
-	uint32_t rkey;
+	uint32_t rkey = 0; /* set by check_op; gcc -O3 cannot see that */
 	int rc, ti;
 	if ((rc = check_op(ep, r, roff, sizeof(uint64_t), "signal", &rkey)) < 0)
 		return rc;

@@ -502,7 +502,7 @@ int ofi_put(void *epv, void *rmhv, uint64_t roff, void *mhv, uint64_t loff, size
 {
 	struct ofi_ep *ep = epv;
 	struct ofi_mh *m = mhv;
-	const struct ofi_rmh_ent *e;
+	const struct ofi_rmh_ent *e = NULL; /* set by check_op; gcc -O3 cannot see that */
 	int rc;
 	if (!m)
 		return -EINVAL;
@@ -536,7 +536,7 @@ int ofi_put(void *epv, void *rmhv, uint64_t roff, void *mhv, uint64_t loff, size
 int ofi_signal(void *epv, void *rmhv, uint64_t roff, uint64_t value)
 {
 	struct ofi_ep *ep = epv;
-	const struct ofi_rmh_ent *e;
+	const struct ofi_rmh_ent *e = NULL; /* set by check_op; gcc -O3 cannot see that */
 	int rc;
 	if ((rc = check_op(ep, rmhv, roff, sizeof(uint64_t), "signal", &e)) < 0)
 		return rc;
