@@ -55,7 +55,7 @@ do_build() {
 	cmake -S "$src" -B "$bdir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_REQUIRE_PLUGINS=nvlink,algo-gpu \
 		-DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null &&
 		cmake --build "$bdir" -j "$jobs" --target weft-plugin-nvlink weft-plugin-algo-gpu test_algo_gpu \
-			test_algo_gpu_rings test_algo_gpu_sched weft-algo-gpu-bench &&
+			test_algo_gpu_sched weft-algo-gpu-bench &&
 		tools/check-no-multicast.sh "$bdir"
 }
 
