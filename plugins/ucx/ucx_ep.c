@@ -553,7 +553,11 @@ int ucx_disconnect(void *epv)
 		/* A failed endpoint, or one with work that will never complete, is
 		 * torn down at once (its requests complete as canceled); a healthy
 		 * idle one is flushed and closed in the background. */
-		prm.flags = (ep->error || ep->reqs) ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+		/* A peer whose death only the core saw (its liveness watch, not this
+		 * endpoint) must not get a graceful close either: UCX 1.13 then
+		 * asserts on the wire-up messages it can no longer exchange. */
+		bool gone = ep->peer_pid > 0 && process_gone(ep->peer_pid);
+		prm.flags = (ep->error || ep->reqs || gone) ? UCP_EP_CLOSE_FLAG_FORCE : 0;
 		ucs_status_ptr_t sp = ucp_ep_close_nbx(ep->uep, &prm);
 		if (sp != NULL && !UCS_PTR_IS_ERR(sp)) {
 			ep->close_req = sp;
