@@ -48,6 +48,7 @@ struct nccl {
 	int (*allreduce)(const void *, void *, size_t, int, int, void *, cudaStream_t);
 	int (*allgather)(const void *, void *, size_t, int, void *, cudaStream_t);
 	int (*destroy)(void *);
+	int (*version)(int *);
 	void *comm;
 };
 #define NCCL_FLOAT16 6
@@ -70,6 +71,7 @@ static int nccl_load(struct nccl *x, const char *path)
 	*(void **)&x->allreduce = dlsym(x->h, "ncclAllReduce");
 	*(void **)&x->allgather = dlsym(x->h, "ncclAllGather");
 	*(void **)&x->destroy = dlsym(x->h, "ncclCommDestroy");
+	*(void **)&x->version = dlsym(x->h, "ncclGetVersion");
 	if (!x->get_id || !x->init || !x->allreduce || !x->allgather || !x->destroy) {
 		fprintf(stderr, "NCCL column skipped: missing symbols in %s\n", path);
 		return -1;
@@ -172,6 +174,9 @@ static int rank_main(int rank, int n, const struct weft_unique_id *id, int sock,
 		if (x.init(&x.comm, n, nid, rank) != 0)
 			FAIL("ncclCommInitRank failed");
 		have_nccl = 1;
+		int v = 0;
+		if (rank == 0 && x.version && x.version(&v) == 0)
+			printf("NCCL %d.%d.%d from %s\n", v / 10000, v / 100 % 100, v % 100, nccl_path);
 	}
 	cudaStream_t st;
 	CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
