@@ -1,0 +1,858 @@
+/* libweft_nccl: NCCL's communicator life cycle, queries, errors and memory
+ * calls on top of weft's communicators (include/weft/weft.h). */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "wn.h"
+
+/* ------------------------------------------------------------- logging */
+
+static int log_threshold = -1; /* -1: not read yet */
+static _Thread_local char last_err[512];
+static char last_err_any[512]; /* the latest of any thread, for ncclGetLastError(NULL) elsewhere */
+static pthread_mutex_t last_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int read_threshold(void)
+{
+	/* WEFT_NCCL_LOG wins; else NCCL_DEBUG, so that users keep their habit;
+	 * errors always show, as weft's own log does by default. */
+	const char *v = getenv("WEFT_NCCL_LOG");
+	if (!v)
+		v = getenv("NCCL_DEBUG");
+	if (!v)
+		return 1;
+	if (!strcasecmp(v, "none") || !strcasecmp(v, "error"))
+		return 0;
+	if (!strcasecmp(v, "warn"))
+		return 1;
+	if (!strcasecmp(v, "info"))
+		return 2;
+	if (!strcasecmp(v, "debug") || !strcasecmp(v, "trace"))
+		return 3;
+	return 1;
+}
+
+void wn_log_reset(void)
+{
+	__atomic_store_n(&log_threshold, read_threshold(), __ATOMIC_RELAXED);
+}
+
+void wn_log(int level, const char *fmt, ...)
+{
+	char msg[sizeof(last_err)];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (level == 0) {
+		memcpy(last_err, msg, sizeof(msg));
+		pthread_mutex_lock(&last_lock);
+		memcpy(last_err_any, msg, sizeof(msg));
+		pthread_mutex_unlock(&last_lock);
+	}
+	int th = __atomic_load_n(&log_threshold, __ATOMIC_RELAXED);
+	if (th < 0) {
+		wn_log_reset();
+		th = __atomic_load_n(&log_threshold, __ATOMIC_RELAXED);
+	}
+	if (level > th)
+		return;
+	static const char *const names[] = {"ERROR", "WARN", "INFO", "DEBUG"};
+	fprintf(stderr, "weft-nccl %s: %s\n", names[level < 0 ? 0 : level > 3 ? 3 : level], msg);
+}
+
+const char *wn_last_error(void)
+{
+	if (last_err[0])
+		return last_err;
+	static _Thread_local char copy[sizeof(last_err_any)];
+	pthread_mutex_lock(&last_lock);
+	memcpy(copy, last_err_any, sizeof(copy));
+	pthread_mutex_unlock(&last_lock);
+	return copy;
+}
+
+/* ------------------------------------------------------------- mapping */
+
+ncclResult_t wn_result(int rc)
+{
+	switch (rc) {
+	case 0:
+		return ncclSuccess;
+	case -EINVAL:
+	case -ENOTSUP:
+	case -ERANGE:
+		return ncclInvalidArgument;
+	case -ENOSYS:
+	case -EPERM:
+	case -EALREADY:
+		return ncclInvalidUsage;
+	case -WEFT_ERR_PEER:
+	case -WEFT_ERR_PROTOCOL:
+	case -WEFT_ERR_AUTH:
+	case -WEFT_ERR_MISMATCH:
+	case -ECONNRESET:
+	case -ECONNREFUSED:
+	case -EPIPE:
+		return ncclRemoteError;
+	case -WEFT_ERR_PLUGIN:
+	case -WEFT_ERR_ABI:
+	case -WEFT_ERR_CONFIG:
+	case -WEFT_ERR_ABORTED:
+	case -WEFT_ERR_TRANSPORT:
+	case -WEFT_ERR_NO_DEVICE:
+		return ncclInternalError;
+	default:
+		/* Any other negative errno is the operating system's (-ENOMEM,
+		 * -ETIMEDOUT, -EADDRNOTAVAIL, ...). */
+		return rc < 0 && rc > -WEFT_ERR_FIRST ? ncclSystemError : ncclInternalError;
+	}
+}
+
+int wn_map_type(ncclDataType_t t, enum weft_datatype *out)
+{
+	static const enum weft_datatype map[ncclNumTypes] = {
+		[ncclInt8] = WEFT_INT8,         [ncclUint8] = WEFT_UINT8,         [ncclInt32] = WEFT_INT32,
+		[ncclUint32] = WEFT_UINT32,     [ncclInt64] = WEFT_INT64,         [ncclUint64] = WEFT_UINT64,
+		[ncclFloat16] = WEFT_FLOAT16,   [ncclFloat32] = WEFT_FLOAT32,     [ncclFloat64] = WEFT_FLOAT64,
+		[ncclBfloat16] = WEFT_BFLOAT16, [ncclFloat8e4m3] = WEFT_FP8_E4M3, [ncclFloat8e5m2] = WEFT_FP8_E5M2,
+	};
+	if ((int)t < 0 || (int)t >= ncclNumTypes)
+		return -EINVAL;
+	*out = map[t];
+	return 0;
+}
+
+int wn_map_op(ncclRedOp_t op, enum weft_redop *out)
+{
+	static const enum weft_redop map[ncclNumOps] = {
+		[ncclSum] = WEFT_SUM, [ncclProd] = WEFT_PROD, [ncclMax] = WEFT_MAX, [ncclMin] = WEFT_MIN, [ncclAvg] = WEFT_AVG,
+	};
+	if ((int)op < 0 || (int)op >= ncclNumOps)
+		return -EINVAL;
+	*out = map[op];
+	return 0;
+}
+
+ncclResult_t wn_check_comm(const struct ncclComm *comm, const char *fn)
+{
+	if (!comm) {
+		WN_ERROR("%s: comm is NULL", fn);
+		return ncclInvalidArgument;
+	}
+	if (comm->magic != WN_COMM_MAGIC) {
+		WN_ERROR("%s: comm %p is not a live communicator of libweft_nccl (destroyed, or made by another library)",
+			 fn, (const void *)comm);
+		return ncclInvalidArgument;
+	}
+	if (!comm->wc) {
+		WN_ERROR("%s: comm %p was finalized or failed to initialize", fn, (const void *)comm);
+		return ncclInvalidUsage;
+	}
+	return ncclSuccess;
+}
+
+/* ----------------------------------------------------------- version */
+
+WN_API ncclResult_t ncclGetVersion(int *version)
+{
+	if (!version) {
+		WN_ERROR("ncclGetVersion: version is NULL");
+		return ncclInvalidArgument;
+	}
+	*version = NCCL_VERSION_CODE;
+	return ncclSuccess;
+}
+WN_ALIAS(ncclGetVersion);
+
+WN_API const char *ncclGetErrorString(ncclResult_t result)
+{
+	switch (result) {
+	case ncclSuccess: return "no error";
+	case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+	case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+	case ncclInternalError: return "internal error - please report this issue to the weft developers";
+	case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+	case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+	case ncclRemoteError: return "remote process exited or there was a network error";
+	case ncclInProgress: return "NCCL operation in progress";
+	default: return "unknown result code";
+	}
+}
+WN_ALIAS(ncclGetErrorString);
+
+WN_API const char *ncclGetLastError(ncclComm_t comm)
+{
+	(void)comm; /* NCCL ignores it too: the last error is per process */
+	return wn_last_error();
+}
+WN_ALIAS(ncclGetLastError);
+
+WN_API void ncclResetDebugInit(void)
+{
+	wn_log_reset();
+}
+WN_ALIAS(ncclResetDebugInit);
+
+/* ------------------------------------------------------------- comms */
+
+typedef int (*cuda_get_device_fn)(int *);
+
+int wn_current_device(void)
+{
+	const char *v = getenv("WEFT_NCCL_DEVICE");
+	if (v && *v) {
+		char *end;
+		long d = strtol(v, &end, 10);
+		if (*end == '\0' && d >= 0 && d < 1 << 16)
+			return (int)d;
+		WN_WARN("WEFT_NCCL_DEVICE='%s' is not a device number; ignored", v);
+	}
+	/* Only when the application has the CUDA runtime loaded: this library
+	 * never loads CUDA itself. */
+	cuda_get_device_fn get = (cuda_get_device_fn)dlsym(RTLD_DEFAULT, "cudaGetDevice");
+	int d = -1;
+	if (get && get(&d) == 0)
+		return d;
+	return -1;
+}
+
+struct ncclComm *wn_comm_new(int rank, int nranks, const ncclConfig_t *config, int device)
+{
+	struct ncclComm *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->magic = WN_COMM_MAGIC;
+	c->rank = rank;
+	c->nranks = nranks;
+	c->device = device;
+	c->blocking = 1;
+	pthread_mutex_init(&c->shadow_lock, NULL);
+	if (config) {
+		if (config->blocking != NCCL_CONFIG_UNDEF_INT)
+			c->blocking = config->blocking;
+		if (config->commName)
+			snprintf(c->name, sizeof(c->name), "%s", config->commName);
+	}
+	return c;
+}
+
+void wn_comm_free(struct ncclComm *comm)
+{
+	if (!comm)
+		return;
+	comm->magic = 0;
+	pthread_mutex_destroy(&comm->shadow_lock);
+	free(comm);
+}
+
+static ncclResult_t check_config(const ncclConfig_t *config, const char *fn)
+{
+	if (!config)
+		return ncclSuccess;
+	/* Accept the layout of any NCCL version since 2.14 (the struct only grew):
+	 * the fields weft reads are in every one of them. */
+	if (config->magic != NCCL_CONFIG_MAGIC ||
+	    config->size < offsetof(ncclConfig_t, netName) + sizeof(config->netName)) {
+		WN_ERROR("%s: config was not set from NCCL_CONFIG_INITIALIZER (magic 0x%x, size %zu)", fn, config->magic,
+			 config->size);
+		return ncclInvalidArgument;
+	}
+	if (config->blocking != NCCL_CONFIG_UNDEF_INT && config->blocking != 0 && config->blocking != 1) {
+		WN_ERROR("%s: config->blocking is %d; it must be 0 or 1", fn, config->blocking);
+		return ncclInvalidArgument;
+	}
+	return ncclSuccess;
+}
+
+/* Creates the weft comm of an initialized ncclComm. */
+static ncclResult_t comm_connect(struct ncclComm *c, const struct weft_unique_id *id, const char *fn)
+{
+	weft_comm_t *wc = NULL;
+	int rc = weft_comm_create(id, c->nranks, c->rank, &wc);
+	if (rc != 0) {
+		WN_ERROR("%s: rank %d of %d: weft_comm_create failed: %s", fn, c->rank, c->nranks, weft_strerror(rc));
+		c->init_rc = wn_result(rc);
+		return c->init_rc;
+	}
+	c->wc = wc;
+	WN_INFO("%s: rank %d of %d ready%s%s (device %d)", fn, c->rank, c->nranks, c->name[0] ? ", comm " : "",
+		c->name, c->device);
+	return ncclSuccess;
+}
+
+static ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *id, int rank,
+			      const ncclConfig_t *config, int device, const char *fn)
+{
+	ncclResult_t r;
+	if (!out) {
+		WN_ERROR("%s: comm out-pointer is NULL", fn);
+		return ncclInvalidArgument;
+	}
+	if (nranks < 1 || rank < 0 || rank >= nranks) {
+		WN_ERROR("%s: rank %d of %d is out of range", fn, rank, nranks);
+		return ncclInvalidArgument;
+	}
+	if ((r = check_config(config, fn)) != ncclSuccess)
+		return r;
+	struct ncclComm *c = wn_comm_new(rank, nranks, config, device);
+	if (!c) {
+		WN_ERROR("%s: out of memory", fn);
+		return ncclSystemError;
+	}
+	struct weft_unique_id wid;
+	memcpy(wid.internal, id->internal, sizeof(wid.internal));
+	if (wn_group_depth() > 0) {
+		/* Inside a group NCCL defers the rendezvous to ncclGroupEnd, so that
+		 * one thread may initialize several ranks. */
+		if ((r = wn_group_add_init(c, &wid)) != ncclSuccess) {
+			wn_comm_free(c);
+			return r;
+		}
+		*out = c;
+		return ncclSuccess;
+	}
+	if ((r = comm_connect(c, &wid, fn)) != ncclSuccess) {
+		wn_comm_free(c);
+		return r;
+	}
+	*out = c;
+	return ncclSuccess;
+}
+
+/* Called by the group's end for a deferred init (coll.c). */
+ncclResult_t wn_comm_connect_deferred(struct ncclComm *c, const struct weft_unique_id *id);
+ncclResult_t wn_comm_connect_deferred(struct ncclComm *c, const struct weft_unique_id *id)
+{
+	return comm_connect(c, id, "ncclCommInitRank (group)");
+}
+
+WN_API ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId)
+{
+	if (!uniqueId) {
+		WN_ERROR("ncclGetUniqueId: uniqueId is NULL");
+		return ncclInvalidArgument;
+	}
+	struct weft_unique_id id;
+	int rc = weft_get_unique_id(&id);
+	if (rc != 0) {
+		WN_ERROR("ncclGetUniqueId: weft_get_unique_id failed: %s", weft_strerror(rc));
+		return wn_result(rc);
+	}
+	_Static_assert(sizeof(id.internal) == sizeof(uniqueId->internal), "unique id sizes differ");
+	memcpy(uniqueId->internal, id.internal, sizeof(uniqueId->internal));
+	return ncclSuccess;
+}
+WN_ALIAS(ncclGetUniqueId);
+
+WN_API ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank)
+{
+	return init_rank(comm, nranks, &commId, rank, NULL, wn_current_device(), "ncclCommInitRank");
+}
+WN_ALIAS(ncclCommInitRank);
+
+WN_API ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
+					   ncclConfig_t *config)
+{
+	return init_rank(comm, nranks, &commId, rank, config, wn_current_device(), "ncclCommInitRankConfig");
+}
+WN_ALIAS(ncclCommInitRankConfig);
+
+WN_API ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId,
+					     ncclUniqueId *commIds, ncclConfig_t *config)
+{
+	static const char fn[] = "ncclCommInitRankScalable";
+	if (nId < 1 || !commIds) {
+		WN_ERROR("%s: needs at least one unique id (nId %d, commIds %p)", fn, nId, (void *)commIds);
+		return ncclInvalidArgument;
+	}
+	/* weft's bootstrap meets at one root: the first id's. The roots of the
+	 * other ids stay unused (their makers' ranks still reach the first). */
+	if (nId > 1)
+		WN_INFO("%s: %d ids given; weft's bootstrap uses the first", fn, nId);
+	return init_rank(newcomm, nranks, &commIds[0], myrank, config, wn_current_device(), fn);
+}
+WN_ALIAS(ncclCommInitRankScalable);
+
+WN_API ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist)
+{
+	static const char fn[] = "ncclCommInitAll";
+	if (!comms || ndev < 1) {
+		WN_ERROR("%s: needs a comm array and ndev >= 1 (ndev %d)", fn, ndev);
+		return ncclInvalidArgument;
+	}
+	ncclUniqueId id;
+	ncclResult_t r = ncclGetUniqueId(&id);
+	if (r != ncclSuccess)
+		return r;
+	/* Every rank lives in this process: a group runs their rendezvous on
+	 * threads of their own (weft supports several ranks per process). */
+	ncclComm_t tmp[ndev];
+	memset(tmp, 0, sizeof(tmp));
+	if ((r = ncclGroupStart()) != ncclSuccess)
+		return r;
+	for (int i = 0; i < ndev && r == ncclSuccess; i++) {
+		struct weft_unique_id wid;
+		memcpy(wid.internal, id.internal, sizeof(wid.internal));
+		struct ncclComm *c = wn_comm_new(i, ndev, NULL, devlist ? devlist[i] : i);
+		if (!c) {
+			WN_ERROR("%s: out of memory", fn);
+			r = ncclSystemError;
+			break;
+		}
+		if ((r = wn_group_add_init(c, &wid)) != ncclSuccess) {
+			wn_comm_free(c);
+			break;
+		}
+		tmp[i] = c;
+	}
+	ncclResult_t e = ncclGroupEnd();
+	if (r == ncclSuccess)
+		r = e;
+	for (int i = 0; i < ndev && r == ncclSuccess; i++)
+		if (!tmp[i]->wc)
+			r = tmp[i]->init_rc ? (ncclResult_t)tmp[i]->init_rc : ncclInternalError;
+	if (r != ncclSuccess) {
+		for (int i = 0; i < ndev; i++)
+			if (tmp[i]) {
+				if (tmp[i]->wc) {
+					weft_comm_abort(tmp[i]->wc);
+					weft_comm_destroy(tmp[i]->wc);
+				}
+				wn_comm_free(tmp[i]);
+			}
+		return r;
+	}
+	memcpy(comms, tmp, sizeof(tmp));
+	return ncclSuccess;
+}
+WN_ALIAS(ncclCommInitAll);
+
+/* ncclCommSplit: ranks that share a color form a new comm, ordered by key
+ * then by parent rank. The first of each color makes the unique id and sends
+ * it to the others through the parent's bootstrap. */
+struct split_entry {
+	int color;
+	int key;
+};
+
+#define WN_SPLIT_TAG_BASE 0x4e430000u /* "NC" + sequence: below weft's reserved tags */
+
+WN_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config)
+{
+	static const char fn[] = "ncclCommSplit";
+	ncclResult_t r = wn_check_comm(comm, fn);
+	if (r != ncclSuccess)
+		return r;
+	if (!newcomm) {
+		WN_ERROR("%s: newcomm is NULL", fn);
+		return ncclInvalidArgument;
+	}
+	if (color < 0 && color != NCCL_SPLIT_NOCOLOR) {
+		WN_ERROR("%s: color %d is negative and not NCCL_SPLIT_NOCOLOR", fn, color);
+		return ncclInvalidArgument;
+	}
+	if ((r = check_config(config, fn)) != ncclSuccess)
+		return r;
+	if (wn_group_depth() > 0) {
+		WN_ERROR("%s: inside ncclGroupStart/End; weft splits outside groups only", fn);
+		return ncclInvalidUsage;
+	}
+	int n = comm->nranks;
+	struct split_entry mine = {color, key};
+	struct split_entry *all = calloc((size_t)n, sizeof(*all));
+	int *members = calloc((size_t)n, sizeof(*members));
+	if (!all || !members) {
+		free(all);
+		free(members);
+		WN_ERROR("%s: out of memory", fn);
+		return ncclSystemError;
+	}
+	uint32_t tag = WN_SPLIT_TAG_BASE | (comm->split_seq++ & 0xffffu);
+	int rc = weft_comm_allgather(comm->wc, &mine, all, sizeof(mine));
+	if (rc != 0) {
+		WN_ERROR("%s: exchanging colors failed: %s", fn, weft_strerror(rc));
+		r = wn_result(rc);
+		goto out_free;
+	}
+	if (color == NCCL_SPLIT_NOCOLOR) {
+		*newcomm = NULL;
+		r = ncclSuccess;
+		goto out_free;
+	}
+	/* Members of my color in new-rank order (insertion sort: stable by parent rank). */
+	int m = 0, myrank = -1;
+	for (int p = 0; p < n; p++) {
+		if (all[p].color != color)
+			continue;
+		int i = m++;
+		while (i > 0 && all[members[i - 1]].key > all[p].key) {
+			members[i] = members[i - 1];
+			i--;
+		}
+		members[i] = p;
+	}
+	for (int i = 0; i < m; i++)
+		if (members[i] == comm->rank)
+			myrank = i;
+	struct weft_unique_id id;
+	if (myrank == 0) {
+		if ((rc = weft_get_unique_id(&id)) != 0) {
+			WN_ERROR("%s: weft_get_unique_id failed: %s", fn, weft_strerror(rc));
+			/* The members wait for the id: they learn of this failure as a dead
+			 * rendezvous only if this rank leaves, so send zeros they refuse. */
+			memset(&id, 0, sizeof(id));
+		}
+		for (int i = 1; i < m; i++) {
+			int src = weft_comm_send(comm->wc, members[i], tag, &id, sizeof(id));
+			if (src != 0) {
+				WN_ERROR("%s: sending the new comm's id to rank %d failed: %s", fn, members[i],
+					 weft_strerror(src));
+				if (!rc)
+					rc = src;
+			}
+		}
+	} else {
+		rc = weft_comm_recv(comm->wc, members[0], tag, &id, sizeof(id));
+		if (rc != 0)
+			WN_ERROR("%s: receiving the new comm's id from rank %d failed: %s", fn, members[0],
+				 weft_strerror(rc));
+		else {
+			static const struct weft_unique_id zero;
+			if (memcmp(&id, &zero, sizeof(id)) == 0) {
+				WN_ERROR("%s: rank %d could not make the new comm's id", fn, members[0]);
+				rc = -WEFT_ERR_PEER;
+			}
+		}
+	}
+	if (rc != 0) {
+		r = wn_result(rc);
+		goto out_free;
+	}
+	struct ncclComm *c = wn_comm_new(myrank, m, config, comm->device);
+	if (!c) {
+		r = ncclSystemError;
+		goto out_free;
+	}
+	if (!config) {
+		c->blocking = comm->blocking;
+		memcpy(c->name, comm->name, sizeof(c->name));
+	}
+	if ((r = comm_connect(c, &id, fn)) != ncclSuccess) {
+		wn_comm_free(c);
+		goto out_free;
+	}
+	*newcomm = c;
+out_free:
+	free(members);
+	free(all);
+	return r;
+}
+WN_ALIAS(ncclCommSplit);
+
+/* ------------------------------------------------------------ cliques */
+
+int wn_clique_make(struct ncclComm **comms, int n)
+{
+	struct wn_clique *cl = calloc(1, sizeof(*cl) + (size_t)n * sizeof(cl->members[0]));
+	if (!cl)
+		return -ENOMEM;
+	pthread_mutex_init(&cl->lock, NULL);
+	cl->n = n;
+	for (int i = 0; i < n; i++) {
+		cl->members[i] = comms[i];
+		comms[i]->clique = cl;
+		comms[i]->clique_total = n;
+	}
+	return 0;
+}
+
+static void *destroy_thread(void *arg)
+{
+	struct ncclComm *c = arg;
+	int rc = weft_comm_destroy(c->wc);
+	if (rc != 0)
+		WN_ERROR("ncclCommDestroy: rank %d: %s", c->rank, weft_strerror(rc));
+	c->init_rc = rc;
+	c->wc = NULL;
+	return NULL;
+}
+
+/* Destroys the released members of a clique together, frees them and it.
+ * Returns the first weft error. */
+static int clique_finish(struct wn_clique *cl, int total)
+{
+	pthread_t th[total];
+	int started[total];
+	int first = 0;
+	for (int i = 0; i < total; i++) {
+		struct ncclComm *c = cl->members[i];
+		started[i] = 0;
+		if (!c || !c->wc)
+			continue;
+		wn_fallback_shadow_destroy(c, 0);
+		if (pthread_create(&th[i], NULL, destroy_thread, c) == 0)
+			started[i] = 1;
+		else
+			destroy_thread(c); /* the rest may wait on it; still the best left */
+	}
+	for (int i = 0; i < total; i++) {
+		struct ncclComm *c = cl->members[i];
+		if (started[i])
+			pthread_join(th[i], NULL);
+		if (c && c->init_rc && !first)
+			first = c->init_rc;
+		wn_comm_free(c);
+	}
+	pthread_mutex_destroy(&cl->lock);
+	free(cl);
+	return first;
+}
+
+/* A member leaves its clique: released (destroy) or aborted. Returns the
+ * weft code of the final destruction when this was the last, else 0. */
+static int clique_leave(struct ncclComm *c, int aborted, int total)
+{
+	struct wn_clique *cl = c->clique;
+	pthread_mutex_lock(&cl->lock);
+	if (aborted) {
+		for (int i = 0; i < total; i++)
+			if (cl->members[i] == c)
+				cl->members[i] = NULL;
+		cl->n--;
+	} else {
+		c->released = 1;
+		c->magic = 0; /* no further use by the application */
+		cl->released++;
+	}
+	int last = cl->released == cl->n;
+	pthread_mutex_unlock(&cl->lock);
+	return last ? clique_finish(cl, total) : 0;
+}
+
+WN_API ncclResult_t ncclCommFinalize(ncclComm_t comm)
+{
+	ncclResult_t r = wn_check_comm(comm, "ncclCommFinalize");
+	if (r != ncclSuccess)
+		return r;
+	/* A clique's ranks are destroyed together at their last ncclCommDestroy. */
+	if (comm->clique)
+		return ncclSuccess;
+	/* weft's destroy is the collective, flushing half: it returns once every
+	 * connected peer has closed its side. What is left for ncclCommDestroy is
+	 * local. */
+	wn_fallback_shadow_destroy(comm, 0);
+	int rc = weft_comm_destroy(comm->wc);
+	comm->wc = NULL;
+	if (rc != 0)
+		WN_ERROR("ncclCommFinalize: rank %d: %s", comm->rank, weft_strerror(rc));
+	return wn_result(rc);
+}
+WN_ALIAS(ncclCommFinalize);
+
+WN_API ncclResult_t ncclCommDestroy(ncclComm_t comm)
+{
+	if (!comm)
+		return ncclSuccess;
+	if (comm->magic != WN_COMM_MAGIC) {
+		WN_ERROR("ncclCommDestroy: comm %p is not a live communicator of libweft_nccl", (void *)comm);
+		return ncclInvalidArgument;
+	}
+	if (comm->clique)
+		return wn_result(clique_leave(comm, 0, comm->clique_total));
+	int rc = 0;
+	wn_fallback_shadow_destroy(comm, 0);
+	if (comm->wc) {
+		rc = weft_comm_destroy(comm->wc);
+		if (rc != 0)
+			WN_ERROR("ncclCommDestroy: rank %d: %s", comm->rank, weft_strerror(rc));
+	}
+	wn_comm_free(comm);
+	return wn_result(rc);
+}
+WN_ALIAS(ncclCommDestroy);
+
+WN_API ncclResult_t ncclCommAbort(ncclComm_t comm)
+{
+	if (!comm)
+		return ncclSuccess;
+	if (comm->magic != WN_COMM_MAGIC) {
+		WN_ERROR("ncclCommAbort: comm %p is not a live communicator of libweft_nccl", (void *)comm);
+		return ncclInvalidArgument;
+	}
+	wn_fallback_shadow_destroy(comm, 1);
+	if (comm->wc) {
+		/* Aborted first, so that destroy skips every flush and wait. */
+		weft_comm_abort(comm->wc);
+		weft_comm_destroy(comm->wc);
+		comm->wc = NULL;
+	}
+	if (comm->clique)
+		clique_leave(comm, 1, comm->clique_total);
+	wn_comm_free(comm);
+	return ncclSuccess;
+}
+WN_ALIAS(ncclCommAbort);
+
+WN_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
+{
+	if (!comm || comm->magic != WN_COMM_MAGIC || !asyncError) {
+		WN_ERROR("ncclCommGetAsyncError: %s", !asyncError ? "asyncError is NULL" : "comm is not a live communicator");
+		return ncclInvalidArgument;
+	}
+	if (!comm->wc) {
+		*asyncError = comm->init_rc ? (ncclResult_t)comm->init_rc : ncclSuccess;
+		return ncclSuccess;
+	}
+	int rc = weft_comm_status(comm->wc);
+	if (rc != 0)
+		WN_ERROR("rank %d: communicator failed: %s", comm->rank, weft_strerror(rc));
+	*asyncError = wn_result(rc);
+	return ncclSuccess;
+}
+WN_ALIAS(ncclCommGetAsyncError);
+
+WN_API ncclResult_t ncclCommCount(const ncclComm_t comm, int *count)
+{
+	ncclResult_t r = wn_check_comm(comm, "ncclCommCount");
+	if (r == ncclSuccess && !count) {
+		WN_ERROR("ncclCommCount: count is NULL");
+		r = ncclInvalidArgument;
+	}
+	if (r == ncclSuccess)
+		*count = comm->nranks;
+	return r;
+}
+WN_ALIAS(ncclCommCount);
+
+WN_API ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
+{
+	ncclResult_t r = wn_check_comm(comm, "ncclCommUserRank");
+	if (r == ncclSuccess && !rank) {
+		WN_ERROR("ncclCommUserRank: rank is NULL");
+		r = ncclInvalidArgument;
+	}
+	if (r == ncclSuccess)
+		*rank = comm->rank;
+	return r;
+}
+WN_ALIAS(ncclCommUserRank);
+
+WN_API ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *device)
+{
+	ncclResult_t r = wn_check_comm(comm, "ncclCommCuDevice");
+	if (r == ncclSuccess && !device) {
+		WN_ERROR("ncclCommCuDevice: device is NULL");
+		r = ncclInvalidArgument;
+	}
+	if (r == ncclSuccess)
+		*device = comm->device;
+	return r;
+}
+WN_ALIAS(ncclCommCuDevice);
+
+/* ------------------------------------------------------------- memory */
+
+typedef int (*cuda_malloc_fn)(void **, size_t);
+typedef int (*cuda_free_fn)(void *);
+
+WN_API ncclResult_t ncclMemAlloc(void **ptr, size_t size)
+{
+	if (!ptr) {
+		WN_ERROR("ncclMemAlloc: ptr is NULL");
+		return ncclInvalidArgument;
+	}
+	/* weft_mem_alloc needs a comm, NCCL's call has none: use the
+	 * application's own CUDA runtime, and refuse where it has none. */
+	cuda_malloc_fn m = (cuda_malloc_fn)dlsym(RTLD_DEFAULT, "cudaMalloc");
+	if (!m) {
+		WN_ERROR("ncclMemAlloc: no CUDA runtime in this process (cudaMalloc not found); weft allocates device "
+			 "memory only through the application's libcudart");
+		return ncclInvalidUsage;
+	}
+	void *p = NULL;
+	int err = m(&p, size);
+	if (err != 0) {
+		WN_ERROR("ncclMemAlloc: cudaMalloc(%zu) failed with CUDA error %d", size, err);
+		return ncclUnhandledCudaError;
+	}
+	*ptr = p;
+	return ncclSuccess;
+}
+WN_ALIAS(ncclMemAlloc);
+
+WN_API ncclResult_t ncclMemFree(void *ptr)
+{
+	if (!ptr)
+		return ncclSuccess;
+	cuda_free_fn f = (cuda_free_fn)dlsym(RTLD_DEFAULT, "cudaFree");
+	if (!f) {
+		WN_ERROR("ncclMemFree: no CUDA runtime in this process (cudaFree not found)");
+		return ncclInvalidUsage;
+	}
+	int err = f(ptr);
+	if (err != 0) {
+		WN_ERROR("ncclMemFree: cudaFree failed with CUDA error %d", err);
+		return ncclUnhandledCudaError;
+	}
+	return ncclSuccess;
+}
+WN_ALIAS(ncclMemFree);
+
+/* The memory type of buff, from the application's CUDA runtime when loaded.
+ * cudaPointerAttributes starts {int type; int device; void *dev; void *host}
+ * since CUDA 10; type 2 is device, 3 managed. */
+static enum weft_mem_type mem_type_of(const void *buff)
+{
+	typedef int (*attr_fn)(void *, const void *);
+	attr_fn get = (attr_fn)dlsym(RTLD_DEFAULT, "cudaPointerGetAttributes");
+	if (!get)
+		return WEFT_MEM_HOST;
+	struct {
+		int type;
+		int device;
+		void *dev;
+		void *host;
+		char spare[64]; /* room for fields later runtimes append */
+	} a;
+	memset(&a, 0, sizeof(a));
+	if (get(&a, buff) != 0)
+		return WEFT_MEM_HOST;
+	return a.type == 2 || a.type == 3 ? WEFT_MEM_CUDA : WEFT_MEM_HOST;
+}
+
+WN_API ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle)
+{
+	static const char fn[] = "ncclCommRegister";
+	ncclResult_t r = wn_check_comm(comm, fn);
+	if (r != ncclSuccess)
+		return r;
+	if (!handle || (!buff && size > 0)) {
+		WN_ERROR("%s: %s", fn, !handle ? "handle is NULL" : "buff is NULL");
+		return ncclInvalidArgument;
+	}
+	weft_mem_t *mem = NULL;
+	int rc = weft_mem_register(comm->wc, buff, size, mem_type_of(buff), &mem);
+	if (rc != 0) {
+		WN_ERROR("%s: weft_mem_register of %zu bytes failed: %s", fn, size, weft_strerror(rc));
+		return wn_result(rc);
+	}
+	*handle = mem;
+	return ncclSuccess;
+}
+WN_ALIAS(ncclCommRegister);
+
+WN_API ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle)
+{
+	ncclResult_t r = wn_check_comm(comm, "ncclCommDeregister");
+	if (r != ncclSuccess)
+		return r;
+	return wn_result(weft_mem_deregister(handle));
+}
+WN_ALIAS(ncclCommDeregister);

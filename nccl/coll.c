@@ -1,0 +1,492 @@
+/* libweft_nccl: NCCL's collectives, point-to-point calls and groups, mapped to
+ * weft's (types, operations, stream passed through). A group is queued here
+ * and issued at its end, one thread per communicator, so that one thread can
+ * drive several ranks of this process (ncclCommInitAll) as NCCL allows. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wn.h"
+
+enum wn_kind { K_ALLREDUCE, K_BROADCAST, K_REDUCE, K_ALLGATHER, K_REDUCE_SCATTER, K_ALLTOALL, K_GATHER, K_SCATTER,
+	       K_SEND, K_RECV };
+
+static const char *const kind_names[] = {
+	[K_ALLREDUCE] = "ncclAllReduce", [K_BROADCAST] = "ncclBroadcast", [K_REDUCE] = "ncclReduce",
+	[K_ALLGATHER] = "ncclAllGather", [K_REDUCE_SCATTER] = "ncclReduceScatter", [K_ALLTOALL] = "ncclAlltoAll",
+	[K_GATHER] = "ncclGather", [K_SCATTER] = "ncclScatter", [K_SEND] = "ncclSend", [K_RECV] = "ncclRecv",
+};
+
+struct wn_op {
+	enum wn_kind kind;
+	struct ncclComm *comm;
+	const void *sendbuf;
+	void *recvbuf;
+	size_t count;
+	ncclDataType_t ntype;
+	ncclRedOp_t nop;
+	enum weft_datatype type;
+	enum weft_redop op;
+	int root; /* root, or peer for send/recv */
+	void *stream;
+};
+
+struct wn_init {
+	struct ncclComm *comm;
+	struct weft_unique_id id;
+};
+
+static _Thread_local struct {
+	int depth;
+	struct wn_op *ops;
+	size_t nops, capops;
+	struct wn_init *inits;
+	size_t ninits, capinits;
+} grp;
+
+int wn_group_depth(void)
+{
+	return grp.depth;
+}
+
+ncclResult_t wn_group_add_init(struct ncclComm *comm, const struct weft_unique_id *id)
+{
+	if (grp.ninits == grp.capinits) {
+		size_t c = grp.capinits ? grp.capinits * 2 : 8;
+		struct wn_init *n = realloc(grp.inits, c * sizeof(*n));
+		if (!n) {
+			WN_ERROR("ncclGroupStart: out of memory queuing an init");
+			return ncclSystemError;
+		}
+		grp.inits = n;
+		grp.capinits = c;
+	}
+	grp.inits[grp.ninits].comm = comm;
+	grp.inits[grp.ninits].id = *id;
+	grp.ninits++;
+	return ncclSuccess;
+}
+
+static ncclResult_t group_push(const struct wn_op *op)
+{
+	if (grp.nops == grp.capops) {
+		size_t c = grp.capops ? grp.capops * 2 : 16;
+		struct wn_op *n = realloc(grp.ops, c * sizeof(*n));
+		if (!n) {
+			WN_ERROR("%s: out of memory queuing the call in a group", kind_names[op->kind]);
+			return ncclSystemError;
+		}
+		grp.ops = n;
+		grp.capops = c;
+	}
+	grp.ops[grp.nops++] = *op;
+	return ncclSuccess;
+}
+
+/* Gather and scatter as fused sends and receives in one weft group. */
+static int gather_scatter(const struct wn_op *o)
+{
+	weft_comm_t *wc = o->comm->wc;
+	int n = o->comm->nranks, me = o->comm->rank;
+	size_t blk = o->count * weft_datatype_size(o->type);
+	int rc = weft_group_start();
+	if (rc != 0)
+		return rc;
+	int first = 0;
+	if (o->kind == K_GATHER) {
+		if (me == o->root)
+			for (int p = 0; p < n && !first; p++)
+				first = weft_recv((char *)o->recvbuf + (size_t)p * blk, o->count, o->type, p, wc, o->stream);
+		if (!first)
+			first = weft_send(o->sendbuf, o->count, o->type, o->root, wc, o->stream);
+	} else {
+		if (me == o->root)
+			for (int p = 0; p < n && !first; p++)
+				first = weft_send((const char *)o->sendbuf + (size_t)p * blk, o->count, o->type, p, wc,
+						  o->stream);
+		if (!first)
+			first = weft_recv(o->recvbuf, o->count, o->type, o->root, wc, o->stream);
+	}
+	rc = weft_group_end();
+	return first ? first : rc;
+}
+
+static int issue(const struct wn_op *o)
+{
+	weft_comm_t *wc = o->comm->wc;
+	switch (o->kind) {
+	case K_ALLREDUCE: return weft_allreduce(o->sendbuf, o->recvbuf, o->count, o->type, o->op, wc, o->stream);
+	case K_BROADCAST: return weft_broadcast(o->sendbuf, o->recvbuf, o->count, o->type, o->root, wc, o->stream);
+	case K_REDUCE: return weft_reduce(o->sendbuf, o->recvbuf, o->count, o->type, o->op, o->root, wc, o->stream);
+	case K_ALLGATHER: return weft_allgather(o->sendbuf, o->recvbuf, o->count, o->type, wc, o->stream);
+	case K_REDUCE_SCATTER:
+		return weft_reduce_scatter(o->sendbuf, o->recvbuf, o->count, o->type, o->op, wc, o->stream);
+	case K_ALLTOALL: return weft_alltoall(o->sendbuf, o->recvbuf, o->count, o->type, wc, o->stream);
+	case K_GATHER:
+	case K_SCATTER: return gather_scatter(o);
+	case K_SEND: return weft_send(o->sendbuf, o->count, o->type, o->root, wc, o->stream);
+	case K_RECV: return weft_recv(o->recvbuf, o->count, o->type, o->root, wc, o->stream);
+	}
+	return -EINVAL;
+}
+
+/* Forwards a collective weft refused (-ENOTSUP) to the real NCCL's shadow
+ * communicator, when WEFT_NCCL_FALLBACK allows it. Returns -ENOTSUP when it
+ * does not. */
+typedef ncclResult_t (*red_fn)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
+typedef ncclResult_t (*redroot_fn)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t,
+				   cudaStream_t);
+typedef ncclResult_t (*root_fn)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+typedef ncclResult_t (*plain_fn)(const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
+
+static int forward(const struct wn_op *o, ncclResult_t *res)
+{
+	if (!getenv("WEFT_NCCL_FALLBACK") || o->kind == K_SEND || o->kind == K_RECV)
+		return -ENOTSUP;
+	void *f = wn_fallback_sym(kind_names[o->kind], "a call weft does not support");
+	if (!f)
+		return -ENOTSUP;
+	void *sh = wn_fallback_shadow(o->comm);
+	if (!sh)
+		return -ENOTSUP;
+	cudaStream_t s = (cudaStream_t)o->stream;
+	switch (o->kind) {
+	case K_ALLREDUCE:
+	case K_REDUCE_SCATTER:
+		*res = ((red_fn)f)(o->sendbuf, o->recvbuf, o->count, o->ntype, o->nop, sh, s);
+		break;
+	case K_REDUCE:
+		*res = ((redroot_fn)f)(o->sendbuf, o->recvbuf, o->count, o->ntype, o->nop, o->root, sh, s);
+		break;
+	case K_BROADCAST:
+	case K_GATHER:
+	case K_SCATTER:
+		*res = ((root_fn)f)(o->sendbuf, o->recvbuf, o->count, o->ntype, o->root, sh, s);
+		break;
+	default:
+		*res = ((plain_fn)f)(o->sendbuf, o->recvbuf, o->count, o->ntype, sh, s);
+		break;
+	}
+	WN_INFO("%s: weft does not support it; forwarded to the real NCCL (%s)", kind_names[o->kind],
+		ncclGetErrorString(*res));
+	return 0;
+}
+
+static ncclResult_t submit(struct wn_op *o, int reduces)
+{
+	const char *fn = kind_names[o->kind];
+	ncclResult_t r = wn_check_comm(o->comm, fn);
+	if (r != ncclSuccess)
+		return r;
+	if (wn_map_type(o->ntype, &o->type) != 0) {
+		WN_ERROR("%s: datatype %d is not one of NCCL 2.28's", fn, (int)o->ntype);
+		return ncclInvalidArgument;
+	}
+	if (reduces && wn_map_op(o->nop, &o->op) != 0) {
+		if ((int)o->nop >= ncclNumOps && (int)o->nop <= ncclMaxRedOp)
+			WN_ERROR("%s: reduction operation %d is a user-defined one; weft has none (ncclRedOpCreatePreMulSum "
+				 "is refused)", fn, (int)o->nop);
+		else
+			WN_ERROR("%s: reduction operation %d is not one of NCCL's", fn, (int)o->nop);
+		if (grp.depth == 0 && o->comm->wc) {
+			ncclResult_t fr;
+			if (forward(o, &fr) == 0)
+				return fr;
+		}
+		return ncclInvalidArgument;
+	}
+	if ((o->kind == K_GATHER || o->kind == K_SCATTER) && (o->root < 0 || o->root >= o->comm->nranks)) {
+		WN_ERROR("%s: root %d is outside the communicator's %d ranks", fn, o->root, o->comm->nranks);
+		return ncclInvalidArgument;
+	}
+	if (grp.depth > 0)
+		return group_push(o);
+	int rc = issue(o);
+	if (rc == -ENOTSUP) {
+		ncclResult_t fr;
+		if (forward(o, &fr) == 0)
+			return fr;
+	}
+	if (rc != 0)
+		WN_ERROR("%s on rank %d: %s", fn, o->comm->rank, weft_strerror(rc));
+	return wn_result(rc);
+}
+
+/* ------------------------------------------------------------- groups */
+
+WN_API ncclResult_t ncclGroupStart(void)
+{
+	if (grp.depth == INT_MAX) {
+		WN_ERROR("ncclGroupStart: groups nested too deeply");
+		return ncclInvalidUsage;
+	}
+	grp.depth++;
+	return ncclSuccess;
+}
+WN_ALIAS(ncclGroupStart);
+
+ncclResult_t wn_comm_connect_deferred(struct ncclComm *c, const struct weft_unique_id *id);
+
+struct worker {
+	pthread_t th;
+	int started;
+	struct wn_init *init;  /* an init to run, or */
+	struct ncclComm *comm; /* the comm whose queued ops to issue */
+	struct wn_op *ops;
+	size_t nops;
+	int rc;                /* weft code */
+	ncclResult_t res;
+};
+
+static void *run_init(void *arg)
+{
+	struct worker *w = arg;
+	w->res = wn_comm_connect_deferred(w->init->comm, &w->init->id);
+	return NULL;
+}
+
+/* One comm's share of a group, in one weft group, in call order. */
+static void *run_ops(void *arg)
+{
+	struct worker *w = arg;
+	int first = weft_group_start();
+	for (size_t i = 0; i < w->nops && !first; i++) {
+		struct wn_op *o = &w->ops[i];
+		if (o->comm != w->comm)
+			continue;
+		first = issue(o);
+		if (first)
+			WN_ERROR("%s on rank %d (in a group): %s", kind_names[o->kind], o->comm->rank,
+				 weft_strerror(first));
+	}
+	int rc = weft_group_end();
+	if (rc)
+		WN_ERROR("ncclGroupEnd on rank %d: %s", w->comm->rank, weft_strerror(rc));
+	w->rc = first ? first : rc;
+	w->res = wn_result(w->rc);
+	return NULL;
+}
+
+/* Runs fn on each worker: inline when there is one, else one thread each. */
+static ncclResult_t run_workers(struct worker *ws, size_t n, void *(*fn)(void *))
+{
+	ncclResult_t r = ncclSuccess;
+	if (n == 1) {
+		fn(&ws[0]);
+		return ws[0].res;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (pthread_create(&ws[i].th, NULL, fn, &ws[i]) != 0) {
+			/* Cannot start it in parallel: run it here, which still works
+			 * when the others it waits for are already running. */
+			WN_WARN("ncclGroupEnd: could not start a thread; running one rank's work on the caller's");
+			fn(&ws[i]);
+			continue;
+		}
+		ws[i].started = 1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (ws[i].started)
+			pthread_join(ws[i].th, NULL);
+		if (ws[i].res != ncclSuccess && r == ncclSuccess)
+			r = ws[i].res;
+	}
+	return r;
+}
+
+WN_API ncclResult_t ncclGroupEnd(void)
+{
+	if (grp.depth <= 0) {
+		WN_ERROR("ncclGroupEnd without a matching ncclGroupStart");
+		return ncclInvalidUsage;
+	}
+	if (--grp.depth > 0)
+		return ncclSuccess;
+	struct wn_init *inits = grp.inits;
+	size_t ninits = grp.ninits;
+	struct wn_op *ops = grp.ops;
+	size_t nops = grp.nops;
+	memset(&grp, 0, sizeof(grp));
+
+	ncclResult_t r = ncclSuccess;
+	if (ninits) {
+		struct worker *ws = calloc(ninits, sizeof(*ws));
+		if (!ws) {
+			WN_ERROR("ncclGroupEnd: out of memory");
+			r = ncclSystemError;
+		} else {
+			for (size_t i = 0; i < ninits; i++)
+				ws[i].init = &inits[i];
+			r = run_workers(ws, ninits, run_init);
+			free(ws);
+		}
+		if (r == ncclSuccess && ninits > 1) {
+			struct ncclComm **cs = malloc(ninits * sizeof(*cs));
+			for (size_t i = 0; cs && i < ninits; i++)
+				cs[i] = inits[i].comm;
+			if (!cs || wn_clique_make(cs, (int)ninits) != 0)
+				WN_WARN("ncclGroupEnd: out of memory; destroy these %zu ranks from threads of their own",
+					ninits);
+			free(cs);
+		}
+	}
+	if (nops && r == ncclSuccess) {
+		/* One worker per distinct comm, in order of first appearance. */
+		struct worker *ws = calloc(nops, sizeof(*ws));
+		size_t nw = 0;
+		if (!ws) {
+			WN_ERROR("ncclGroupEnd: out of memory");
+			r = ncclSystemError;
+		} else {
+			for (size_t i = 0; i < nops; i++) {
+				size_t k = 0;
+				while (k < nw && ws[k].comm != ops[i].comm)
+					k++;
+				if (k == nw) {
+					ws[nw].comm = ops[i].comm;
+					ws[nw].ops = ops;
+					ws[nw].nops = nops;
+					nw++;
+				}
+			}
+			for (size_t k = 0; k < nw; k++)
+				if (!ws[k].comm->wc) {
+					WN_ERROR("ncclGroupEnd: a queued call uses rank %d's comm, which is not initialized",
+						 ws[k].comm->rank);
+					r = ncclInvalidUsage;
+				}
+			if (r == ncclSuccess)
+				r = run_workers(ws, nw, run_ops);
+			free(ws);
+		}
+	}
+	free(inits);
+	free(ops);
+	return r;
+}
+WN_ALIAS(ncclGroupEnd);
+
+/* ------------------------------------------------------------ collectives */
+
+WN_API ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+				  ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
+{
+	struct wn_op o = {.kind = K_ALLREDUCE, .comm = comm, .sendbuf = sendbuff, .recvbuf = recvbuff, .count = count,
+			  .ntype = datatype, .nop = op, .stream = stream};
+	return submit(&o, 1);
+}
+WN_ALIAS(ncclAllReduce);
+
+WN_API ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+				  int root, ncclComm_t comm, cudaStream_t stream)
+{
+	struct wn_op o = {.kind = K_BROADCAST, .comm = comm, .sendbuf = sendbuff, .recvbuf = recvbuff, .count = count,
+			  .ntype = datatype, .root = root, .stream = stream};
+	return submit(&o, 0);
+}
+WN_ALIAS(ncclBroadcast);
+
+WN_API ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+			      cudaStream_t stream)
+{
+	return ncclBroadcast(buff, buff, count, datatype, root, comm, stream);
+}
+WN_ALIAS(ncclBcast);
+
+WN_API ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+			       ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream)
+{
+	struct wn_op o = {.kind = K_REDUCE, .comm = comm, .sendbuf = sendbuff, .recvbuf = recvbuff, .count = count,
+			  .ntype = datatype, .nop = op, .root = root, .stream = stream};
+	return submit(&o, 1);
+}
+WN_ALIAS(ncclReduce);
+
+WN_API ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
+				  ncclComm_t comm, cudaStream_t stream)
+{
+	struct wn_op o = {.kind = K_ALLGATHER, .comm = comm, .sendbuf = sendbuff, .recvbuf = recvbuff,
+			  .count = sendcount, .ntype = datatype, .stream = stream};
+	return submit(&o, 0);
+}
+WN_ALIAS(ncclAllGather);
+
+WN_API ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+				      ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
+{
+	struct wn_op o = {.kind = K_REDUCE_SCATTER, .comm = comm, .sendbuf = sendbuff, .recvbuf = recvbuff,
+			  .count = recvcount, .ntype = datatype, .nop = op, .stream = stream};
+	return submit(&o, 1);
+}
+WN_ALIAS(ncclReduceScatter);
+
+WN_API ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+				 ncclComm_t comm, cudaStream_t stream)
+{
+	struct wn_op o = {.kind = K_ALLTOALL, .comm = comm, .sendbuf = sendbuff, .recvbuf = recvbuff, .count = count,
+			  .ntype = datatype, .stream = stream};
+	return submit(&o, 0);
+}
+WN_ALIAS(ncclAlltoAll);
+
+WN_API ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+			       ncclComm_t comm, cudaStream_t stream)
+{
+	struct wn_op o = {.kind = K_GATHER, .comm = comm, .sendbuf = sendbuff, .recvbuf = recvbuff, .count = count,
+			  .ntype = datatype, .root = root, .stream = stream};
+	return submit(&o, 0);
+}
+WN_ALIAS(ncclGather);
+
+WN_API ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+				int root, ncclComm_t comm, cudaStream_t stream)
+{
+	struct wn_op o = {.kind = K_SCATTER, .comm = comm, .sendbuf = sendbuff, .recvbuf = recvbuff, .count = count,
+			  .ntype = datatype, .root = root, .stream = stream};
+	return submit(&o, 0);
+}
+WN_ALIAS(ncclScatter);
+
+WN_API ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+			     cudaStream_t stream)
+{
+	struct wn_op o = {.kind = K_SEND, .comm = comm, .sendbuf = sendbuff, .count = count, .ntype = datatype,
+			  .root = peer, .stream = stream};
+	return submit(&o, 0);
+}
+WN_ALIAS(ncclSend);
+
+WN_API ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+			     cudaStream_t stream)
+{
+	struct wn_op o = {.kind = K_RECV, .comm = comm, .recvbuf = recvbuff, .count = count, .ntype = datatype,
+			  .root = peer, .stream = stream};
+	return submit(&o, 0);
+}
+WN_ALIAS(ncclRecv);
+
+WN_API ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
+{
+	if (grp.depth <= 0) {
+		WN_ERROR("ncclGroupSimulateEnd without a matching ncclGroupStart");
+		return ncclInvalidUsage;
+	}
+	/* NCCL ends the group without running it and estimates its time; weft has
+	 * no cost model, so it ends the group the same way (dropping what was
+	 * queued, as a simulation does) and says it cannot estimate. */
+	if (--grp.depth == 0) {
+		for (size_t i = 0; i < grp.ninits; i++)
+			wn_comm_free(grp.inits[i].comm);
+		free(grp.inits);
+		free(grp.ops);
+		memset(&grp, 0, sizeof(grp));
+	}
+	if (simInfo)
+		simInfo->estimatedTime = NCCL_UNDEF_FLOAT;
+	WN_ERROR("ncclGroupSimulateEnd: not supported: weft has no cost model to estimate the group's time; the "
+		 "group was ended without running it");
+	return ncclInvalidUsage;
+}
+WN_ALIAS(ncclGroupSimulateEnd);

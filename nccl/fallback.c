@@ -1,0 +1,212 @@
+/* libweft_nccl: the NCCL functions weft refuses, and the optional fallback to
+ * a real libnccl (WEFT_NCCL_FALLBACK) on a shadow communicator. Nothing of NCCL
+ * is loaded unless the fallback is asked for and NVLink multicast is off. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wn.h"
+
+static pthread_mutex_t fb_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *fb_handle; /* the real library once loaded; never closed (its threads may live on) */
+
+/* Loads the real library on first use. Not cached on failure, so that a
+ * corrected environment works on a later call. */
+static void *fb_load(const char *fn)
+{
+	pthread_mutex_lock(&fb_lock);
+	void *h = fb_handle;
+	pthread_mutex_unlock(&fb_lock);
+	if (h)
+		return h;
+	const char *path = getenv("WEFT_NCCL_FALLBACK");
+	if (!path || !*path) {
+		WN_ERROR("%s: weft does not support it, and WEFT_NCCL_FALLBACK (the path of a real libnccl.so.2 to "
+			 "forward it to) is not set", fn);
+		return NULL;
+	}
+	const char *nvls = getenv("NCCL_NVLS_ENABLE");
+	if (!nvls || strcmp(nvls, "0") != 0) {
+		WN_ERROR("%s: WEFT_NCCL_FALLBACK is set, but NCCL_NVLS_ENABLE=0 is not (it is %s%s%s): weft loads a real "
+			 "NCCL only with NVLink multicast (NVLS) disabled, which weft keeps out of its processes; set "
+			 "NCCL_NVLS_ENABLE=0 to allow the fallback", fn, nvls ? "'" : "unset", nvls ? nvls : "",
+			 nvls ? "'" : "");
+		return NULL;
+	}
+	/* DEEPBIND: the real library's calls to its own exported functions must
+	 * reach it, not this library's interposed twins (LD_PRELOAD). */
+	h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+	if (!h) {
+		WN_ERROR("%s: WEFT_NCCL_FALLBACK=%s cannot be loaded: %s", fn, path, dlerror());
+		return NULL;
+	}
+	void *ver = dlsym(h, "ncclGetVersion");
+	if (!ver || ver == (void *)ncclGetVersion) {
+		WN_ERROR("%s: WEFT_NCCL_FALLBACK=%s is %s", fn, path,
+			 ver ? "libweft_nccl itself, not a real NCCL" : "not an NCCL library (no ncclGetVersion)");
+		dlclose(h);
+		return NULL;
+	}
+	int v = 0;
+	((ncclResult_t(*)(int *))ver)(&v);
+	pthread_mutex_lock(&fb_lock);
+	if (fb_handle) {
+		dlclose(h);
+		h = fb_handle;
+	} else {
+		fb_handle = h;
+		WN_INFO("fallback: loaded %s (NCCL version code %d) for calls weft refuses", path, v);
+	}
+	pthread_mutex_unlock(&fb_lock);
+	return h;
+}
+
+void *wn_fallback_sym(const char *name, const char *why)
+{
+	void *h = fb_load(name);
+	if (!h)
+		return NULL;
+	void *f = dlsym(h, name);
+	if (!f)
+		WN_ERROR("%s: %s, and the fallback library has no such function", name, why);
+	return f;
+}
+
+typedef ncclResult_t (*get_id_fn)(ncclUniqueId *);
+typedef ncclResult_t (*init_rank_fn)(ncclComm_t *, int, ncclUniqueId, int);
+typedef ncclResult_t (*comm_fn)(ncclComm_t);
+
+void *wn_fallback_shadow(struct ncclComm *comm)
+{
+	pthread_mutex_lock(&comm->shadow_lock);
+	void *sh = comm->shadow;
+	pthread_mutex_unlock(&comm->shadow_lock);
+	if (sh)
+		return sh;
+	/* Every rank reaches here at the same call (collectives are called in the
+	 * same order everywhere), so the exchange below lines up. */
+	get_id_fn get_id = (get_id_fn)wn_fallback_sym("ncclGetUniqueId", "the shadow communicator needs it");
+	init_rank_fn init = (init_rank_fn)wn_fallback_sym("ncclCommInitRank", "the shadow communicator needs it");
+	ncclUniqueId id;
+	memset(&id, 0, sizeof(id));
+	if (comm->rank == 0 && get_id && init && get_id(&id) != ncclSuccess) {
+		WN_ERROR("fallback: the real ncclGetUniqueId failed");
+		memset(&id, 0, sizeof(id));
+	}
+	/* Rank 0's id reaches everyone; all-zero tells them it failed. A rank whose
+	 * library did not load still takes part, so no rank waits forever. */
+	ncclUniqueId *all = calloc((size_t)comm->nranks, sizeof(*all));
+	if (!all)
+		return NULL;
+	int rc = weft_comm_allgather(comm->wc, &id, all, sizeof(id));
+	static const ncclUniqueId zero;
+	if (rc != 0 || memcmp(&all[0], &zero, sizeof(zero)) == 0 || !get_id || !init) {
+		if (rc != 0)
+			WN_ERROR("fallback: sharing the real NCCL's id failed: %s", weft_strerror(rc));
+		else if (get_id && init)
+			WN_ERROR("fallback: rank 0 could not make the real NCCL's id");
+		free(all);
+		return NULL;
+	}
+	id = all[0];
+	free(all);
+	ncclComm_t real = NULL;
+	ncclResult_t r = init(&real, comm->nranks, id, comm->rank);
+	if (r != ncclSuccess) {
+		WN_ERROR("fallback: the real ncclCommInitRank failed: %d", (int)r);
+		return NULL;
+	}
+	pthread_mutex_lock(&comm->shadow_lock);
+	comm->shadow = real;
+	pthread_mutex_unlock(&comm->shadow_lock);
+	WN_INFO("fallback: rank %d of %d has a shadow communicator in the real NCCL", comm->rank, comm->nranks);
+	return real;
+}
+
+void wn_fallback_shadow_destroy(struct ncclComm *comm, int abort)
+{
+	pthread_mutex_lock(&comm->shadow_lock);
+	void *sh = comm->shadow;
+	comm->shadow = NULL;
+	pthread_mutex_unlock(&comm->shadow_lock);
+	if (!sh)
+		return;
+	pthread_mutex_lock(&fb_lock);
+	void *h = fb_handle;
+	pthread_mutex_unlock(&fb_lock);
+	comm_fn f = h ? (comm_fn)dlsym(h, abort ? "ncclCommAbort" : "ncclCommDestroy") : NULL;
+	if (f)
+		f(sh);
+}
+
+/* ------------------------------------------------------------ refused */
+
+WN_API ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
+				   ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags)
+{
+	/* The result must be a weft communicator, which a real NCCL cannot make:
+	 * no fallback. ncclCommSplit covers the healthy case. */
+	WN_ERROR("ncclCommShrink: not supported by weft (no fallback either); use ncclCommSplit with "
+		 "NCCL_SPLIT_NOCOLOR on the excluded ranks while they are alive");
+	return ncclInvalidUsage;
+}
+WN_ALIAS(ncclCommShrink);
+
+typedef ncclResult_t (*win_reg_fn)(ncclComm_t, void *, size_t, ncclWindow_t *, int);
+typedef ncclResult_t (*win_dereg_fn)(ncclComm_t, ncclWindow_t);
+
+WN_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win, int winFlags)
+{
+	static const char fn[] = "ncclCommWindowRegister";
+	ncclResult_t r = wn_check_comm(comm, fn);
+	if (r != ncclSuccess)
+		return r;
+	/* Symmetric windows feed NCCL's own kernels: only a real NCCL can use them. */
+	win_reg_fn f = (win_reg_fn)wn_fallback_sym(fn, "weft has no symmetric memory windows");
+	void *sh = f ? wn_fallback_shadow(comm) : NULL;
+	if (!sh) {
+		/* The reason was logged (and is ncclGetLastError's) where it was found. */
+		WN_INFO("%s: refused (weft has no symmetric memory windows; see docs/nccl-compat.md)", fn);
+		return ncclInvalidUsage;
+	}
+	return f(sh, buff, size, win, winFlags);
+}
+WN_ALIAS(ncclCommWindowRegister);
+
+WN_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win)
+{
+	static const char fn[] = "ncclCommWindowDeregister";
+	ncclResult_t r = wn_check_comm(comm, fn);
+	if (r != ncclSuccess)
+		return r;
+	pthread_mutex_lock(&comm->shadow_lock);
+	void *sh = comm->shadow;
+	pthread_mutex_unlock(&comm->shadow_lock);
+	win_dereg_fn f = sh ? (win_dereg_fn)wn_fallback_sym(fn, "weft has no symmetric memory windows") : NULL;
+	if (!f) {
+		WN_ERROR("%s: refused (no window was registered through the fallback NCCL on this comm)", fn);
+		return ncclInvalidUsage;
+	}
+	return f(sh, win);
+}
+WN_ALIAS(ncclCommWindowDeregister);
+
+WN_API ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
+					     ncclScalarResidence_t residence, ncclComm_t comm)
+{
+	/* weft's reductions are sum, prod, min, max and avg; a pre-multiplied sum
+	 * would need the scalar in every pack's kernels. */
+	WN_ERROR("ncclRedOpCreatePreMulSum: not supported: weft has no pre-multiplied sum yet (its operations are "
+		 "sum, prod, min, max, avg); scale the input, or use ncclAvg for a 1/nranks factor");
+	return ncclInvalidUsage;
+}
+WN_ALIAS(ncclRedOpCreatePreMulSum);
+
+WN_API ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
+{
+	WN_ERROR("ncclRedOpDestroy: operation %d was not made by ncclRedOpCreatePreMulSum, which weft refuses",
+		 (int)op);
+	return ncclInvalidUsage;
+}
+WN_ALIAS(ncclRedOpDestroy);

@@ -1,0 +1,88 @@
+/* libweft_nccl's internal header: the communicator behind ncclComm_t, logging,
+ * the mapping of weft's codes, types and operations to NCCL's, groups, and the
+ * optional fallback to a real libnccl. */
+#ifndef WEFT_NCCL_WN_H
+#define WEFT_NCCL_WN_H
+
+#include <pthread.h>
+
+#include <weft/weft.h>
+
+#include "nccl.h"
+
+/* Exported names: everything else in this library is hidden (version script
+ * and -fvisibility=hidden). */
+#define WN_API __attribute__((visibility("default")))
+/* Exports pncclX as a second name of ncclX. */
+#define WN_ALIAS(name) \
+	extern __typeof__(name) p##name __attribute__((alias(#name), visibility("default")))
+
+#define WN_COMM_MAGIC 0x77656674u /* "weft" */
+
+struct ncclComm {
+	unsigned magic;     /* WN_COMM_MAGIC while alive: catches stale and foreign handles */
+	weft_comm_t *wc;    /* NULL after ncclCommFinalize */
+	int rank;
+	int nranks;
+	int device;         /* CUDA device recorded at init, -1 for none */
+	int blocking;
+	unsigned split_seq; /* ncclCommSplit calls made on this comm, for bootstrap tags */
+	char name[64];      /* config->commName, for log lines */
+	void *shadow;       /* the real NCCL's communicator (fallback), or NULL */
+	pthread_mutex_t shadow_lock;
+	int init_rc;        /* result of a grouped init, for ncclCommGetAsyncError */
+	struct wn_clique *clique; /* ranks of this process initialized in one group, or NULL */
+	int released;       /* destroyed by the application, waiting for its clique */
+	int clique_total;   /* length of clique->members */
+};
+
+/* Ranks one thread initialized together (ncclCommInitAll, or several inits in
+ * one group). weft's destroy waits for every connected peer to close, so the
+ * same thread destroying them one after the other would wait forever: their
+ * weft comms are destroyed together, on threads, when the last is released. */
+struct wn_clique {
+	pthread_mutex_t lock;
+	int n;        /* members not yet aborted */
+	int released; /* of which destroyed or finalized by the application */
+	struct ncclComm *members[];
+};
+/* Makes a clique of comms (n >= 2). -ENOMEM leaves them independent. */
+int wn_clique_make(struct ncclComm **comms, int n);
+
+/* Logs and remembers the message for ncclGetLastError. level: 0 error, 1 warn,
+ * 2 info, 3 debug; the threshold comes from WEFT_NCCL_LOG / NCCL_DEBUG. */
+void wn_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define WN_ERROR(...) wn_log(0, __VA_ARGS__)
+#define WN_WARN(...) wn_log(1, __VA_ARGS__)
+#define WN_INFO(...) wn_log(2, __VA_ARGS__)
+void wn_log_reset(void);
+const char *wn_last_error(void);
+
+/* weft's return code as an ncclResult_t (0 -> ncclSuccess). */
+ncclResult_t wn_result(int rc);
+/* A usable comm, or ncclInvalidArgument/ncclInvalidUsage with a message. */
+ncclResult_t wn_check_comm(const struct ncclComm *comm, const char *fn);
+int wn_map_type(ncclDataType_t t, enum weft_datatype *out);
+int wn_map_op(ncclRedOp_t op, enum weft_redop *out);
+
+/* Creates the comm object of a rank; the weft comm is made by the caller. */
+struct ncclComm *wn_comm_new(int rank, int nranks, const ncclConfig_t *config, int device);
+void wn_comm_free(struct ncclComm *comm);
+/* The CUDA device the calling thread has current: WEFT_NCCL_DEVICE, else the
+ * application's CUDA runtime (when loaded), else -1. */
+int wn_current_device(void);
+
+/* Group nesting of the calling thread (coll.c). */
+int wn_group_depth(void);
+/* Queues a communicator initialization for the group's end (coll.c). */
+ncclResult_t wn_group_add_init(struct ncclComm *comm, const struct weft_unique_id *id);
+
+/* Fallback (fallback.c). The real library's function `name`, loaded on first
+ * use; NULL (and a logged reason naming `why`) when it cannot be used. */
+void *wn_fallback_sym(const char *name, const char *why);
+/* The real NCCL communicator shadowing comm, made on first use (collective:
+ * every rank must reach this call). NULL on failure, logged. */
+void *wn_fallback_shadow(struct ncclComm *comm);
+void wn_fallback_shadow_destroy(struct ncclComm *comm, int abort);
+
+#endif

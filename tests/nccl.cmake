@@ -1,0 +1,22 @@
+# libweft_nccl (nccl/): the NCCL 2.28 API on weft. One source, two runs:
+# test_nccl_unit (one process: exported symbols against nccl/symbols.txt,
+# ncclConfig_t layout, versions, errors, refusals, the fallback's NVLS guard)
+# and test_nccl (forked 2- and 3-rank jobs over ofi on loopback, ncclCommInitAll
+# with two ranks in one process, a killed peer). No GPU: host buffers.
+if(TARGET weft_nccl AND TARGET weft-plugin-algo-host AND TARGET weft-plugin-ofi)
+  foreach(_t IN ITEMS test_nccl_unit test_nccl)
+    if(_t STREQUAL "test_nccl_unit")
+      set(_case unit)
+      set(_label unit)
+    else()
+      set(_case mp)
+      set(_label mp)
+    endif()
+    weft_add_test(${_t} SOURCES test_nccl.c LABELS ${_label} TIMEOUT 400 LIBS weft_nccl
+      ENV CK_RUN_CASE=${_case} WEFT_CORE_BOOTSTRAP_ADDR=127.0.0.1)
+    target_compile_definitions(${_t} PRIVATE
+      WEFT_NCCL_LIB="$<TARGET_FILE:weft_nccl>"
+      WEFT_NCCL_SYMBOLS="${PROJECT_SOURCE_DIR}/nccl/symbols.txt")
+    add_dependencies(${_t} weft-plugin-algo-host weft-plugin-ofi)
+  endforeach()
+endif()

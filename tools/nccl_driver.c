@@ -1,0 +1,2 @@
+/* weft-nccl-driver: placeholder replaced below. */
+int main(void) { return 0; }
