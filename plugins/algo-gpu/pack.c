@@ -146,8 +146,11 @@ static int ctx_create(const struct weft_algo_comm *ac, struct wag_ctx **out)
 	c->prim = p;
 	c->refs = 1;
 	int rc, sms = 0;
-	if ((rc = wag_cuda_get_device(&c->dev)) || (rc = wag_cuda_sm_count(c->dev, &sms))) {
-		WAG_LOG(WEFT_LOG_ERROR, "no current CUDA device");
+	if (wag_cuda_get_device(&c->dev) || wag_cuda_sm_count(c->dev, &sms)) {
+		/* CUDA buffers where no CUDA device answers: a memory type this
+		 * process cannot serve, which weft.h reports as -ENOTSUP. */
+		WAG_LOG(WEFT_LOG_ERROR, "no CUDA device in this process: CUDA buffers cannot be served");
+		rc = -ENOTSUP;
 		goto err_free;
 	}
 	layout(c->nranks, sms, &c->lay);
