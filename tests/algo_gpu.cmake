@@ -4,6 +4,12 @@
 weft_add_test(test_algo_gpu_sched
   SOURCES test_algo_gpu_sched.c ${PROJECT_SOURCE_DIR}/plugins/algo-gpu/schedule.c
   LABELS unit TIMEOUT 120)
+# Where the pack is built (CI builds it: nvcc is there), the same test also
+# checks its parameters and the algorithm choice they give.
+if(TARGET weft-plugin-algo-gpu)
+  target_compile_definitions(test_algo_gpu_sched PRIVATE WAG_HAVE_PACK=1)
+  add_dependencies(test_algo_gpu_sched weft-plugin-algo-gpu)
+endif()
 
 # GPU tests through the public API (label gpu) and the benchmark, where the
 # pack is built. test_algo_gpu_rings turns both one-shot paths and the LL path

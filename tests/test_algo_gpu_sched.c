@@ -1,9 +1,13 @@
 /* Unit tests of algo-gpu's chunk schedules (plugins/algo-gpu/schedule.c) on
  * the CPU: the data flow of each algorithm is replayed for 2 to 8 ranks with
  * per-rank contribution counts, so a schedule that drops, doubles or
- * misroutes an element, or assumes two ranks, fails here without a GPU. */
+ * misroutes an element, or assumes two ranks, fails here without a GPU.
+ * Where the pack is built, also its parameters and the algorithm choice they
+ * give (the pack loaded from the build tree; no GPU needed). */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -276,6 +280,101 @@ START_TEST(sizes_and_errors)
 }
 END_TEST
 
+#ifdef WAG_HAVE_PACK
+#include <weft/weft.h>
+
+#include "coll.h"
+
+/* weft-info --select for CUDA memory, as text (the catalog is built once per
+ * process; Check runs each test in a process of its own). */
+static char *choices(int nranks, enum weft_mem_type mem)
+{
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+	ck_assert_ptr_nonnull(f);
+	weft__coll_print_choices(f, nranks, mem);
+	fclose(f);
+	printf("%s", out);
+	return out;
+}
+
+/* True when the line of collective coll that starts at size lo names algo and ends at hi. */
+static int has_range(const char *out, const char *coll, const char *lo, const char *hi, const char *algo)
+{
+	char head[64];
+	snprintf(head, sizeof(head), "  %s:\n", coll);
+	const char *p = strstr(out, head);
+	if (!p)
+		return 0;
+	p += strlen(head);
+	while (p[0] == ' ' && p[1] == ' ' && p[2] == ' ') {
+		const char *e = strchr(p, '\n');
+		if (!e)
+			return 0;
+		char line[256];
+		snprintf(line, sizeof(line), "%.*s", (int)(e - p), p);
+		char a[16], ua[8], b[16], ub[8], name[128];
+		if (sscanf(line, " %15s %7s .. %15s %7s %127s", a, ua, b, ub, name) == 5) {
+			char l[32], h[32];
+			snprintf(l, sizeof(l), "%s %s", a, ua);
+			snprintf(h, sizeof(h), "%s %s", b, ub);
+			if (!strcmp(l, lo) && !strcmp(h, hi) && !strcmp(name, algo))
+				return 1;
+		}
+		p = e + 1;
+	}
+	return 0;
+}
+
+START_TEST(select_defaults)
+{
+	setenv("WEFT_CONFIG", "/dev/null", 1);
+	char *out = choices(2, WEFT_MEM_CUDA);
+	ck_assert(has_range(out, "allreduce", "1 B", "64 KiB", "algo-gpu/allreduce-ll"));
+	ck_assert(has_range(out, "allreduce", "128 KiB", "16 MiB", "algo-gpu/allreduce-oneshot"));
+	ck_assert(has_range(out, "allreduce", "32 MiB", "1 GiB", "algo-gpu/allreduce-rsag"));
+	ck_assert(has_range(out, "allgather", "1 B", "1 MiB", "algo-gpu/allgather-oneshot"));
+	ck_assert(has_range(out, "allgather", "2 MiB", "1 GiB", "algo-gpu/allgather-ring"));
+	free(out);
+	/* Host buffers and more than 8 ranks are not the pack's. */
+	out = choices(2, WEFT_MEM_HOST);
+	ck_assert_ptr_null(strstr(out, "algo-gpu/"));
+	free(out);
+	out = choices(9, WEFT_MEM_CUDA);
+	ck_assert_ptr_null(strstr(out, "algo-gpu/"));
+	free(out);
+}
+END_TEST
+
+START_TEST(select_thresholds)
+{
+	setenv("WEFT_CONFIG", "/dev/null", 1);
+	setenv("WEFT_ALGO_GPU_LL_MAX", "4K", 1);
+	setenv("WEFT_ALGO_GPU_ONESHOT_MAX", "1M", 1);
+	setenv("WEFT_ALGO_GPU_ALLGATHER_ONESHOT_MAX", "0", 1);
+	char *out = choices(4, WEFT_MEM_CUDA);
+	ck_assert(has_range(out, "allreduce", "1 B", "4 KiB", "algo-gpu/allreduce-ll"));
+	ck_assert(has_range(out, "allreduce", "8 KiB", "1 MiB", "algo-gpu/allreduce-oneshot"));
+	ck_assert(has_range(out, "allreduce", "2 MiB", "1 GiB", "algo-gpu/allreduce-rsag"));
+	ck_assert(has_range(out, "allgather", "1 B", "1 GiB", "algo-gpu/allgather-ring"));
+	ck_assert_ptr_null(strstr(out, "allgather-oneshot"));
+	free(out);
+}
+END_TEST
+
+START_TEST(bad_parameter_declines)
+{
+	/* A depth below 2 could deadlock the rings: the pack refuses to load. */
+	setenv("WEFT_CONFIG", "/dev/null", 1);
+	setenv("WEFT_ALGO_GPU_DEPTH", "1", 1);
+	char *out = choices(2, WEFT_MEM_CUDA);
+	ck_assert_ptr_null(strstr(out, "algo-gpu/"));
+	free(out);
+}
+END_TEST
+#endif
+
 int main(void)
 {
 	Suite *s = suite_create("algo_gpu_sched");
@@ -286,5 +385,12 @@ int main(void)
 	tcase_add_test(tc, oneshot_segments);
 	tcase_add_test(tc, sizes_and_errors);
 	suite_add_tcase(s, tc);
+#ifdef WAG_HAVE_PACK
+	tc = tcase_create("selection");
+	tcase_add_test(tc, select_defaults);
+	tcase_add_test(tc, select_thresholds);
+	tcase_add_test(tc, bad_parameter_declines);
+	suite_add_tcase(s, tc);
+#endif
 	return wt_run_suite(s);
 }
