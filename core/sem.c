@@ -6,6 +6,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "comm.h"
 #include "log.h"
@@ -213,6 +215,69 @@ static void sync_with_progress(weft_comm_t *comm)
 	}
 }
 
+/* How long a host wait spins on its token before it yields and sleeps: with
+ * no more ranks of the comm than online CPUs a spinning rank takes no core
+ * from a peer, and a token stored into a mapped segment (shm) arrives within
+ * a microsecond or so of the peer's signal, while a yield-then-sleep policy
+ * (sleeps up to 1 ms) adds itself to every collective round. Oversubscribed,
+ * spinning would steal the peer's core: no spin. */
+#ifndef SEM_SPIN_NS
+#define SEM_SPIN_NS 200000L
+#endif
+
+static long spin_budget_ns(const weft_comm_t *comm)
+{
+	static long ncpu;
+	long n = __atomic_load_n(&ncpu, __ATOMIC_RELAXED);
+	if (n == 0) {
+		n = sysconf(_SC_NPROCESSORS_ONLN);
+		if (n < 1)
+			n = 1;
+		__atomic_store_n(&ncpu, n, __ATOMIC_RELAXED);
+	}
+	return comm->nranks <= n ? SEM_SPIN_NS : 0;
+}
+
+static long elapsed_ns(const struct timespec *t0)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (t.tv_sec - t0->tv_sec) * 1000000000L + (t.tv_nsec - t0->tv_nsec);
+}
+
+/* The spinning phase of weft_sem_wait: 0 when the token arrived, a negative
+ * code when the comm failed, 1 when the budget ran out. Transports and the
+ * comm's status are polled every SPIN_POLL loads, so a transport that needs
+ * progress to land the token and a dead peer are still served. */
+#define SPIN_POLL 256
+static int spin_wait(weft_sem_t *sem, uint64_t value)
+{
+	weft_comm_t *comm = sem->comm;
+	long budget = spin_budget_ns(comm);
+	struct timespec t0;
+	if (budget == 0)
+		return 1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (unsigned i = 1;; i++) {
+		if (token_load(sem->token) >= value) {
+			sync_with_progress(comm);
+			return 0;
+		}
+#if defined(__x86_64__) || defined(__i386__)
+		__builtin_ia32_pause();
+#endif
+		if (i % SPIN_POLL != 0)
+			continue;
+		int rc = weft__comm_status(comm);
+		if (rc == 0)
+			rc = weft__comm_progress(comm);
+		if (rc != 0)
+			return rc;
+		if (elapsed_ns(&t0) > budget)
+			return 1;
+	}
+}
+
 /* The token is written by a transport (a peer's RMA write, landed by a
  * progress call here or by the NIC), so the wait keeps every transport of the
  * comm progressing and watches the comm's status between polls. */
@@ -228,6 +293,9 @@ WEFT_API int weft_sem_wait(weft_sem_t *sem, uint64_t value)
 		return -ENOTSUP;
 	}
 	weft_comm_t *comm = sem->comm;
+	int rc = spin_wait(sem, value);
+	if (rc <= 0)
+		return rc;
 	struct weft__backoff b;
 	weft__backoff_init(&b, 1000);
 	for (;;) {
@@ -235,7 +303,7 @@ WEFT_API int weft_sem_wait(weft_sem_t *sem, uint64_t value)
 			sync_with_progress(comm);
 			return 0;
 		}
-		int rc = weft__comm_status(comm);
+		rc = weft__comm_status(comm);
 		if (rc != 0)
 			return rc;
 		rc = weft__comm_progress(comm);

@@ -81,7 +81,9 @@ int shm_mem_alloc(void *tc, enum weft_mem_type type, size_t bytes, void **host_p
 		SHM_ERR("ftruncate of a %zu-byte segment: %s", len, strerror(errno));
 		goto err_close;
 	}
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
+	/* MAP_POPULATE: the page faults happen here, not in the first calls
+	 * that use the memory (scratch areas are touched by peers at once). */
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, s->fd, 0);
 	if (p == MAP_FAILED) {
 		rc = -errno;
 		SHM_ERR("mmap of a %zu-byte segment: %s", len, strerror(errno));
@@ -245,7 +247,7 @@ static void *map_segment(pid_t pid, uint32_t fd, uint64_t id, uint64_t seg_len)
 		SHM_INFO("segment %s has %lld bytes, the blob says %llu", path, (long long)st.st_size,
 			 (unsigned long long)seg_len);
 	} else {
-		p = mmap(NULL, (size_t)seg_len, PROT_READ | PROT_WRITE, MAP_SHARED, sfd, 0);
+		p = mmap(NULL, (size_t)seg_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, sfd, 0);
 		if (p == MAP_FAILED) {
 			SHM_INFO("mmap of %s: %s", path, strerror(errno));
 			p = NULL;
