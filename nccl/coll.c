@@ -238,6 +238,7 @@ struct worker {
 	size_t nops;
 	int rc;                /* weft code */
 	ncclResult_t res;
+	int whole_clique;      /* every rank of comm is issued by this group */
 };
 
 static void *run_init(void *arg)
@@ -264,6 +265,16 @@ static void *run_ops(void *arg)
 	int rc = weft_group_end();
 	if (rc)
 		WN_ERROR("ncclGroupEnd on rank %d: %s", w->comm->rank, weft_strerror(rc));
+	/* weft progresses a comm's transport only while some call waits on that
+	 * comm, and a host collective may return on one rank before its last
+	 * data has left. When every rank of the comm is in this group (a clique
+	 * driven from one thread) nothing else would wait on it: a barrier keeps
+	 * each rank progressing until all have finished. */
+	if (!first && !rc && w->whole_clique) {
+		rc = weft_comm_barrier(w->comm->wc);
+		if (rc)
+			WN_ERROR("ncclGroupEnd on rank %d: closing barrier: %s", w->comm->rank, weft_strerror(rc));
+	}
 	w->rc = first ? first : rc;
 	w->res = wn_result(w->rc);
 	return NULL;
@@ -357,6 +368,17 @@ WN_API ncclResult_t ncclGroupEnd(void)
 						 ws[k].comm->rank);
 					r = ncclInvalidUsage;
 				}
+			for (size_t k = 0; k < nw; k++) {
+				struct wn_clique *cl = ws[k].comm->clique;
+				int all = cl != NULL && ws[k].comm->clique_total == ws[k].comm->nranks;
+				for (int m = 0; all && m < ws[k].comm->clique_total; m++) {
+					size_t j = 0;
+					while (j < nw && ws[j].comm != cl->members[m])
+						j++;
+					all = j < nw;
+				}
+				ws[k].whole_clique = all;
+			}
 			if (r == ncclSuccess)
 				r = run_workers(ws, nw, run_ops);
 			free(ws);

@@ -20,3 +20,20 @@ if(TARGET weft_nccl AND TARGET weft-plugin-algo-host AND TARGET weft-plugin-ofi)
     add_dependencies(${_t} weft-plugin-algo-host weft-plugin-ofi)
   endforeach()
 endif()
+
+# weft-nccl-driver end to end: every collective it knows, checked values
+# (#wrong must be 0, else it exits non-zero), forked ranks and two ranks in
+# one process driven through groups.
+if(TARGET weft-nccl-driver AND TARGET weft-plugin-algo-host AND TARGET weft-plugin-ofi)
+  foreach(_mode np3 initall2)
+    if(_mode STREQUAL "np3")
+      set(_args --np 3)
+    else()
+      set(_args --init-all 2)
+    endif()
+    add_test(NAME nccl_driver_${_mode}
+      COMMAND weft-nccl-driver -o all -b 4 -e 256K -f 8 -n 3 -w 1 ${_args})
+    set_tests_properties(nccl_driver_${_mode} PROPERTIES LABELS mp TIMEOUT 120 SKIP_RETURN_CODE 77
+      ENVIRONMENT "WEFT_CONFIG=${CMAKE_CURRENT_BINARY_DIR}/empty.conf;WEFT_PLUGIN_PATH=;WEFT_CORE_BOOTSTRAP_ADDR=127.0.0.1;WEFT_CORE_PEER_TIMEOUT=5")
+  endforeach()
+endif()

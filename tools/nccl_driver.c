@@ -1,2 +1,478 @@
-/* weft-nccl-driver: placeholder replaced below. */
-int main(void) { return 0; }
+/* weft-nccl-driver: an nccl-tests-style driver that calls the NCCL API
+ * directly (libweft_nccl.so, or any libnccl.so.2 put in its place), one
+ * process per rank (forked with --np, or started by a launcher and meeting
+ * through --id-file) or several ranks in one process (--init-all, groups). */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <nccl.h>
+
+enum coll { C_ALLREDUCE, C_ALLGATHER, C_BROADCAST, C_REDUCESCATTER, C_ALLTOALL, C_SENDRECV, C_COUNT };
+static const char *const coll_names[C_COUNT] = {"allreduce", "allgather", "broadcast", "reducescatter",
+						 "alltoall", "sendrecv"};
+
+struct opts {
+	int colls[C_COUNT];
+	size_t minb, maxb;
+	double factor;
+	int iters, warmup, check;
+	int cuda;
+	int np;         /* fork this many ranks */
+	int init_all;   /* ranks in this process through ncclCommInitAll */
+	const char *id_file;
+};
+
+/* ---------------------------------------------- CUDA, only when present */
+struct cuda {
+	int (*malloc_)(void **, size_t);
+	int (*free_)(void *);
+	int (*memcpy_)(void *, const void *, size_t, int);
+	int (*stream_create)(void **);
+	int (*stream_sync)(void *);
+	int (*set_device)(int);
+	int (*device_count)(int *);
+};
+static struct cuda cu;
+
+static int cuda_load(void)
+{
+	/* The application's runtime if it has one, else the system's: the driver
+	 * itself never links CUDA, so it runs on machines without it. */
+	void *h = RTLD_DEFAULT;
+	if (!dlsym(h, "cudaMalloc")) {
+		h = dlopen("libcudart.so.12", RTLD_NOW | RTLD_GLOBAL);
+		if (!h)
+			h = dlopen("libcudart.so", RTLD_NOW | RTLD_GLOBAL);
+		if (!h)
+			return -ENOENT;
+	}
+	*(void **)&cu.malloc_ = dlsym(h, "cudaMalloc");
+	*(void **)&cu.free_ = dlsym(h, "cudaFree");
+	*(void **)&cu.memcpy_ = dlsym(h, "cudaMemcpy");
+	*(void **)&cu.stream_create = dlsym(h, "cudaStreamCreate");
+	*(void **)&cu.stream_sync = dlsym(h, "cudaStreamSynchronize");
+	*(void **)&cu.set_device = dlsym(h, "cudaSetDevice");
+	*(void **)&cu.device_count = dlsym(h, "cudaGetDeviceCount");
+	if (!cu.malloc_ || !cu.free_ || !cu.memcpy_ || !cu.stream_create || !cu.stream_sync || !cu.set_device ||
+	    !cu.device_count)
+		return -ENOENT;
+	/* A runtime without a device (a build machine) is no use either. */
+	int n = 0;
+	return cu.device_count(&n) == 0 && n > 0 ? 0 : -ENODEV;
+}
+
+enum { H2D = 1, D2H = 2 }; /* cudaMemcpyKind */
+
+/* ------------------------------------------------------------ one rank */
+
+struct rank_ctx {
+	ncclComm_t comm;
+	int rank, nranks;
+	void *send, *recv;  /* device or host */
+	int32_t *hs, *hr;   /* host staging */
+	void *stream;
+	size_t cap;         /* bytes of send and recv */
+};
+
+static double now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static int32_t val(int r, size_t i)
+{
+	return (int32_t)((r * 7919u + i * 104729u) % 2001u) - 1000;
+}
+
+static int ctx_alloc(struct rank_ctx *c, const struct opts *o)
+{
+	c->cap = o->maxb * (size_t)c->nranks;
+	c->hs = malloc(c->cap);
+	c->hr = malloc(c->cap);
+	if (!c->hs || !c->hr)
+		return -ENOMEM;
+	if (!o->cuda) {
+		c->send = c->hs;
+		c->recv = c->hr;
+		return 0;
+	}
+	if (cu.malloc_(&c->send, c->cap) || cu.malloc_(&c->recv, c->cap) || cu.stream_create(&c->stream)) {
+		fprintf(stderr, "rank %d: cudaMalloc/cudaStreamCreate failed\n", c->rank);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static void ctx_free(struct rank_ctx *c, const struct opts *o)
+{
+	if (o->cuda) {
+		cu.free_(c->send);
+		cu.free_(c->recv);
+	}
+	free(c->hs);
+	free(c->hr);
+}
+
+/* count: elements per rank block (nccl-tests' convention per collective). */
+static ncclResult_t issue(struct rank_ctx *c, enum coll k, size_t count)
+{
+	cudaStream_t s = (cudaStream_t)c->stream;
+	switch (k) {
+	case C_ALLREDUCE: return ncclAllReduce(c->send, c->recv, count, ncclInt32, ncclSum, c->comm, s);
+	case C_ALLGATHER: return ncclAllGather(c->send, c->recv, count, ncclInt32, c->comm, s);
+	case C_BROADCAST: return ncclBroadcast(c->send, c->recv, count, ncclInt32, 0, c->comm, s);
+	case C_REDUCESCATTER: return ncclReduceScatter(c->send, c->recv, count, ncclInt32, ncclSum, c->comm, s);
+	case C_ALLTOALL: return ncclAlltoAll(c->send, c->recv, count, ncclInt32, c->comm, s);
+	case C_SENDRECV: {
+		int right = (c->rank + 1) % c->nranks, left = (c->rank + c->nranks - 1) % c->nranks;
+		ncclResult_t r = ncclGroupStart();
+		if (!r)
+			r = ncclSend(c->send, count, ncclInt32, right, c->comm, s);
+		if (!r)
+			r = ncclRecv(c->recv, count, ncclInt32, left, c->comm, s);
+		ncclResult_t e = ncclGroupEnd();
+		return r ? r : e;
+	}
+	default: return ncclInvalidArgument;
+	}
+}
+
+static size_t send_elems(enum coll k, size_t count, int n)
+{
+	return k == C_REDUCESCATTER || k == C_ALLTOALL ? count * (size_t)n : count;
+}
+
+static size_t recv_elems(enum coll k, size_t count, int n)
+{
+	return k == C_ALLGATHER || k == C_ALLTOALL ? count * (size_t)n : count;
+}
+
+static int32_t expect(const struct rank_ctx *c, enum coll k, size_t count, size_t i)
+{
+	int n = c->nranks;
+	int64_t s = 0;
+	switch (k) {
+	case C_ALLREDUCE:
+		for (int r = 0; r < n; r++)
+			s += val(r, i);
+		return (int32_t)s;
+	case C_ALLGATHER: return val((int)(i / count), i % count);
+	case C_BROADCAST: return val(0, i);
+	case C_REDUCESCATTER:
+		for (int r = 0; r < n; r++)
+			s += val(r, (size_t)c->rank * count + i);
+		return (int32_t)s;
+	case C_ALLTOALL: return val((int)(i / count), (size_t)c->rank * count + i % count);
+	case C_SENDRECV: return val((c->rank + n - 1) % n, i);
+	default: return 0;
+	}
+}
+
+static int prepare(struct rank_ctx *c, const struct opts *o, enum coll k, size_t count)
+{
+	size_t ns = send_elems(k, count, c->nranks);
+	for (size_t i = 0; i < ns; i++)
+		c->hs[i] = val(c->rank, i);
+	if (o->cuda && cu.memcpy_(c->send, c->hs, ns * 4, H2D))
+		return -EIO;
+	return 0;
+}
+
+static long verify(struct rank_ctx *c, const struct opts *o, enum coll k, size_t count)
+{
+	size_t nr = recv_elems(k, count, c->nranks);
+	if (o->cuda && (cu.stream_sync(c->stream) || cu.memcpy_(c->hr, c->recv, nr * 4, D2H)))
+		return -1;
+	long wrong = 0;
+	for (size_t i = 0; i < nr; i++)
+		if (c->hr[i] != expect(c, k, count, i))
+			wrong++;
+	return wrong;
+}
+
+/* Runs every size of one collective on the ranks in cs (one, or all of this
+ * process's under --init-all, driven through groups). Rank 0 of cs prints. */
+static int run_coll(struct rank_ctx *cs, int nlocal, const struct opts *o, enum coll k)
+{
+	int n = cs[0].nranks, print = cs[0].rank == 0;
+	if (print)
+		printf("# %s: %d ranks, int32, sum, %s memory\n#%12s %12s %10s %10s %10s %8s\n", coll_names[k], n,
+		       o->cuda ? "cuda" : "host", "size(B)", "count", "time(us)", "algbw", "busbw", "#wrong");
+	for (size_t bytes = o->minb; bytes <= o->maxb; bytes = (size_t)ceil((double)bytes * o->factor)) {
+		/* bytes is the per-rank buffer nccl-tests reports; count per block. */
+		size_t count = bytes / 4;
+		if (k == C_ALLGATHER || k == C_REDUCESCATTER || k == C_ALLTOALL)
+			count /= (size_t)n;
+		if (count == 0)
+			count = 1;
+		long wrong = 0;
+		for (int l = 0; l < nlocal; l++)
+			if (prepare(&cs[l], o, k, count))
+				return 1;
+		double t0 = 0;
+		for (int it = 0; it < o->warmup + o->iters; it++) {
+			if (it == o->warmup)
+				t0 = now_us();
+			ncclResult_t r = nlocal > 1 ? ncclGroupStart() : ncclSuccess;
+			for (int l = 0; l < nlocal && !r; l++)
+				r = issue(&cs[l], k, count);
+			if (nlocal > 1) {
+				ncclResult_t e = ncclGroupEnd();
+				r = r ? r : e;
+			}
+			if (r) {
+				fprintf(stderr, "%s of %zu B failed: %s (%s)\n", coll_names[k], bytes, ncclGetErrorString(r),
+					ncclGetLastError(NULL));
+				return 1;
+			}
+			if (o->cuda)
+				for (int l = 0; l < nlocal; l++)
+					cu.stream_sync(cs[l].stream);
+			if (it == 0 && o->check)
+				for (int l = 0; l < nlocal; l++)
+					wrong += verify(&cs[l], o, k, count);
+		}
+		double us = (now_us() - t0) / (o->iters > 0 ? o->iters : 1);
+		/* algbw over the per-rank data size; busbw with nccl-tests' factors. */
+		double data = (double)count * 4 * (k == C_ALLGATHER || k == C_REDUCESCATTER || k == C_ALLTOALL ? n : 1);
+		double alg = data / us / 1e3;
+		double f = k == C_ALLREDUCE ? 2.0 * (n - 1) / n
+			   : (k == C_ALLGATHER || k == C_REDUCESCATTER || k == C_ALLTOALL) ? (double)(n - 1) / n
+											  : 1.0;
+		if (print)
+			printf(" %12.0f %12zu %10.1f %10.3f %10.3f %8ld\n", data, count, us, alg, alg * f, wrong);
+		if (wrong)
+			return 2;
+		if (bytes == o->maxb)
+			break;
+		if ((size_t)ceil((double)bytes * o->factor) > o->maxb)
+			bytes = (size_t)(o->maxb / o->factor); /* end exactly at maxb */
+	}
+	return 0;
+}
+
+static int run_ranks(struct rank_ctx *cs, int nlocal, const struct opts *o)
+{
+	int rc = 0;
+	for (int l = 0; l < nlocal && !rc; l++)
+		if (ctx_alloc(&cs[l], o))
+			rc = 1;
+	for (int k = 0; k < C_COUNT && !rc; k++)
+		if (o->colls[k])
+			rc = run_coll(cs, nlocal, o, (enum coll)k);
+	for (int l = 0; l < nlocal; l++)
+		ctx_free(&cs[l], o);
+	return rc;
+}
+
+static int one_rank(const ncclUniqueId *id, int rank, int n, const struct opts *o)
+{
+	if (o->cuda && cu.set_device(0) != 0) /* one GPU per process: the launcher picks it via CUDA_VISIBLE_DEVICES */
+		fprintf(stderr, "rank %d: cudaSetDevice(0) failed\n", rank);
+	struct rank_ctx c = {.rank = rank, .nranks = n};
+	ncclResult_t r = ncclCommInitRank(&c.comm, n, *id, rank);
+	if (r) {
+		fprintf(stderr, "rank %d: ncclCommInitRank: %s (%s)\n", rank, ncclGetErrorString(r), ncclGetLastError(NULL));
+		return 1;
+	}
+	int rc = run_ranks(&c, 1, o);
+	if (rc) {
+		ncclCommAbort(c.comm);
+		return rc;
+	}
+	r = ncclCommDestroy(c.comm);
+	return r ? 1 : 0;
+}
+
+/* Launcher environment: Open MPI, MPICH/PMI, Slurm, torchrun. */
+static int env_rank(int *rank, int *size)
+{
+	static const char *const pairs[][2] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+					       {"PMI_RANK", "PMI_SIZE"},
+					       {"SLURM_PROCID", "SLURM_NTASKS"},
+					       {"RANK", "WORLD_SIZE"}};
+	for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
+		const char *r = getenv(pairs[i][0]), *s = getenv(pairs[i][1]);
+		if (r && s) {
+			*rank = atoi(r);
+			*size = atoi(s);
+			return *size > 0 && *rank >= 0 && *rank < *size ? 0 : -EINVAL;
+		}
+	}
+	return -ENOENT;
+}
+
+/* Rank 0 writes the id to path (atomically, by rename); the others wait for it. */
+static int share_id(const char *path, int rank, ncclUniqueId *id)
+{
+	if (rank == 0) {
+		if (ncclGetUniqueId(id))
+			return -1;
+		char tmp[4096];
+		snprintf(tmp, sizeof(tmp), "%s.tmp%d", path, (int)getpid());
+		FILE *f = fopen(tmp, "wb");
+		if (!f || fwrite(id, sizeof(*id), 1, f) != 1 || fclose(f) != 0 || rename(tmp, path) != 0) {
+			fprintf(stderr, "rank 0: cannot write %s: %s\n", path, strerror(errno));
+			return -1;
+		}
+		return 0;
+	}
+	for (int i = 0; i < 6000; i++) { /* 60 s */
+		FILE *f = fopen(path, "rb");
+		if (f) {
+			size_t got = fread(id, sizeof(*id), 1, f);
+			fclose(f);
+			if (got == 1)
+				return 0;
+		}
+		usleep(10000);
+	}
+	fprintf(stderr, "rank %d: no id in %s after 60 s\n", rank, path);
+	return -1;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: weft-nccl-driver [-o COLL[,COLL..]|all] [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]\n"
+		   "                        [-c 0|1] [--mem host|cuda] (--np N | --init-all N | --id-file PATH)\n"
+		   "  COLL: allreduce allgather broadcast reducescatter alltoall sendrecv (int32, sum)\n"
+		   "  --np N        fork N ranks, one process each (ncclCommInitRank)\n"
+		   "  --init-all N  N ranks in this process (ncclCommInitAll, calls in groups)\n"
+		   "  --id-file P   one rank of a launched job (mpirun/srun/torchrun env); rank 0 writes the id to P\n"
+		   "  --mem cuda    device buffers and a stream (needs the CUDA runtime; else refused)\n");
+}
+
+static size_t parse_size(const char *s)
+{
+	char *end;
+	double v = strtod(s, &end);
+	switch (*end) {
+	case 'K': case 'k': v *= 1024; break;
+	case 'M': case 'm': v *= 1024 * 1024; break;
+	case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
+	default: break;
+	}
+	return v < 4 ? 4 : (size_t)v;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = {.minb = 4, .maxb = 1 << 20, .factor = 2, .iters = 20, .warmup = 5, .check = 1};
+	static const struct option lo[] = {{"mem", 1, 0, 'm'}, {"np", 1, 0, 'N'}, {"init-all", 1, 0, 'A'},
+					   {"id-file", 1, 0, 'I'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+	int c, any = 0;
+	while ((c = getopt_long(argc, argv, "o:b:e:f:n:w:c:h", lo, NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			for (char *save = NULL, *t = strtok_r(optarg, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+				int found = 0;
+				for (int k = 0; k < C_COUNT; k++)
+					if (!strcmp(t, "all") || !strcmp(t, coll_names[k]))
+						o.colls[k] = found = 1;
+				if (!found) {
+					fprintf(stderr, "unknown collective '%s'\n", t);
+					return 2;
+				}
+				any = 1;
+			}
+			break;
+		case 'b': o.minb = parse_size(optarg); break;
+		case 'e': o.maxb = parse_size(optarg); break;
+		case 'f': o.factor = atof(optarg); break;
+		case 'n': o.iters = atoi(optarg); break;
+		case 'w': o.warmup = atoi(optarg); break;
+		case 'c': o.check = atoi(optarg); break;
+		case 'm':
+			if (!strcmp(optarg, "cuda"))
+				o.cuda = 1;
+			else if (strcmp(optarg, "host")) {
+				fprintf(stderr, "--mem takes host or cuda\n");
+				return 2;
+			}
+			break;
+		case 'N': o.np = atoi(optarg); break;
+		case 'A': o.init_all = atoi(optarg); break;
+		case 'I': o.id_file = optarg; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (!any)
+		o.colls[C_ALLREDUCE] = 1;
+	if (o.factor <= 1.0 || o.minb > o.maxb || o.iters < 1 || o.warmup < 0 || (!o.np && !o.init_all && !o.id_file)) {
+		usage(stderr);
+		return 2;
+	}
+	int cerr = o.cuda ? cuda_load() : 0;
+	if (cerr) {
+		fprintf(stderr, "--mem cuda: %s\n", cerr == -ENODEV ? "the CUDA runtime sees no device"
+								     : "no CUDA runtime (libcudart) in this process or on the library path");
+		return 77;
+	}
+	int v = 0;
+	ncclGetVersion(&v);
+	printf("# weft-nccl-driver: NCCL API version code %d\n", v);
+	fflush(stdout);
+	if (o.init_all) {
+		ncclComm_t comms[o.init_all];
+		ncclResult_t r = ncclCommInitAll(comms, o.init_all, NULL);
+		if (r) {
+			fprintf(stderr, "ncclCommInitAll: %s (%s)\n", ncclGetErrorString(r), ncclGetLastError(NULL));
+			return 1;
+		}
+		struct rank_ctx cs[o.init_all];
+		memset(cs, 0, sizeof(cs));
+		for (int i = 0; i < o.init_all; i++) {
+			cs[i].comm = comms[i];
+			cs[i].rank = i;
+			cs[i].nranks = o.init_all;
+		}
+		int rc = run_ranks(cs, o.init_all, &o);
+		for (int i = 0; i < o.init_all; i++)
+			rc ? ncclCommAbort(comms[i]) : ncclCommDestroy(comms[i]);
+		return rc;
+	}
+	if (o.id_file) {
+		int rank = 0, size = 0;
+		if (env_rank(&rank, &size)) {
+			fprintf(stderr, "--id-file: no launcher rank/size in the environment (OMPI_COMM_WORLD_*, PMI_*, SLURM_*, RANK/WORLD_SIZE)\n");
+			return 2;
+		}
+		ncclUniqueId id;
+		if (share_id(o.id_file, rank, &id))
+			return 1;
+		return one_rank(&id, rank, size, &o);
+	}
+	ncclUniqueId id;
+	ncclResult_t r = ncclGetUniqueId(&id);
+	if (r) {
+		fprintf(stderr, "ncclGetUniqueId: %s\n", ncclGetErrorString(r));
+		return 1;
+	}
+	fflush(NULL);
+	for (int i = 0; i < o.np; i++)
+		if (fork() == 0) {
+			int rc = one_rank(&id, i, o.np, &o);
+			fflush(NULL); /* _exit does not flush stdio */
+			_exit(rc);
+		}
+	int bad = 0, st;
+	for (int i = 0; i < o.np; i++)
+		if (wait(&st) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+			bad++;
+	if (bad)
+		fprintf(stderr, "%d of %d ranks failed\n", bad, o.np);
+	return bad ? 1 : 0;
+}
