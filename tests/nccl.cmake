@@ -16,8 +16,9 @@ if(TARGET weft_nccl AND TARGET weft-plugin-algo-host AND TARGET weft-plugin-ofi)
       ENV CK_RUN_CASE=${_case} WEFT_CORE_BOOTSTRAP_ADDR=127.0.0.1)
     target_compile_definitions(${_t} PRIVATE
       WEFT_NCCL_LIB="$<TARGET_FILE:weft_nccl>"
-      WEFT_NCCL_SYMBOLS="${PROJECT_SOURCE_DIR}/nccl/symbols.txt")
-    add_dependencies(${_t} weft-plugin-algo-host weft-plugin-ofi)
+      WEFT_NCCL_SYMBOLS="${PROJECT_SOURCE_DIR}/nccl/symbols.txt"
+      WEFT_NCCL_FAKE="$<TARGET_FILE:weft-test-fakenccl>")
+    add_dependencies(${_t} weft-plugin-algo-host weft-plugin-ofi weft-test-fakenccl)
   endforeach()
 endif()
 

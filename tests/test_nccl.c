@@ -604,6 +604,54 @@ START_TEST(dead_peer)
 }
 END_TEST
 
+/* ------------------------------------------- fallback to a "real" NCCL */
+
+/* The fake library's window: what its ncclCommWindowRegister records. */
+struct fake_window {
+	ncclUniqueId id;
+	int rank, nranks;
+	void *buff;
+	size_t size;
+};
+
+static int fallback_rank(int rank, int n, void *arg)
+{
+	setenv("WEFT_NCCL_FALLBACK", WEFT_NCCL_FAKE, 1);
+	setenv("NCCL_NVLS_ENABLE", "0", 1);
+	ncclComm_t comm = NULL;
+	NOK(ncclCommInitRank(&comm, n, g_id, rank));
+	/* Collectives weft serves never touch the fallback. */
+	int32_t x = rank + 1, y = 0;
+	NOK(ncclAllReduce(&x, &y, 1, ncclInt32, ncclSum, comm, NULL));
+	RCHECK(y == n * (n + 1) / 2, "allreduce = %d", y);
+	/* A window goes to the real library, on a shadow comm made from rank 0's id. */
+	char buf[4096];
+	ncclWindow_t win = NULL;
+	NOK(ncclCommWindowRegister(comm, buf, sizeof(buf), &win, NCCL_WIN_DEFAULT));
+	const struct fake_window *fw = (const struct fake_window *)win;
+	RCHECK(fw && fw->rank == rank && fw->nranks == n && fw->buff == buf, "the fake library saw another call");
+	RCHECK(strncmp(fw->id.internal, "FAKE-NCCL-ID", 12) == 0, "shadow id '%.40s'", fw->id.internal);
+	ncclUniqueId ids[4];
+	NOK(ncclAllGather(&fw->id, ids, sizeof(ncclUniqueId), ncclUint8, comm, NULL));
+	for (int r = 1; r < n; r++)
+		RCHECK(memcmp(&ids[r], &ids[0], sizeof(ids[0])) == 0, "rank %d's shadow comm has another id", r);
+	/* An operation weft lacks goes there too (the fake answers op*1000+rank). */
+	ncclRedOp_t dyn = (ncclRedOp_t)(ncclNumOps + 1);
+	NOK(ncclAllReduce(&x, &y, 1, ncclInt32, dyn, comm, NULL));
+	RCHECK(y == (int)dyn * 1000 + rank, "forwarded allreduce gave %d", y);
+	NOK(ncclCommWindowDeregister(comm, win));
+	NOK(ncclCommDestroy(comm));
+	return 0;
+}
+
+START_TEST(fallback_forwards)
+{
+	ck_assert_int_eq(ncclGetUniqueId(&g_id), ncclSuccess);
+	int bad = wt_fork_ranks(2, fallback_rank, NULL, JOB_TIMEOUT);
+	ck_assert_msg(bad == 0, "%d of 2 ranks failed", bad);
+}
+END_TEST
+
 int main(void)
 {
 	setenv("WEFT_CORE_PEER_TIMEOUT", "5", 0);
@@ -623,6 +671,7 @@ int main(void)
 	tcase_add_test(mp, np3_collectives_split);
 	tcase_add_test(mp, init_all_two_ranks);
 	tcase_add_test(mp, dead_peer);
+	tcase_add_test(mp, fallback_forwards);
 	suite_add_tcase(s, mp);
 	return wt_run_suite(s);
 }
