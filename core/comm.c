@@ -65,21 +65,34 @@ void weft__idtab_free(struct weft__idtab *t)
 /* ---------------------------------------------------------------- backoff */
 /* Spinning a little keeps latency low when the answer is near; beyond that a
  * rank sleeps, because ranks may outnumber cores and the peer it waits for may
- * need this very core to make progress. */
-#define WEFT__SPIN_ITERS 64
+ * need this very core to make progress. A sleep costs at least the timer
+ * slack (~50 us) and many waits end within microseconds, so the first
+ * stretch only yields: with more ranks than cores, sched_yield still hands
+ * the core over. */
+#define WEFT__SPIN_NS 200000ull
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 void weft__backoff_init(struct weft__backoff *b, unsigned max_us)
 {
-	b->iter = 0;
+	b->spin_until_ns = mono_ns() + WEFT__SPIN_NS;
 	b->sleep_us = 1;
 	b->max_us = max_us ? max_us : 1000;
 }
 
 void weft__backoff_wait(struct weft__backoff *b)
 {
-	if (b->iter++ < WEFT__SPIN_ITERS) {
-		sched_yield();
-		return;
+	if (b->spin_until_ns != 0) {
+		if (mono_ns() < b->spin_until_ns) {
+			sched_yield();
+			return;
+		}
+		b->spin_until_ns = 0;
 	}
 	struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)b->sleep_us * 1000};
 	nanosleep(&ts, NULL);
