@@ -185,16 +185,16 @@ static ncclResult_t submit(struct wn_op *o, int reduces)
 		return ncclInvalidArgument;
 	}
 	if (reduces && wn_map_op(o->nop, &o->op) != 0) {
+		if (grp.depth == 0 && o->comm->wc && getenv("WEFT_NCCL_FALLBACK")) {
+			ncclResult_t fr;
+			if (forward(o, &fr) == 0)
+				return fr;
+		}
 		if ((int)o->nop >= ncclNumOps && (int)o->nop <= ncclMaxRedOp)
 			WN_ERROR("%s: reduction operation %d is a user-defined one; weft has none (ncclRedOpCreatePreMulSum "
 				 "is refused)", fn, (int)o->nop);
 		else
 			WN_ERROR("%s: reduction operation %d is not one of NCCL's", fn, (int)o->nop);
-		if (grp.depth == 0 && o->comm->wc) {
-			ncclResult_t fr;
-			if (forward(o, &fr) == 0)
-				return fr;
-		}
 		return ncclInvalidArgument;
 	}
 	if ((o->kind == K_GATHER || o->kind == K_SCATTER) && (o->root < 0 || o->root >= o->comm->nranks)) {

@@ -38,3 +38,22 @@ if(TARGET weft-nccl-driver AND TARGET weft-plugin-algo-host AND TARGET weft-plug
       ENVIRONMENT "WEFT_CONFIG=${CMAKE_CURRENT_BINARY_DIR}/empty.conf;WEFT_PLUGIN_PATH=;WEFT_CORE_BOOTSTRAP_ADDR=127.0.0.1;WEFT_CORE_PEER_TIMEOUT=5")
   endforeach()
 endif()
+
+# Switching over without rebuilding: a program that needs libnccl.so.2 (here
+# linked against a stand-in) answers with weft's version through the drop-in
+# folder or LD_PRELOAD, and with the stand-in's without them.
+if(TARGET weft-test-nccl-dropin AND TARGET weft_nccl)
+  set(_fake ${CMAKE_BINARY_DIR}/tests/fake-nccl)
+  add_test(NAME nccl_dropin_none COMMAND weft-test-nccl-dropin)
+  set_tests_properties(nccl_dropin_none PROPERTIES ENVIRONMENT "LD_LIBRARY_PATH=${_fake}"
+    PASS_REGULAR_EXPRESSION "ncclGetVersion: 22899")
+  add_test(NAME nccl_dropin_libpath COMMAND weft-test-nccl-dropin)
+  set_tests_properties(nccl_dropin_libpath PROPERTIES
+    ENVIRONMENT "LD_LIBRARY_PATH=${CMAKE_LIBRARY_OUTPUT_DIRECTORY}/nccl;WEFT_CONFIG=${CMAKE_CURRENT_BINARY_DIR}/empty.conf"
+    PASS_REGULAR_EXPRESSION "ncclGetVersion: 22809")
+  add_test(NAME nccl_dropin_preload COMMAND weft-test-nccl-dropin)
+  set_tests_properties(nccl_dropin_preload PROPERTIES
+    ENVIRONMENT "LD_LIBRARY_PATH=${_fake};LD_PRELOAD=$<TARGET_FILE:weft_nccl>;WEFT_CONFIG=${CMAKE_CURRENT_BINARY_DIR}/empty.conf"
+    PASS_REGULAR_EXPRESSION "ncclGetVersion: 22809")
+  set_tests_properties(nccl_dropin_none nccl_dropin_libpath nccl_dropin_preload PROPERTIES LABELS unit TIMEOUT 30)
+endif()
