@@ -279,8 +279,21 @@ static int run_ranks(struct rank_ctx *cs, int nlocal, const struct opts *o)
 
 static int one_rank(const ncclUniqueId *id, int rank, int n, const struct opts *o)
 {
-	if (o->cuda && cu.set_device(0) != 0) /* one GPU per process: the launcher picks it via CUDA_VISIBLE_DEVICES */
-		fprintf(stderr, "rank %d: cudaSetDevice(0) failed\n", rank);
+	if (o->cuda) {
+		/* One GPU per process: the local rank (launcher variables) picks it,
+		 * else the rank, modulo the devices this process sees. */
+		static const char *const local[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID",
+						    "LOCAL_RANK"};
+		int lr = rank, ndev = 1;
+		for (size_t i = 0; i < sizeof(local) / sizeof(local[0]); i++)
+			if (getenv(local[i])) {
+				lr = atoi(getenv(local[i]));
+				break;
+			}
+		cu.device_count(&ndev);
+		if (cu.set_device(lr % (ndev > 0 ? ndev : 1)) != 0)
+			fprintf(stderr, "rank %d: cudaSetDevice(%d) failed\n", rank, lr % (ndev > 0 ? ndev : 1));
+	}
 	struct rank_ctx c = {.rank = rank, .nranks = n};
 	ncclResult_t r = ncclCommInitRank(&c.comm, n, *id, rank);
 	if (r) {
