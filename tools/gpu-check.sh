@@ -6,7 +6,7 @@
 # Usage: tools/gpu-check.sh [build] [test] [bench]
 set -uo pipefail
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$src"
+cd "$src" || exit
 stages=("$@")
 ((${#stages[@]})) || stages=(build test bench)
 bdir=${WEFT_GPU_BUILD:-$src/build-gpu}
@@ -49,14 +49,15 @@ stage() {
 }
 
 do_build() {
-	cmake -S "$src" -B "$bdir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_REQUIRE_PLUGINS=nvlink \
+	cmake -S "$src" -B "$bdir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_REQUIRE_PLUGINS=nvlink,algo-gpu \
 		-DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES=90 &&
 		if [[ ${WEFT_GPU_FULL_BUILD:-0} == 1 ]]; then
 			cmake --build "$bdir" -j "$jobs"
 		else
 			# The GPU targets alone: the rest of the tree is CI's business.
-			cmake --build "$bdir" -j "$jobs" --target weft-plugin-nvlink test_nvlink_gpu test_devchan_gpu test_nvlink_nodev \
-				weft-gpu-bench weft-info
+			# shellcheck disable=SC2086 # a list of target names
+			cmake --build "$bdir" -j "$jobs" --target ${WEFT_GPU_TARGETS:-weft-plugin-nvlink weft-plugin-algo-gpu \
+				test_nvlink_gpu test_devchan_gpu test_nvlink_nodev test_algo_gpu weft-gpu-bench weft-info}
 		fi &&
 		tools/check-no-multicast.sh "$bdir"
 }
@@ -64,7 +65,8 @@ do_build() {
 do_test() {
 	nvidia-smi -L || true
 	nvidia-smi topo -m || true
-	WEFT_REQUIRE_GPU=1 ctest --test-dir "$bdir" -L gpu --output-on-failure --timeout 900 &&
+	# shellcheck disable=SC2086 # extra ctest arguments, e.g. -R or -E filters
+	WEFT_REQUIRE_GPU=1 ctest --test-dir "$bdir" -L gpu --output-on-failure --timeout 900 ${WEFT_GPU_CTEST_ARGS:-} &&
 		ctest --test-dir "$bdir" -R nvlink_nodev --output-on-failure
 }
 
