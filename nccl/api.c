@@ -326,8 +326,6 @@ static ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *i
 	return ncclSuccess;
 }
 
-/* Called by the group's end for a deferred init (coll.c). */
-ncclResult_t wn_comm_connect_deferred(struct ncclComm *c, const struct weft_unique_id *id);
 ncclResult_t wn_comm_connect_deferred(struct ncclComm *c, const struct weft_unique_id *id)
 {
 	return comm_connect(c, id, "ncclCommInitRank (group)");
@@ -386,6 +384,12 @@ WN_API ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devl
 	if (!comms || ndev < 1) {
 		WN_ERROR("%s: needs a comm array and ndev >= 1 (ndev %d)", fn, ndev);
 		return ncclInvalidArgument;
+	}
+	if (wn_group_depth() > 0) {
+		/* Its own group must be the outermost, or its ranks would not exist
+		 * when it returns. */
+		WN_ERROR("%s: inside ncclGroupStart/End; call it outside groups", fn);
+		return ncclInvalidUsage;
 	}
 	ncclUniqueId id;
 	ncclResult_t r = ncclGetUniqueId(&id);

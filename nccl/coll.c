@@ -227,8 +227,6 @@ WN_API ncclResult_t ncclGroupStart(void)
 }
 WN_ALIAS(ncclGroupStart);
 
-ncclResult_t wn_comm_connect_deferred(struct ncclComm *c, const struct weft_unique_id *id);
-
 struct worker {
 	pthread_t th;
 	int started;

@@ -76,6 +76,8 @@ int wn_current_device(void);
 int wn_group_depth(void);
 /* Queues a communicator initialization for the group's end (coll.c). */
 ncclResult_t wn_group_add_init(struct ncclComm *comm, const struct weft_unique_id *id);
+/* Runs a queued initialization: creates comm's weft comm (api.c). */
+ncclResult_t wn_comm_connect_deferred(struct ncclComm *comm, const struct weft_unique_id *id);
 
 /* Fallback (fallback.c). The real library's function `name`, loaded on first
  * use; NULL (and a logged reason naming `why`) when it cannot be used. */

@@ -3,6 +3,8 @@
 # ncclConfig_t layout, versions, errors, refusals, the fallback's NVLS guard)
 # and test_nccl (forked 2- and 3-rank jobs over ofi on loopback, ncclCommInitAll
 # with two ranks in one process, a killed peer). No GPU: host buffers.
+# Data goes over ofi (tcp on loopback), not the same-host shm transport: the
+# algo-host pack's transport parameter pins it.
 if(TARGET weft_nccl AND TARGET weft-plugin-algo-host AND TARGET weft-plugin-ofi)
   foreach(_t IN ITEMS test_nccl_unit test_nccl)
     if(_t STREQUAL "test_nccl_unit")
@@ -13,7 +15,8 @@ if(TARGET weft_nccl AND TARGET weft-plugin-algo-host AND TARGET weft-plugin-ofi)
       set(_label mp)
     endif()
     weft_add_test(${_t} SOURCES test_nccl.c LABELS ${_label} TIMEOUT 400 LIBS weft_nccl
-      ENV CK_RUN_CASE=${_case} WEFT_CORE_BOOTSTRAP_ADDR=127.0.0.1)
+      ENV CK_RUN_CASE=${_case} WEFT_CORE_BOOTSTRAP_ADDR=127.0.0.1
+      WEFT_ALGO_HOST_TRANSPORT=ofi)
     target_compile_definitions(${_t} PRIVATE
       WEFT_NCCL_LIB="$<TARGET_FILE:weft_nccl>"
       WEFT_NCCL_SYMBOLS="${PROJECT_SOURCE_DIR}/nccl/symbols.txt"
@@ -35,7 +38,7 @@ if(TARGET weft-nccl-driver AND TARGET weft-plugin-algo-host AND TARGET weft-plug
     add_test(NAME nccl_driver_${_mode}
       COMMAND weft-nccl-driver -o all -b 4 -e 256K -f 8 -n 3 -w 1 ${_args})
     set_tests_properties(nccl_driver_${_mode} PROPERTIES LABELS mp TIMEOUT 120 SKIP_RETURN_CODE 77
-      ENVIRONMENT "WEFT_CONFIG=${CMAKE_CURRENT_BINARY_DIR}/empty.conf;WEFT_PLUGIN_PATH=;WEFT_CORE_BOOTSTRAP_ADDR=127.0.0.1;WEFT_CORE_PEER_TIMEOUT=5")
+      ENVIRONMENT "WEFT_CONFIG=${CMAKE_CURRENT_BINARY_DIR}/empty.conf;WEFT_ALGO_HOST_TRANSPORT=ofi;WEFT_PLUGIN_PATH=;WEFT_CORE_BOOTSTRAP_ADDR=127.0.0.1;WEFT_CORE_PEER_TIMEOUT=5")
   endforeach()
 endif()
 

@@ -186,6 +186,11 @@ START_TEST(refused_without_comm)
 	ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
 	ck_assert_int_eq(ncclGroupSimulateEnd(&si), ncclInvalidUsage);
 	ck_assert_int_eq(ncclGroupEnd(), ncclInvalidUsage); /* the group is over */
+	ncclComm_t two[2] = {NULL, NULL};
+	ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+	ck_assert_int_eq(ncclCommInitAll(two, 2, NULL), ncclInvalidUsage);
+	ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+	ck_assert_ptr_null(two[0]);
 	/* Bad arguments are refused before anything is queued. */
 	ncclComm_t c = NULL;
 	ncclUniqueId id;
