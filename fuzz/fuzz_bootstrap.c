@@ -71,14 +71,16 @@ static void checks(struct weft__bootstrap *bs, struct frame *f)
 	/* accept_peer either frees the link or installs it as the peer's. */
 	struct link *l = link_new(-1, "stranger", SMALL_FRAME);
 	struct frame copy = *f;
+	struct link *saved[FZ_NRANKS];
+	for (int i = 0; i < FZ_NRANKS; i++)
+		saved[i] = bs->peers[i].link;
 	accept_peer(bs, l, &copy);
-	if (f->type == T_PEER_HELLO && f->len == 16 && get64(f->buf + 8) == bs->tag) {
-		int r = (int)get32(f->buf);
-		if (r >= 0 && r < bs->rank && bs->peers[r].link == l) {
+	for (int i = 0; i < FZ_NRANKS; i++) {
+		if (bs->peers[i].link != saved[i]) {
 			/* Installed: a real hello; undo it so the next frame starts fresh. */
-			link_free(l);
-			bs->peers[r].link = r == 0 ? link_new(-1, "peer0", FZ_MAX_LEN) : NULL;
-			bs->peers[r].up = 0;
+			link_free(bs->peers[i].link);
+			bs->peers[i].link = saved[i];
+			bs->peers[i].up = 0;
 			bs->connected--;
 		}
 	}

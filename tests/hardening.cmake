@@ -20,3 +20,11 @@ if(TARGET weft-plugin-ofi)
   weft_add_test(test_hostile SOURCES test_hostile.c LABELS mp TIMEOUT 240)
   add_dependencies(test_hostile weft-plugin-ofi)
 endif()
+
+# test_threads: ranks as threads of one process (ports, proxy, collectives,
+# two comms at once, abort from another thread): the suite the TSan job runs.
+# CK_FORK=no: Check would fork each test, and TSan does not follow a fork.
+if(TARGET weft-plugin-algo-host AND TARGET weft-plugin-ofi)
+  weft_add_test(test_threads SOURCES test_threads.c LABELS mp TIMEOUT 300 ENV CK_FORK=no)
+  add_dependencies(test_threads weft-plugin-algo-host weft-plugin-ofi)
+endif()

@@ -26,8 +26,9 @@ DEPS_PACKAGES=(
 	iproute2
 	# launcher tests (mpirun) and MPI-based examples
 	openmpi-bin libopenmpi-dev
-	# fuzzers and sanitizer builds
-	clang
+	# fuzzers and sanitizer builds; libclang-rt-14-dev holds libFuzzer and the
+	# sanitizer runtimes, only recommended by clang (tools/fuzz.sh needs it)
+	clang libclang-rt-14-dev
 )
 
 # The commands without which nothing builds at all.
