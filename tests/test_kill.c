@@ -1,7 +1,8 @@
 /* Kill tests: three forked ranks run one collective over ofi in a loop; one
- * rank is SIGKILLed mid-loop (or leaves main without weft_comm_destroy). Every
- * survivor must get an error from the collective within the peer timeout plus
- * slack, never a hang, and must then destroy its communicator. */
+ * rank is SIGKILLed mid-loop (or SIGSTOPped: alive, silent, sockets open; or
+ * leaves main without weft_comm_destroy). Every survivor must get an error
+ * from the collective within the peer timeout plus slack, never a hang, and
+ * must then destroy its communicator. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,7 +34,8 @@ enum coll { ALLREDUCE, ALLGATHER, REDUCE_SCATTER, BROADCAST, REDUCE, ALLTOALL, S
 static const char *const coll_names[NCOLL] = {"allreduce", "allgather", "reduce-scatter", "broadcast",
 					      "reduce", "alltoall", "sendrecv"};
 
-enum how { KILLED, EXIT_NO_DESTROY };
+enum how { KILLED, EXIT_NO_DESTROY, STOPPED };
+static const char *const how_names[] = {"SIGKILL", "exit without destroy", "SIGSTOP"};
 
 struct job {
 	enum coll coll;
@@ -40,6 +43,10 @@ struct job {
 };
 
 static struct weft_unique_id g_id;
+/* The victim's pid, shared with the survivors: a stopped victim sends no EOF
+ * and must be found out by missed heartbeats; rank 0 then kills it so the job
+ * ends. */
+static volatile pid_t *victim_pid;
 
 static double now_s(void)
 {
@@ -89,9 +96,9 @@ static int one(enum coll c, int rank, float *send, float *recv, weft_comm_t *com
 
 static void *killer(void *arg)
 {
-	(void)arg;
+	int sig = *(const int *)arg;
 	usleep(KILL_AFTER_MS * 1000);
-	raise(SIGKILL);
+	raise(sig);
 	return NULL;
 }
 
@@ -120,8 +127,11 @@ static int rank_main(int rank, int n, void *arg)
 			 * communicator is never closed. */
 			exit(0);
 		}
+		static int sig;
+		sig = j->how == STOPPED ? SIGSTOP : SIGKILL;
+		*victim_pid = getpid();
 		pthread_t t;
-		if (pthread_create(&t, NULL, killer, NULL))
+		if (pthread_create(&t, NULL, killer, &sig))
 			RFAIL("pthread_create");
 		for (;;)
 			one(j->coll, rank, send, recv, comm);
@@ -140,6 +150,10 @@ static int rank_main(int rank, int n, void *arg)
 			      PEER_TIMEOUT_S + SLACK_S);
 	}
 	double t_err = now_s() - t0;
+	/* A stopped victim holds its sockets open: only the liveness watch (no
+	 * heartbeat within WEFT_CORE_PEER_TIMEOUT) can have found it. */
+	if (j->how == STOPPED && rank == 0 && *victim_pid > 0)
+		kill(*victim_pid, SIGKILL);
 	if (rc >= 0)
 		RFAIL("failed with %d, not a negative error code", rc);
 	if (t_err > KILL_AFTER_MS / 1000.0 + PEER_TIMEOUT_S + SLACK_S)
@@ -157,7 +171,7 @@ static int rank_main(int rank, int n, void *arg)
 	if (t_destroy > DESTROY_MAX_S)
 		RFAIL("weft_comm_destroy took %.1f s", t_destroy);
 	fprintf(stderr, "rank %d (%s, %s): error %d (%s) after %ld rounds, %.2f s; destroy %.2f s (rc %d)\n", rank,
-		coll_names[j->coll], j->how == KILLED ? "killed" : "exit without destroy", rc, weft_strerror(rc),
+		coll_names[j->coll], how_names[j->how], rc, weft_strerror(rc),
 		rounds, t_err, t_destroy, drc);
 	free(send);
 	free(recv);
@@ -168,13 +182,14 @@ static void run(enum coll c, enum how how)
 {
 	struct job j = {.coll = c, .how = how};
 	int status[NRANKS];
+	*victim_pid = 0;
 	ck_assert_int_eq(weft_get_unique_id(&g_id), 0);
 	double t0 = now_s();
 	wt_fork_ranks_status(NRANKS, rank_main, &j, JOB_TIMEOUT_S, status);
 	double dt = now_s() - t0;
 	for (int r = 0; r < NRANKS; r++) {
 		if (r == VICTIM) {
-			if (how == KILLED)
+			if (how == KILLED || how == STOPPED)
 				ck_assert_msg(WIFSIGNALED(status[r]) && WTERMSIG(status[r]) == SIGKILL,
 					      "%s: the victim was not killed as planned (status 0x%x)", coll_names[c],
 					      status[r]);
@@ -189,8 +204,7 @@ static void run(enum coll c, enum how how)
 		ck_assert_msg(WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 0,
 			      "%s: survivor rank %d failed (status 0x%x)", coll_names[c], r, status[r]);
 	}
-	fprintf(stderr, "kill test %s (%s): passed in %.1f s\n", coll_names[c],
-		how == KILLED ? "SIGKILL" : "exit without destroy", dt);
+	fprintf(stderr, "kill test %s (%s): passed in %.1f s\n", coll_names[c], how_names[how], dt);
 }
 
 START_TEST(killed_in_collective)
@@ -202,6 +216,12 @@ END_TEST
 START_TEST(exit_without_destroy)
 {
 	run(ALLREDUCE, EXIT_NO_DESTROY);
+}
+END_TEST
+
+START_TEST(stopped_in_collective)
+{
+	run(_i == 0 ? ALLREDUCE : ALLTOALL, STOPPED);
 }
 END_TEST
 
@@ -217,11 +237,15 @@ int main(void)
 	if (!conf)
 		return 1;
 	setenv("WEFT_CONFIG", conf, 1);
+	victim_pid = mmap(NULL, sizeof(*victim_pid), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (victim_pid == MAP_FAILED)
+		return 1;
 	Suite *s = suite_create("kill");
 	TCase *tc = tcase_create("ofi");
 	tcase_set_timeout(tc, JOB_TIMEOUT_S + 20);
 	tcase_add_loop_test(tc, killed_in_collective, 0, NCOLL);
 	tcase_add_test(tc, exit_without_destroy);
+	tcase_add_loop_test(tc, stopped_in_collective, 0, 2);
 	suite_add_tcase(s, tc);
 	int rc = wt_run_suite(s);
 	wt_rmdir(dir);
