@@ -15,3 +15,10 @@ if(TARGET weft-plugin-algo-host AND TARGET weft-plugin-ofi)
   weft_add_test(test_coll SOURCES test_coll.c LABELS mp TIMEOUT 420 LIBS m)
   add_dependencies(test_coll weft-plugin-algo-host weft-plugin-ofi)
 endif()
+
+# test_coll_complete: a host collective has delivered its data when it returns
+# (a broadcast root that then blocks in another communicator).
+if(TARGET weft-plugin-algo-host AND TARGET weft-plugin-ofi)
+  weft_add_test(test_coll_complete SOURCES test_coll_complete.c LABELS mp TIMEOUT 120)
+  add_dependencies(test_coll_complete weft-plugin-algo-host weft-plugin-ofi)
+endif()

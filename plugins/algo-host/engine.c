@@ -343,6 +343,20 @@ int ah_run(struct ah_ctx *c, uint64_t rounds, ah_plan_fn plan, ah_plan_fn consum
 			if (c->rx_bytes[p])
 				c->peers[p].rx_done++;
 	}
+	/* A host call completes before it returns: what this rank sent must have
+	 * reached its peers, because nothing moves this comm's data once the
+	 * caller blocks elsewhere (another comm, its own work) and some transports
+	 * land data only while the sender progresses. The peers are still in this
+	 * call or have consumed the data already, so the flush needs nothing more
+	 * from them. */
+	for (int p = 0; p < n; p++) {
+		struct ah_peer *pp = &c->peers[p];
+		if (pp->ready && pp->tx_flushed < pp->tx_sent) {
+			if ((rc = c->prim->flush(pp->conn)))
+				goto err;
+			pp->tx_flushed = pp->tx_sent;
+		}
+	}
 	return 0;
 
 err:
