@@ -36,18 +36,6 @@
  * leave with _exit (testlib), which skips the check at exit. */
 extern int __lsan_do_recoverable_leak_check(void) __attribute__((weak));
 
-/* KNOWN LEAK, suppressed here only and named in docs/reliability.md: the ofi
- * plugin frees a chunk's request (post_chunk) only when its completion
- * arrives; a comm destroyed after an abort while writes were in flight never
- * gets those completions, so the requests stay allocated. Everything else is
- * still checked. Remove this once plugins/ofi frees outstanding requests at
- * close. */
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void)
-{
-	return "leak:post_chunk\n";
-}
-
 static const char *const kinds[] = {"alloc", "register", "connect", "put", "flush"};
 #define NKINDS (int)(sizeof(kinds) / sizeof(kinds[0]))
 

@@ -33,6 +33,7 @@ struct ofi_op {
 	int chunks_out;      /* posted chunks not yet completed */
 	uint64_t value;      /* the signal's token */
 	struct fid_mr *sig_mr; /* registration of value, only when FI_MR_LOCAL and no inject */
+	struct ofi_req *reqs;  /* its posted chunks not yet completed (chunks_out of them) */
 };
 
 /* The context libfabric hands back in a completion: one per posted chunk, since
@@ -40,7 +41,18 @@ struct ofi_op {
 struct ofi_req {
 	struct fi_context2 fctx;
 	struct ofi_op *op;
+	struct ofi_req *next, *prev; /* in op->reqs */
 };
+
+static void req_unlink(struct ofi_req *req)
+{
+	if (req->prev)
+		req->prev->next = req->next;
+	else
+		req->op->reqs = req->next;
+	if (req->next)
+		req->next->prev = req->prev;
+}
 
 struct ofi_ep {
 	struct ofi_ctx *ctx;
@@ -73,6 +85,13 @@ static void list_unlink(struct ofi_op **head, struct ofi_op **tail, struct ofi_o
 
 static void op_free(struct ofi_op *op)
 {
+	/* Chunks whose completion never came (an orphan freed at close, after its
+	 * domain is gone and the provider has let go of their contexts). */
+	while (op->reqs) {
+		struct ofi_req *req = op->reqs;
+		req_unlink(req);
+		ofi_core->free(req);
+	}
 	if (op->sig_mr)
 		fi_close(&op->sig_mr->fid);
 	ofi_core->free(op);
@@ -127,6 +146,12 @@ static int post_chunk(struct ofi_ep *ep, struct ofi_op *op)
 			(unsigned long long)riov.addr, fi_strerror((int)-rc), (int)rc);
 		return ofi_code((int)rc);
 	}
+	/* Completions are read only by progress, under the same context lock, so
+	 * linking after the post cannot race with req_done. */
+	req->next = op->reqs;
+	if (op->reqs)
+		op->reqs->prev = req;
+	op->reqs = req;
 	op->posted += n;
 	op->chunks_out++;
 	return 0;
@@ -203,6 +228,7 @@ static void req_done(struct ofi_ctx *ctx, void *op_context, int err)
 		return;
 	struct ofi_req *req = (struct ofi_req *)op_context;
 	struct ofi_op *op = req->op;
+	req_unlink(req);
 	ofi_core->free(req);
 	op->chunks_out--;
 	if (err && op->ep && !op->ep->error)
