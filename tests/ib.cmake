@@ -2,7 +2,7 @@
 # and drives them through a verbs double, so it runs without RDMA hardware; it
 # also runs build/bin/weft-info against the built module.
 if(TARGET weft-plugin-ib)
-  weft_add_test(test_ib SOURCES test_ib.c LABELS unit TIMEOUT 120 LIBS weft-ib-testable)
+  weft_add_test(test_ib SOURCES test_ib.c tp_harness.c LABELS unit TIMEOUT 120 LIBS weft-ib-testable ${CMAKE_DL_LIBS})
   target_compile_definitions(test_ib PRIVATE
     WEFT_INFO_BIN="$<TARGET_FILE:weft-info>"
     WEFT_IB_PLUGIN_DIR="$<TARGET_FILE_DIR:weft-plugin-ib>")

@@ -21,6 +21,7 @@
 
 #include "ibp.h"
 #include "testlib.h"
+#include "tp_harness.h"
 
 #ifndef WEFT_INFO_BIN
 #error "WEFT_INFO_BIN must name build/bin/weft-info"
@@ -30,100 +31,7 @@
 #endif
 
 /* ------------------------------------------------ a minimal core for the plugin */
-#define MAX_PARAMS 32
-static struct weft_param_decl params[MAX_PARAMS];
-static int nparams;
-static char logbuf[1 << 16];
-static size_t loglen;
-
-static void t_log(struct weft_plugin *self, enum weft_log_level level, const char *fmt, ...)
-{
-	static const char lv[] = "EWIDT";
-	char line[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	int n = snprintf(logbuf + loglen, sizeof(logbuf) - loglen, "[%c] %s\n", lv[level], line);
-	if (n > 0 && loglen + (size_t)n < sizeof(logbuf))
-		loglen += (size_t)n;
-	if (getenv("WT_IB_LOG"))
-		fprintf(stderr, "[%c] %s\n", lv[level], line);
-}
-
-static int t_log_enabled(struct weft_plugin *self, enum weft_log_level level)
-{
-	return 1;
-}
-
-static int t_param_declare(struct weft_plugin *self, const struct weft_param_decl *d)
-{
-	for (int i = 0; i < nparams; i++)
-		if (strcmp(params[i].section, d->section) == 0 && strcmp(params[i].key, d->key) == 0)
-			return -EEXIST;
-	if (nparams == MAX_PARAMS)
-		return -ENOMEM;
-	params[nparams++] = *d;
-	return 0;
-}
-
-/* Reads WEFT_<SECTION>_<KEY> as the core would, else the declared default. */
-static int t_param_get(struct weft_plugin *self, const char *section, const char *key, enum weft_param_type type,
-		       void *out, enum weft_param_source *source)
-{
-	if (!section)
-		section = "ib";
-	for (int i = 0; i < nparams; i++) {
-		if (strcmp(params[i].section, section) != 0 || strcmp(params[i].key, key) != 0)
-			continue;
-		if (params[i].type != type)
-			return -EINVAL;
-		char env[128];
-		snprintf(env, sizeof(env), "WEFT_%s_%s", section, key);
-		for (char *c = env; *c; c++)
-			*c = *c == '-' ? '_' : (char)toupper((unsigned char)*c);
-		const char *v = getenv(env);
-		if (source)
-			*source = v ? WEFT_PARAM_SRC_ENV : WEFT_PARAM_SRC_DEFAULT;
-		if (!v)
-			v = params[i].default_value;
-		switch (type) {
-		case WEFT_PARAM_STRING:
-			*(const char **)out = v;
-			return 0;
-		case WEFT_PARAM_INT:
-			*(int64_t *)out = v ? strtoll(v, NULL, 0) : 0;
-			return 0;
-		case WEFT_PARAM_SIZE:
-			*(uint64_t *)out = v ? strtoull(v, NULL, 0) : 0;
-			return 0;
-		case WEFT_PARAM_BOOL:
-			*(int *)out = v ? (strcmp(v, "1") == 0 || strcmp(v, "true") == 0) : 0;
-			return 0;
-		default:
-			return -EINVAL;
-		}
-	}
-	return -ENOENT;
-}
-
-static const struct weft_core_api core = {
-	.size = sizeof(struct weft_core_api),
-	.self = NULL,
-	.core_version = WEFT_VERSION_CODE,
-	.log = t_log,
-	.log_enabled = t_log_enabled,
-	.param_declare = t_param_declare,
-	.param_get = t_param_get,
-	.alloc = malloc,
-	.calloc = calloc,
-	.free = free,
-};
-
-static bool log_has(const char *s)
-{
-	return strstr(logbuf, s) != NULL;
-}
+static const struct th_options opts = {.log_env = "WT_IB_LOG", .default_section = "ib", .capture = true};
 
 /* ------------------------------------------------------------ the verbs double */
 #define MAXD 4
@@ -847,11 +755,12 @@ static void setup(void)
 	hold = false;
 	fail_name = NULL;
 	fail_skip = 0;
-	loglen = 0;
-	logbuf[0] = '\0';
+	th_loglen = 0;
+	th_logbuf[0] = '\0';
+	th_configure(&opts);
 	ibp_set_verbs(&fake);
 	ibp_set_dmabuf_hook(NULL);
-	const struct weft_plugin_desc *const *d = weft_plugin_init(&core);
+	const struct weft_plugin_desc *const *d = weft_plugin_init(&th_core);
 	ck_assert_ptr_nonnull(d);
 	ck_assert_ptr_nonnull(d[0]);
 	ck_assert_ptr_null(d[1]);
@@ -881,7 +790,7 @@ static void *open_ctx(int rank, const char *devices)
 				      .local_addr = "127.0.0.1", .host_id = "h"};
 	void *tc = NULL;
 	int rc = ops->open(&a, &tc);
-	ck_assert_msg(rc == 0, "open: %d\n%s", rc, logbuf);
+	ck_assert_msg(rc == 0, "open: %d\n%s", rc, th_logbuf);
 	return tc;
 }
 
@@ -911,7 +820,7 @@ static void pair_open(struct pair *p, const char *dev0, const char *dev1)
 	p->tc[1] = open_ctx(1, dev1);
 	make_eps(p);
 	for (int r = 0; r < 2; r++)
-		ck_assert_msg(ops->connect(p->ep[r], p->addr[1 - r], IBP_ADDR_LEN) == 0, "connect:\n%s", logbuf);
+		ck_assert_msg(ops->connect(p->ep[r], p->addr[1 - r], IBP_ADDR_LEN) == 0, "connect:\n%s", th_logbuf);
 }
 
 static void pair_close(struct pair *p)
@@ -977,8 +886,8 @@ START_TEST(no_device_at_all)
 	void *tc = (void *)0x1;
 	ck_assert_int_eq(ops->open(&a, &tc), -WEFT_ERR_NO_DEVICE);
 	ck_assert_ptr_eq(tc, (void *)0x1);
-	ck_assert_msg(log_has("[I] ib: no RDMA device found"), "log:\n%s", logbuf);
-	ck_assert(!log_has("[E]"));
+	ck_assert_msg(th_log_has("[I] ib: no RDMA device found"), "log:\n%s", th_logbuf);
+	ck_assert(!th_log_has("[E]"));
 	struct weft_tp_device devs[4];
 	int n = 4;
 	ck_assert_int_eq(ops->probe(devs, &n), 0);
@@ -1002,8 +911,8 @@ START_TEST(down_ports_skipped)
 	struct weft_tp_open_args a = {.size = sizeof(a), .rank = 0, .nranks = 2, .local_addr = "127.0.0.1", .host_id = "h"};
 	void *tc = NULL;
 	ck_assert_int_eq(ops->open(&a, &tc), -WEFT_ERR_NO_DEVICE);
-	ck_assert_msg(log_has("[I] ib: mlx5_0:1 is DOWN, not ACTIVE: skipped"), "log:\n%s", logbuf);
-	ck_assert_msg(log_has("no usable RDMA port (1 device found, 1 port down)"), "log:\n%s", logbuf);
+	ck_assert_msg(th_log_has("[I] ib: mlx5_0:1 is DOWN, not ACTIVE: skipped"), "log:\n%s", th_logbuf);
+	ck_assert_msg(th_log_has("no usable RDMA port (1 device found, 1 port down)"), "log:\n%s", th_logbuf);
 	char line[256];
 	ck_assert_int_eq(ops->describe(NULL, line, sizeof(line)), 0);
 	ck_assert_str_eq(line, "no usable RDMA port (1 device, 1 port down)");
@@ -1033,7 +942,7 @@ START_TEST(probe_reports_ports)
 	ck_assert_str_eq(devs[1].link, "roce");
 	ck_assert_double_eq_tol(devs[1].bandwidth_gbps, 6.25, 1e-9); /* 50 Gb/s x1 */
 	ck_assert_int_eq(devs[1].numa_node, 0);
-	ck_assert(log_has("mlx5_0:2 is DOWN, not ACTIVE: skipped"));
+	ck_assert(th_log_has("mlx5_0:2 is DOWN, not ACTIVE: skipped"));
 	char line[512];
 	ck_assert_int_eq(ops->describe(NULL, line, sizeof(line)), 0);
 	ck_assert_msg(strstr(line, "mlx5_0:1 InfiniBand 12.5GB/s mtu=4096 gid=0 atomics=yes numa=1") != NULL, "%s", line);
@@ -1072,27 +981,27 @@ START_TEST(devices_parameter)
 	ck_assert_int_eq(n_pd, 2);
 	ops->close(ctx);
 	/* Names that match nothing: a warning each, then no device. */
-	loglen = 0;
+	th_loglen = 0;
 	setenv("WEFT_IB_DEVICES", "mlx5_9,mlx5_0:3", 1);
 	struct weft_tp_open_args a = {.size = sizeof(a), .rank = 0, .nranks = 2, .local_addr = "127.0.0.1", .host_id = "h"};
 	void *tc = NULL;
 	ck_assert_int_eq(ops->open(&a, &tc), -WEFT_ERR_NO_DEVICE);
-	ck_assert_msg(log_has("[W] ib: parameter ib.devices names 'mlx5_9', which is not an RDMA device here"), "%s",
-		      logbuf);
-	ck_assert_msg(log_has("[W] ib: parameter ib.devices names mlx5_0:3, which is no port of that device"), "%s",
-		      logbuf);
+	ck_assert_msg(th_log_has("[W] ib: parameter ib.devices names 'mlx5_9', which is not an RDMA device here"), "%s",
+		      th_logbuf);
+	ck_assert_msg(th_log_has("[W] ib: parameter ib.devices names mlx5_0:3, which is no port of that device"), "%s",
+		      th_logbuf);
 	/* Naming a down port gets the down message. */
-	loglen = 0;
+	th_loglen = 0;
 	setenv("WEFT_IB_DEVICES", "mlx5_0:2", 1);
 	ck_assert_int_eq(ops->open(&a, &tc), -WEFT_ERR_NO_DEVICE);
-	ck_assert(log_has("mlx5_0:2 is DOWN, not ACTIVE: skipped"));
+	ck_assert(th_log_has("mlx5_0:2 is DOWN, not ACTIVE: skipped"));
 	/* Malformed values are configuration errors. */
 	const char *bad[] = {"mlx5_0:", "mlx5_0:x", "mlx5_0:0", "mlx5_0:256", ":1", "mlx5 0", "ml$x"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		setenv("WEFT_IB_DEVICES", bad[i], 1);
-		loglen = 0;
+		th_loglen = 0;
 		ck_assert_msg(ops->open(&a, &tc) == -WEFT_ERR_CONFIG, "devices='%s'", bad[i]);
-		ck_assert_msg(log_has("[E] ib: parameter ib.devices"), "devices='%s': %s", bad[i], logbuf);
+		ck_assert_msg(th_log_has("[E] ib: parameter ib.devices"), "devices='%s': %s", bad[i], th_logbuf);
 	}
 	assert_no_leaks();
 }
@@ -1150,17 +1059,17 @@ START_TEST(gid_selection)
 	void *tc = NULL;
 	setenv("WEFT_IB_GID_INDEX", "9", 1);
 	ck_assert_int_eq(ops->open(&a, &tc), -WEFT_ERR_CONFIG);
-	ck_assert(log_has("parameter ib.gid_index=9 is outside mlx5_0:1's GID table (5 entries)"));
+	ck_assert(th_log_has("parameter ib.gid_index=9 is outside mlx5_0:1's GID table (5 entries)"));
 	d->port[0].gid[1] = (union ibv_gid){0};
 	setenv("WEFT_IB_GID_INDEX", "1", 1);
 	ck_assert_int_eq(ops->open(&a, &tc), -WEFT_ERR_CONFIG);
-	ck_assert(log_has("parameter ib.gid_index=1 names an empty GID entry of mlx5_0:1"));
+	ck_assert(th_log_has("parameter ib.gid_index=1 names an empty GID entry of mlx5_0:1"));
 	/* A RoCE port without any GID (no IP address) is skipped. */
 	unsetenv("WEFT_IB_GID_INDEX");
 	d->port[0].ngid = 0;
-	loglen = 0;
+	th_loglen = 0;
 	ck_assert_int_eq(ops->open(&a, &tc), -WEFT_ERR_NO_DEVICE);
-	ck_assert(log_has("mlx5_0:1: Ethernet (RoCE) port without a usable GID"));
+	ck_assert(th_log_has("mlx5_0:1: Ethernet (RoCE) port without a usable GID"));
 	/* InfiniBand uses index 0 (routing is by LID). */
 	nfdevs = 0;
 	ib_dev("mlx5_0", 0x11, 7, IBV_ATOMIC_HCA);
@@ -1309,29 +1218,29 @@ START_TEST(bringup_failures)
 		{"modify_qp:INIT", EPERM, "[E] ib: ibv_modify_qp(INIT) on mlx5_0:1 failed: Operation not permitted"},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		loglen = 0;
-		logbuf[0] = '\0';
+		th_loglen = 0;
+		th_logbuf[0] = '\0';
 		fail_name = cases[i].verb;
 		fail_err = cases[i].err;
 		ck_assert_int_eq(ops->endpoint(p.tc[0], &peer, p.addr[0], &len, &ep), -WEFT_ERR_TRANSPORT);
-		ck_assert_msg(log_has(cases[i].line), "%s: %s", cases[i].verb, logbuf);
+		ck_assert_msg(th_log_has(cases[i].line), "%s: %s", cases[i].verb, th_logbuf);
 		ck_assert_int_eq(n_qp, 0);
 		ck_assert_int_eq(n_cq, 0);
 	}
 	make_eps(&p);
-	loglen = 0;
+	th_loglen = 0;
 	fail_name = "modify_qp:RTR";
 	fail_err = EINVAL;
 	ck_assert_int_eq(ops->connect(p.ep[0], p.addr[1], IBP_ADDR_LEN), -WEFT_ERR_TRANSPORT);
-	ck_assert_msg(log_has("[E] ib: ibv_modify_qp(RTR) on mlx5_0:1 failed: Invalid argument"), "%s", logbuf);
-	loglen = 0;
+	ck_assert_msg(th_log_has("[E] ib: ibv_modify_qp(RTR) on mlx5_0:1 failed: Invalid argument"), "%s", th_logbuf);
+	th_loglen = 0;
 	unsetenv("WEFT_IB_DEVICES");
 	fail_name = "alloc_pd";
 	fail_err = EACCES;
 	struct weft_tp_open_args a = {.size = sizeof(a), .rank = 0, .nranks = 2, .local_addr = "127.0.0.1", .host_id = "h"};
 	void *tc = NULL;
 	ck_assert_int_eq(ops->open(&a, &tc), -WEFT_ERR_TRANSPORT);
-	ck_assert_msg(log_has("[E] ib: ibv_alloc_pd on mlx5_0 failed: Permission denied"), "%s", logbuf);
+	ck_assert_msg(th_log_has("[E] ib: ibv_alloc_pd on mlx5_0 failed: Permission denied"), "%s", th_logbuf);
 	pair_close(&p);
 }
 END_TEST
@@ -1379,11 +1288,11 @@ START_TEST(malformed_addresses)
 			ibp_put_u16(b + 16, 0);
 		else
 			b[cases[i].off] = (unsigned char)cases[i].byte;
-		loglen = 0;
-		logbuf[0] = '\0';
+		th_loglen = 0;
+		th_logbuf[0] = '\0';
 		ck_assert_msg(ops->connect(p.ep[0], b, IBP_ADDR_LEN) == -WEFT_ERR_PROTOCOL, "case %s", cases[i].why);
-		ck_assert_msg(log_has("connect: address from rank 1 is malformed") && log_has(cases[i].why), "case %s: %s",
-			      cases[i].why, logbuf);
+		ck_assert_msg(th_log_has("connect: address from rank 1 is malformed") && th_log_has(cases[i].why), "case %s: %s",
+			      cases[i].why, th_logbuf);
 	}
 	/* Wrong lengths, both ways. */
 	ck_assert_int_eq(ops->connect(p.ep[0], good, IBP_ADDR_LEN - 1), -WEFT_ERR_PROTOCOL);
@@ -1397,9 +1306,9 @@ START_TEST(malformed_addresses)
 	size_t len = sizeof(ra);
 	void *rep = NULL;
 	ck_assert_int_eq(ops->endpoint(tc2, &peer, ra, &len, &rep), 0);
-	loglen = 0;
+	th_loglen = 0;
 	ck_assert_int_eq(ops->connect(p.ep[0], ra, IBP_ADDR_LEN), -WEFT_ERR_PROTOCOL);
-	ck_assert_msg(log_has("rank 1's port is Ethernet, mlx5_0:1 is InfiniBand"), "%s", logbuf);
+	ck_assert_msg(th_log_has("rank 1's port is Ethernet, mlx5_0:1 is InfiniBand"), "%s", th_logbuf);
 	/* Nothing above moved the QP past INIT; the good address still connects. */
 	ck_assert_int_eq(qp_of(p.ep[0])->qp.state, IBV_QPS_INIT);
 	ck_assert_int_eq(ops->connect(p.ep[0], good, IBP_ADDR_LEN), 0);
@@ -1475,13 +1384,13 @@ START_TEST(mem_blob_round_trip)
 			ibp_put_u32(b + cases[i].off, (uint32_t)cases[i].val);
 		else
 			ibp_put_u64(b + cases[i].off, cases[i].val);
-		loglen = 0;
-		logbuf[0] = '\0';
+		th_loglen = 0;
+		th_logbuf[0] = '\0';
 		rmh = (void *)0x1;
 		ck_assert_msg(ops->mem_import(tc1, 0, b, len, &rmh) == -WEFT_ERR_PROTOCOL, "case '%s'", cases[i].why);
 		ck_assert_ptr_eq(rmh, (void *)0x1);
-		ck_assert_msg(log_has("mem_import from rank 0: malformed blob") && log_has(cases[i].why), "case '%s': %s",
-			      cases[i].why, logbuf);
+		ck_assert_msg(th_log_has("mem_import from rank 0: malformed blob") && th_log_has(cases[i].why), "case '%s': %s",
+			      cases[i].why, th_logbuf);
 	}
 	for (size_t cut = 0; cut < len; cut += 7)
 		ck_assert_int_eq(ops->mem_import(tc1, 0, blob, cut, &rmh), -WEFT_ERR_PROTOCOL);
@@ -1497,10 +1406,10 @@ START_TEST(mem_blob_round_trip)
 	fail_name = "reg_mr";
 	fail_skip = 1;
 	fail_err = EFAULT;
-	loglen = 0;
+	th_loglen = 0;
 	void *mh2 = NULL;
 	ck_assert_int_eq(ops->mem_register(tc, buf, 64, WEFT_MEM_HOST, &mh2), -WEFT_ERR_TRANSPORT);
-	ck_assert_msg(log_has("[E] ib: ibv_reg_mr on mlx5_1 failed: Bad address"), "%s", logbuf);
+	ck_assert_msg(th_log_has("[E] ib: ibv_reg_mr on mlx5_1 failed: Bad address"), "%s", th_logbuf);
 	ck_assert_int_eq(n_mr, 2);
 	ck_assert_int_eq(ops->mem_deregister(tc, mh), 0);
 	ops->close(tc);
@@ -1547,9 +1456,9 @@ START_TEST(cuda_memory)
 	ck_assert_int_eq(ops->mem_deregister(tc, mh), 0);
 	fail_name = "reg_dmabuf_mr";
 	fail_err = EOPNOTSUPP;
-	loglen = 0;
+	th_loglen = 0;
 	ck_assert_int_eq(ops->mem_register(tc, fake_gpu, sizeof(fake_gpu), WEFT_MEM_CUDA, &mh), -WEFT_ERR_TRANSPORT);
-	ck_assert_msg(log_has("ibv_reg_dmabuf_mr on mlx5_0 failed: Operation not supported"), "%s", logbuf);
+	ck_assert_msg(th_log_has("ibv_reg_dmabuf_mr on mlx5_0 failed: Operation not supported"), "%s", th_logbuf);
 	ops->close(tc);
 	/* Peer memory (nvidia-peermem): plain ibv_reg_mr of the device pointer. */
 	ibp_set_dmabuf_hook(NULL);
@@ -1799,9 +1708,9 @@ START_TEST(signal_imm)
 	size_t l3 = sizeof(a3);
 	void *ep3 = NULL;
 	ck_assert_int_eq(ops->endpoint(tc3, &peer, a3, &l3, &ep3), 0);
-	loglen = 0;
+	th_loglen = 0;
 	ck_assert_int_eq(ops->connect(ep3, p.addr[1], IBP_ADDR_LEN), -WEFT_ERR_CONFIG);
-	ck_assert_msg(log_has("ib.signal=atomic, but mlx5_0:1 to rank 1 cannot do remote atomics"), "%s", logbuf);
+	ck_assert_msg(th_log_has("ib.signal=atomic, but mlx5_0:1 to rank 1 cannot do remote atomics"), "%s", th_logbuf);
 	ops->disconnect(ep3);
 	ops->close(tc3);
 	region_free(&p, 0, &src);
@@ -1827,9 +1736,9 @@ START_TEST(signal_imm_forced_and_checked)
 	ck_assert_int_eq(ops->signal(p.ep[0], tok.rmh, 0, 1), 0);
 	ck_assert_int_eq(ops->signal(p.ep[0], tok.rmh, 8, 1), 0);
 	/* Two slots offered, a third token does not fit. */
-	loglen = 0;
+	th_loglen = 0;
 	ck_assert_int_eq(ops->signal(p.ep[0], tok.rmh, 16, 1), -ENOSPC);
-	ck_assert_msg(log_has("rank 1 offers 2 token slots"), "%s", logbuf);
+	ck_assert_msg(th_log_has("rank 1 offers 2 token slots"), "%s", th_logbuf);
 	ck_assert_int_eq(ops->progress(p.tc[1]), 0);
 	ck_assert_uint_eq(*(uint64_t *)(tok.buf + 0), 1);
 	ck_assert_uint_eq(*(uint64_t *)(tok.buf + 8), 1);
@@ -1838,9 +1747,9 @@ START_TEST(signal_imm_forced_and_checked)
 	static uint64_t outside;
 	ck_assert_int_eq(ops->signal(p.ep[0], tok.rmh, 0, 2), 0);
 	rx->mailbox[0] = (uint64_t)(uintptr_t)&outside;
-	loglen = 0;
+	th_loglen = 0;
 	ck_assert_int_eq(ops->progress(p.tc[1]), -WEFT_ERR_PROTOCOL);
-	ck_assert_msg(log_has("signal from rank 0 on mlx5_1:1 is malformed: slot 0 names token address"), "%s", logbuf);
+	ck_assert_msg(th_log_has("signal from rank 0 on mlx5_1:1 is malformed: slot 0 names token address"), "%s", th_logbuf);
 	ck_assert_uint_eq(outside, 0);
 	ck_assert_int_eq(ops->flush(p.ep[1]), -WEFT_ERR_PROTOCOL);
 	region_free(&p, 1, &tok);
@@ -1877,13 +1786,13 @@ START_TEST(error_completions)
 	cq_push(q->cq, &wc, -1);
 	wc.status = IBV_WC_WR_FLUSH_ERR;
 	cq_push(q->cq, &wc, -1);
-	loglen = 0;
+	th_loglen = 0;
 	ck_assert_int_eq(ops->progress(p.tc[0]), -WEFT_ERR_PEER);
-	ck_assert_msg(log_has("[E] ib: work request to rank 1 on mlx5_0:1 failed: transport retry counter exceeded "
+	ck_assert_msg(th_log_has("[E] ib: work request to rank 1 on mlx5_0:1 failed: transport retry counter exceeded "
 			      "(status 12, vendor error 0x81)"),
-		      "%s", logbuf);
+		      "%s", th_logbuf);
 	/* One line for the cause; the flushed rest stay quiet. */
-	ck_assert_ptr_null(strstr(strstr(logbuf, "retry counter") + 1, "[E]"));
+	ck_assert_ptr_null(strstr(strstr(th_logbuf, "retry counter") + 1, "[E]"));
 	ck_assert_int_eq(ops->progress(p.tc[0]), 0);
 	ck_assert_int_eq(ops->flush(p.ep[0]), -WEFT_ERR_PEER);
 	ck_assert_int_eq(ops->put(p.ep[0], dst.rmh, 0, src.mh, 0, 64), -WEFT_ERR_PEER);
@@ -1923,9 +1832,9 @@ START_TEST(remote_access_error)
 	region_make(&p, 1, 4096, &dst);
 	((struct ibp_rmh *)dst.rmh)->keys[0].rkey ^= 0x7777;
 	ck_assert_int_eq(ops->put(p.ep[0], dst.rmh, 0, src.mh, 0, 64), 0);
-	loglen = 0;
+	th_loglen = 0;
 	ck_assert_int_eq(flush_wait(&p, 0), -WEFT_ERR_PEER);
-	ck_assert_msg(log_has("remote access error"), "%s", logbuf);
+	ck_assert_msg(th_log_has("remote access error"), "%s", th_logbuf);
 	ck_assert_int_eq(ops->put(p.ep[0], dst.rmh, 0, src.mh, 0, 64), -WEFT_ERR_PEER);
 	((struct ibp_rmh *)dst.rmh)->keys[0].rkey ^= 0x7777;
 	for (int r = 0; r < 2; r++)
@@ -1939,9 +1848,9 @@ START_TEST(remote_access_error)
 	lmr->lkey ^= 0x7777;
 	ck_assert_int_eq(ops->put(p.ep[0], dst.rmh, 0, src.mh, 0, 64), 0);
 	lmr->lkey ^= 0x7777; /* the posted WR keeps the key no MR has */
-	loglen = 0;
+	th_loglen = 0;
 	ck_assert_int_eq(flush_wait(&p, 0), -WEFT_ERR_TRANSPORT);
-	ck_assert_msg(log_has("local protection error"), "%s", logbuf);
+	ck_assert_msg(th_log_has("local protection error"), "%s", th_logbuf);
 	hold = false;
 	region_free(&p, 0, &src);
 	region_free(&p, 1, &dst);
@@ -1960,10 +1869,10 @@ START_TEST(post_send_failure)
 	region_make(&p, 1, 4096, &dst);
 	fail_name = "post_send";
 	fail_err = EIO;
-	loglen = 0;
+	th_loglen = 0;
 	ck_assert_int_eq(ops->put(p.ep[0], dst.rmh, 0, src.mh, 0, 64), -WEFT_ERR_TRANSPORT);
-	ck_assert_msg(log_has("[E] ib: ibv_post_send (RDMA write) on mlx5_0:1 to rank 1 failed: Input/output error"),
-		      "%s", logbuf);
+	ck_assert_msg(th_log_has("[E] ib: ibv_post_send (RDMA write) on mlx5_0:1 to rank 1 failed: Input/output error"),
+		      "%s", th_logbuf);
 	ck_assert_int_eq(ops->flush(p.ep[0]), -WEFT_ERR_TRANSPORT);
 	/* Operations before connect are refused with a reason. */
 	void *tc = open_ctx(0, "mlx5_0");
@@ -1973,7 +1882,7 @@ START_TEST(post_send_failure)
 	void *ep = NULL;
 	ck_assert_int_eq(ops->endpoint(tc, &peer, a, &l, &ep), 0);
 	ck_assert_int_eq(ops->put(ep, dst.rmh, 0, src.mh, 0, 64), -EINVAL);
-	ck_assert(log_has("put: endpoint to rank 1 is not connected"));
+	ck_assert(th_log_has("put: endpoint to rank 1 is not connected"));
 	ck_assert_int_eq(ops->flush(ep), 0);
 	ops->disconnect(ep);
 	ops->close(tc);
@@ -2002,10 +1911,10 @@ START_TEST(bad_parameters)
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		setenv(cases[i].key, cases[i].val, 1);
-		loglen = 0;
-		logbuf[0] = '\0';
+		th_loglen = 0;
+		th_logbuf[0] = '\0';
 		ck_assert_msg(ops->open(&a, &tc) == -WEFT_ERR_CONFIG, "%s=%s", cases[i].key, cases[i].val);
-		ck_assert_msg(log_has(cases[i].msg), "%s=%s: %s", cases[i].key, cases[i].val, logbuf);
+		ck_assert_msg(th_log_has(cases[i].msg), "%s=%s: %s", cases[i].key, cases[i].val, th_logbuf);
 		unsetenv(cases[i].key);
 	}
 	assert_no_leaks();

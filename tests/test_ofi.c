@@ -19,262 +19,24 @@
 #include <weft/plugin.h>
 
 #include "testlib.h"
+#include "tp_harness.h"
 
 #ifndef WEFT_OFI_PLUGIN_PATH
 #error "WEFT_OFI_PLUGIN_PATH must name the built plugin"
 #endif
 
 /* ------------------------------------------------ a minimal core for the plugin */
-#define MAX_PARAMS 32
-static struct weft_param_decl params[MAX_PARAMS];
-static int nparams;
-static int test_rank = -1;
-
-static void t_log(struct weft_plugin *self, enum weft_log_level level, const char *fmt, ...)
-{
-	const char *lv = getenv("WT_OFI_LOG");
-	int max = lv ? atoi(lv) : WEFT_LOG_WARN;
-	if ((int)level > max)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	fprintf(stderr, "[rank %d] ", test_rank);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-}
-
-static int t_log_enabled(struct weft_plugin *self, enum weft_log_level level)
-{
-	return level <= WEFT_LOG_WARN;
-}
-
-static int t_param_declare(struct weft_plugin *self, const struct weft_param_decl *d)
-{
-	for (int i = 0; i < nparams; i++)
-		if (strcmp(params[i].section, d->section) == 0 && strcmp(params[i].key, d->key) == 0)
-			return -EEXIST;
-	if (nparams == MAX_PARAMS)
-		return -ENOMEM;
-	params[nparams++] = *d;
-	return 0;
-}
-
-/* Reads WEFT_<SECTION>_<KEY> as the core would, else the declared default. */
-static int t_param_get(struct weft_plugin *self, const char *section, const char *key, enum weft_param_type type,
-		       void *out, enum weft_param_source *source)
-{
-	for (int i = 0; i < nparams; i++) {
-		if (strcmp(params[i].section, section) != 0 || strcmp(params[i].key, key) != 0)
-			continue;
-		if (params[i].type != type)
-			return -EINVAL;
-		char env[128];
-		snprintf(env, sizeof(env), "WEFT_%s_%s", section, key);
-		for (char *c = env; *c; c++)
-			*c = *c == '-' ? '_' : (char)toupper((unsigned char)*c);
-		const char *v = getenv(env);
-		if (source)
-			*source = v ? WEFT_PARAM_SRC_ENV : WEFT_PARAM_SRC_DEFAULT;
-		if (!v)
-			v = params[i].default_value;
-		switch (type) {
-		case WEFT_PARAM_STRING:
-			*(const char **)out = v;
-			return 0;
-		case WEFT_PARAM_INT:
-			*(int64_t *)out = v ? strtoll(v, NULL, 0) : 0;
-			return 0;
-		default:
-			return -EINVAL;
-		}
-	}
-	return -ENOENT;
-}
-
-static const struct weft_core_api core = {
-	.size = sizeof(struct weft_core_api),
-	.self = NULL,
-	.core_version = WEFT_VERSION_CODE,
-	.log = t_log,
-	.log_enabled = t_log_enabled,
-	.param_declare = t_param_declare,
-	.param_get = t_param_get,
-	.alloc = malloc,
-	.calloc = calloc,
-	.free = free,
-};
-
-static const struct weft_transport_ops *ops;
+static const struct th_options opts = {.log_env = "WT_OFI_LOG"};
 
 static void load_plugin(void)
 {
-	if (ops)
-		return;
-	void *h = dlopen(WEFT_OFI_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
-	ck_assert_msg(h != NULL, "dlopen: %s", dlerror());
-	weft_plugin_init_fn init = (weft_plugin_init_fn)dlsym(h, WEFT_PLUGIN_INIT_SYMBOL);
-	ck_assert_ptr_nonnull(init);
-	const struct weft_plugin_desc *const *d = init(&core);
-	ck_assert_ptr_nonnull(d);
-	ck_assert_ptr_nonnull(d[0]);
-	ck_assert_ptr_null(d[1]);
-	ck_assert_int_eq(d[0]->abi_major, WEFT_PLUGIN_ABI_MAJOR);
-	ck_assert_int_eq(d[0]->kind, WEFT_PLUGIN_TRANSPORT);
-	ck_assert_str_eq(d[0]->name, "ofi");
-	ops = d[0]->ops;
-	ck_assert_uint_ge(ops->size, offsetof(struct weft_transport_ops, ep_describe) + sizeof(ops->ep_describe));
-}
-
-static int open_ctx(int rank, void **tc)
-{
-	struct weft_tp_open_args a = {
-		.size = sizeof(a), .rank = rank, .nranks = 2, .comm_tag = 42, .local_addr = "127.0.0.1",
-		.host_id = "testhost",
-	};
-	return ops->open(&a, tc);
-}
-
-/* ---------------------------------------------------------- rank helpers */
-#define FAIL(...)                                                               \
-	do {                                                                    \
-		fprintf(stderr, "[rank %d] %s:%d: ", test_rank, __FILE__, __LINE__); \
-		fprintf(stderr, __VA_ARGS__);                                   \
-		fputc('\n', stderr);                                            \
-		return __LINE__ & 0x7f ? __LINE__ & 0x7f : 1;                   \
-	} while (0)
-#define REQ(cond, ...)                  \
-	do {                                    \
-		if (!(cond))                    \
-			FAIL(__VA_ARGS__);      \
-	} while (0)
-
-static int send_msg(int fd, const void *buf, uint32_t len)
-{
-	if (write(fd, &len, 4) != 4)
-		return -1;
-	return len == 0 || write(fd, buf, len) == (ssize_t)len ? 0 : -1;
-}
-
-static int read_full(int fd, void *buf, size_t len)
-{
-	size_t got = 0;
-	while (got < len) {
-		ssize_t n = read(fd, (char *)buf + got, len - got);
-		if (n <= 0)
-			return -1;
-		got += (size_t)n;
-	}
-	return 0;
-}
-
-/* Receives one message; while none is there, keeps the context progressing so
- * that data aimed at this rank lands (manual progress). */
-static int recv_msg(int fd, void *tc, void *buf, uint32_t cap, uint32_t *len)
-{
-	for (;;) {
-		struct pollfd p = {.fd = fd, .events = POLLIN};
-		int n = poll(&p, 1, 0);
-		if (n > 0)
-			break;
-		if (tc && ops->progress(tc) < 0)
-			return -1;
-		if (!tc)
-			poll(&p, 1, 100);
-	}
-	uint32_t l;
-	if (read_full(fd, &l, 4) < 0 || l > cap || read_full(fd, buf, l) < 0)
-		return -1;
-	if (len)
-		*len = l;
-	return 0;
-}
-
-static uint64_t xs_next(uint64_t *s)
-{
-	uint64_t x = *s;
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	return *s = x;
-}
-
-static void fill_random(unsigned char *p, size_t n, uint64_t seed)
-{
-	uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-	size_t i = 0;
-	for (; i + 8 <= n; i += 8) {
-		uint64_t v = xs_next(&s);
-		memcpy(p + i, &v, 8);
-	}
-	uint64_t v = xs_next(&s);
-	for (; i < n; i++, v >>= 8)
-		p[i] = (unsigned char)v;
-}
-
-/* Index of the first byte that differs from the seed's random bytes, or -1. */
-static long check_random(const unsigned char *p, size_t n, uint64_t seed)
-{
-	enum { BLK = 1 << 16 };
-	static unsigned char tmp[BLK];
-	uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-	size_t i = 0;
-	/* Regenerate in blocks with the same stream as fill_random. */
-	while (i < n) {
-		size_t m = n - i < BLK ? n - i : BLK;
-		size_t j = 0;
-		for (; j + 8 <= m; j += 8) {
-			uint64_t v = xs_next(&s);
-			memcpy(tmp + j, &v, 8);
-		}
-		if (j < m) {
-			uint64_t v = xs_next(&s);
-			for (; j < m; j++, v >>= 8)
-				tmp[j] = (unsigned char)v;
-		}
-		if (memcmp(tmp, p + i, m) != 0)
-			for (size_t k = 0; k < m; k++)
-				if (tmp[k] != p[i + k])
-					return (long)(i + k);
-		i += m;
-	}
-	return -1;
-}
-
-static int spin_flush(void *ep, void *tc)
-{
-	for (;;) {
-		int rc = ops->flush(ep);
-		if (rc != -EAGAIN)
-			return rc;
-		ops->progress(tc);
-	}
-}
-
-static int put_retry(void *ep, void *tc, void *rmh, uint64_t roff, void *mh, uint64_t loff, size_t len)
-{
-	for (;;) {
-		int rc = ops->put(ep, rmh, roff, mh, loff, len);
-		if (rc != -EAGAIN)
-			return rc;
-		ops->progress(tc);
-	}
-}
-
-static int signal_retry(void *ep, void *tc, void *rmh, uint64_t roff, uint64_t v)
-{
-	for (;;) {
-		int rc = ops->signal(ep, rmh, roff, v);
-		if (rc != -EAGAIN)
-			return rc;
-		ops->progress(tc);
-	}
+	th_load_plugin(WEFT_OFI_PLUGIN_PATH, "ofi", &opts);
 }
 
 /* --------------------------------------------------------- a 2-rank setup */
-#define DATA_BYTES ((size_t)64 << 20)
-#define DATA_SLACK 8192
-#define TOK_BYTES 4096
+#define DATA_BYTES TH_DATA_BYTES
+#define DATA_SLACK TH_DATA_SLACK
+#define TOK_BYTES TH_TOK_BYTES
 
 struct mp_arg {
 	int sv[2];
@@ -282,103 +44,38 @@ struct mp_arg {
 	const char *expect_prov;
 };
 
-struct side {
-	int fd;
-	void *tc;
-	unsigned char *data; /* DATA_BYTES + DATA_SLACK */
-	uint64_t *tok;       /* TOK_BYTES */
-	void *mh_data, *mh_tok;
-	void *rmh_data, *rmh_tok;
-	void *ep;
-};
-
-static int exchange(struct side *s, const void *mine, uint32_t len, void *theirs, uint32_t cap, uint32_t *tlen)
+static int setup(int rank, const struct mp_arg *a, struct th_side *s)
 {
-	if (send_msg(s->fd, mine, len) < 0)
-		return -1;
-	return recv_msg(s->fd, NULL, theirs, cap, tlen);
-}
-
-static int import_peer(struct side *s, int peer, void *mh, void **rmh)
-{
-	unsigned char mine[1024], theirs[1024];
-	size_t len = 0;
-	uint32_t tlen;
-	if (ops->mem_serialize(s->tc, mh, NULL, &len) != -ENOSPC || len == 0 || len > sizeof(mine))
-		return -1;
-	if (ops->mem_serialize(s->tc, mh, mine, &len) != 0)
-		return -1;
-	if (exchange(s, mine, (uint32_t)len, theirs, sizeof(theirs), &tlen) < 0)
-		return -1;
-	return ops->mem_import(s->tc, peer, theirs, tlen, rmh);
-}
-
-static int setup(int rank, const struct mp_arg *a, struct side *s)
-{
-	test_rank = rank;
-	memset(s, 0, sizeof(*s));
-	s->fd = a->sv[rank];
-	close(a->sv[1 - rank]);
-	int rc = open_ctx(rank, &s->tc);
-	REQ(rc == 0, "open: %d", rc);
-	s->data = malloc(DATA_BYTES + DATA_SLACK);
-	REQ(posix_memalign((void **)&s->tok, 4096, TOK_BYTES) == 0 && s->data, "alloc");
-	memset(s->data, 0xA5, DATA_BYTES + DATA_SLACK);
-	memset(s->tok, 0, TOK_BYTES);
-	REQ(ops->mem_register(s->tc, s->data, DATA_BYTES + DATA_SLACK, WEFT_MEM_HOST, &s->mh_data) == 0, "reg data");
-	REQ(ops->mem_register(s->tc, s->tok, TOK_BYTES, WEFT_MEM_HOST, &s->mh_tok) == 0, "reg tok");
-	REQ(import_peer(s, 1 - rank, s->mh_data, &s->rmh_data) == 0, "import data");
-	REQ(import_peer(s, 1 - rank, s->mh_tok, &s->rmh_tok) == 0, "import tok");
-
-	struct weft_tp_peer peer = {
-		.size = sizeof(peer), .rank = 1 - rank, .peer_class = a->cls, .host_id = "testhost",
-		.addr = "127.0.0.1",
-	};
-	unsigned char addr[512], paddr[512];
-	size_t alen = 0;
+	int rc;
+	if ((rc = th_side_open(rank, a->sv, s)) || (rc = th_side_alloc(s)) || (rc = th_side_register(s, rank)))
+		return rc;
+	char paddr[512];
 	uint32_t plen;
-	void *dummy;
-	REQ(ops->endpoint(s->tc, &peer, NULL, &alen, &dummy) == -ENOSPC && alen > 0 && alen <= sizeof(addr), "addr size");
-	rc = ops->endpoint(s->tc, &peer, addr, &alen, &s->ep);
-	REQ(rc == 0, "endpoint: %d", rc);
-	REQ(exchange(s, addr, (uint32_t)alen, paddr, sizeof(paddr), &plen) == 0, "exchange addr");
-	rc = ops->connect(s->ep, paddr, plen);
-	REQ(rc == 0, "connect: %d", rc);
+	if ((rc = th_side_connect(s, rank, a->cls, 0, paddr, sizeof(paddr), &plen)))
+		return rc;
 	char desc[512];
-	REQ(ops->ep_describe(s->ep, desc, sizeof(desc)) == 0, "ep_describe");
+	TH_REQ(th_ops->ep_describe(s->ep, desc, sizeof(desc)) == 0, "ep_describe");
 	char want[64];
 	snprintf(want, sizeof(want), "provider=%s ", a->expect_prov);
-	REQ(strstr(desc, want) != NULL, "ep_describe '%s' lacks '%s'", desc, want);
+	TH_REQ(strstr(desc, want) != NULL, "ep_describe '%s' lacks '%s'", desc, want);
 	/* tcp stays on the bootstrap's loopback address. */
-	REQ(strcmp(a->expect_prov, "tcp") != 0 || strstr(desc, "peer=fi_sockaddr_in://127.0.0.1:") != NULL,
-	    "tcp endpoint not on loopback: %s", desc);
+	TH_REQ(strcmp(a->expect_prov, "tcp") != 0 || strstr(desc, "peer=fi_sockaddr_in://127.0.0.1:") != NULL,
+	       "tcp endpoint not on loopback: %s", desc);
 	if (getenv("WT_OFI_VERBOSE"))
 		fprintf(stderr, "[rank %d] %s\n", rank, desc);
 	return 0;
 }
 
-static int teardown(struct side *s)
+static int teardown(struct th_side *s)
 {
-	char b;
-	/* Both ranks must be done with each other's memory before either leaves. */
-	if (send_msg(s->fd, "x", 1) < 0 || recv_msg(s->fd, s->tc, &b, 1, NULL) < 0)
-		FAIL("final handshake");
-	REQ(spin_flush(s->ep, s->tc) == 0, "final flush");
-	REQ(ops->disconnect(s->ep) == 0, "disconnect");
-	REQ(ops->mem_release(s->tc, s->rmh_data) == 0 && ops->mem_release(s->tc, s->rmh_tok) == 0, "release");
-	REQ(ops->mem_deregister(s->tc, s->mh_data) == 0 && ops->mem_deregister(s->tc, s->mh_tok) == 0, "dereg");
-	ops->close(s->tc);
-	free(s->data);
-	free(s->tok);
-	close(s->fd);
-	return 0;
+	return th_side_close(s, false);
 }
 
 /* Puts of 1 B .. 64 MiB at odd offsets; rank 1 checks every byte and the guard
  * bytes around it after rank 0's flush returned 0. */
 static int rank_puts(int rank, int nranks, void *arg)
 {
-	struct side s;
+	struct th_side s;
 	int rc = setup(rank, arg, &s);
 	if (rc)
 		return rc;
@@ -389,20 +86,20 @@ static int rank_puts(int rank, int nranks, void *arg)
 		uint64_t seed = 1000 + i;
 		char m;
 		if (rank == 0) {
-			fill_random(s.data + loff, n, seed);
-			rc = put_retry(s.ep, s.tc, s.rmh_data, roff, s.mh_data, loff, n);
-			REQ(rc == 0, "put %zu: %d", n, rc);
-			rc = spin_flush(s.ep, s.tc);
-			REQ(rc == 0, "flush after put %zu: %d", n, rc);
-			REQ(send_msg(s.fd, "d", 1) == 0, "send");
-			REQ(recv_msg(s.fd, s.tc, &m, 1, NULL) == 0, "recv ack");
+			th_fill_random(s.data + loff, n, seed);
+			rc = th_put_retry(s.ep, s.tc, s.rmh_data, roff, s.mh_data, loff, n);
+			TH_REQ(rc == 0, "put %zu: %d", n, rc);
+			rc = th_spin_flush(s.ep, s.tc);
+			TH_REQ(rc == 0, "flush after put %zu: %d", n, rc);
+			TH_REQ(th_send_msg(s.fd, "d", 1) == 0, "send");
+			TH_REQ(th_recv_msg(s.fd, s.tc, &m, 1, NULL) == 0, "recv ack");
 		} else {
-			REQ(recv_msg(s.fd, s.tc, &m, 1, NULL) == 0, "recv done");
-			long bad = check_random(s.data + roff, n, seed);
-			REQ(bad < 0, "put of %zu bytes: byte %ld differs", n, bad);
-			REQ(s.data[roff - 1] == 0xA5 && s.data[roff + n] == 0xA5, "put of %zu bytes wrote outside", n);
+			TH_REQ(th_recv_msg(s.fd, s.tc, &m, 1, NULL) == 0, "recv done");
+			long bad = th_check_random(s.data + roff, n, seed);
+			TH_REQ(bad < 0, "put of %zu bytes: byte %ld differs", n, bad);
+			TH_REQ(s.data[roff - 1] == 0xA5 && s.data[roff + n] == 0xA5, "put of %zu bytes wrote outside", n);
 			memset(s.data + roff - 1, 0xA5, n + 2);
-			REQ(send_msg(s.fd, "a", 1) == 0, "send ack");
+			TH_REQ(th_send_msg(s.fd, "a", 1) == 0, "send ack");
 		}
 	}
 	return teardown(&s);
@@ -412,7 +109,7 @@ static int rank_puts(int rank, int nranks, void *arg)
  * of every put must already be there, with no other synchronisation. */
 static int rank_signal(int rank, int nranks, void *arg)
 {
-	struct side s;
+	struct th_side s;
 	int rc = setup(rank, arg, &s);
 	if (rc)
 		return rc;
@@ -424,33 +121,33 @@ static int rank_signal(int rank, int nranks, void *arg)
 		if (rank == 0) {
 			for (int k = 0; k < NPUT; k++) {
 				uint64_t off = 3 + (uint64_t)k * (PSZ + 2);
-				fill_random(s.data + off, psz, (uint64_t)round * 100000 + (uint64_t)k);
-				rc = put_retry(s.ep, s.tc, s.rmh_data, off, s.mh_data, off, psz);
-				REQ(rc == 0, "put %d: %d", k, rc);
+				th_fill_random(s.data + off, psz, (uint64_t)round * 100000 + (uint64_t)k);
+				rc = th_put_retry(s.ep, s.tc, s.rmh_data, off, s.mh_data, off, psz);
+				TH_REQ(rc == 0, "put %d: %d", k, rc);
 			}
-			rc = signal_retry(s.ep, s.tc, s.rmh_tok, 8 * (uint64_t)(round % 3 + 1), token);
-			REQ(rc == 0, "signal: %d", rc);
-			rc = spin_flush(s.ep, s.tc);
-			REQ(rc == 0, "flush: %d", rc);
-			REQ(recv_msg(s.fd, s.tc, &m, 1, NULL) == 0, "recv ack");
+			rc = th_signal_retry(s.ep, s.tc, s.rmh_tok, 8 * (uint64_t)(round % 3 + 1), token);
+			TH_REQ(rc == 0, "signal: %d", rc);
+			rc = th_spin_flush(s.ep, s.tc);
+			TH_REQ(rc == 0, "flush: %d", rc);
+			TH_REQ(th_recv_msg(s.fd, s.tc, &m, 1, NULL) == 0, "recv ack");
 		} else {
 			volatile uint64_t *t = &s.tok[round % 3 + 1];
 			struct timespec t0, t1;
 			clock_gettime(CLOCK_MONOTONIC, &t0);
 			while (*t != token) {
-				REQ(*t == 0 || *t < token, "token went to %llu", (unsigned long long)*t);
-				rc = ops->progress(s.tc);
-				REQ(rc == 0, "progress: %d", rc);
+				TH_REQ(*t == 0 || *t < token, "token went to %llu", (unsigned long long)*t);
+				rc = th_ops->progress(s.tc);
+				TH_REQ(rc == 0, "progress: %d", rc);
 				clock_gettime(CLOCK_MONOTONIC, &t1);
-				REQ(t1.tv_sec - t0.tv_sec < 60, "token %llu never arrived", (unsigned long long)token);
+				TH_REQ(t1.tv_sec - t0.tv_sec < 60, "token %llu never arrived", (unsigned long long)token);
 			}
 			__atomic_thread_fence(__ATOMIC_ACQUIRE);
 			for (int k = 0; k < NPUT; k++) {
 				uint64_t off = 3 + (uint64_t)k * (PSZ + 2);
-				long bad = check_random(s.data + off, psz, (uint64_t)round * 100000 + (uint64_t)k);
-				REQ(bad < 0, "round %d: put %d byte %ld not there when the token was", round, k, bad);
+				long bad = th_check_random(s.data + off, psz, (uint64_t)round * 100000 + (uint64_t)k);
+				TH_REQ(bad < 0, "round %d: put %d byte %ld not there when the token was", round, k, bad);
 			}
-			REQ(send_msg(s.fd, "a", 1) == 0, "send ack");
+			TH_REQ(th_send_msg(s.fd, "a", 1) == 0, "send ack");
 		}
 	}
 	return teardown(&s);
@@ -459,34 +156,34 @@ static int rank_signal(int rank, int nranks, void *arg)
 /* Out-of-range puts and signals are refused, and leave the endpoint usable. */
 static int rank_bounds(int rank, int nranks, void *arg)
 {
-	struct side s;
+	struct th_side s;
 	int rc = setup(rank, arg, &s);
 	if (rc)
 		return rc;
 	if (rank == 0) {
 		size_t dl = DATA_BYTES + DATA_SLACK;
-		REQ(ops->put(s.ep, s.rmh_data, dl - 10, s.mh_data, 0, 11) == -EINVAL, "remote overrun");
-		REQ(ops->put(s.ep, s.rmh_data, dl + 1, s.mh_data, 0, 0) == -EINVAL, "remote offset past end");
-		REQ(ops->put(s.ep, s.rmh_data, 0, s.mh_data, dl - 10, 11) == -EINVAL, "local overrun");
-		REQ(ops->put(s.ep, s.rmh_data, 0, s.mh_data, 0, SIZE_MAX) == -EINVAL, "huge length");
-		REQ(ops->put(s.ep, s.rmh_data, UINT64_MAX, s.mh_data, 0, 2) == -EINVAL, "offset wrap");
-		REQ(ops->put(s.ep, s.rmh_data, 0, s.mh_tok, 0, TOK_BYTES + 1) == -EINVAL, "local overrun tok");
-		REQ(ops->signal(s.ep, s.rmh_tok, TOK_BYTES - 4, 1) == -EINVAL, "signal overrun");
-		REQ(ops->signal(s.ep, s.rmh_tok, TOK_BYTES, 1) == -EINVAL, "signal past end");
-		REQ(ops->signal(s.ep, s.rmh_tok, 3, 1) == -EINVAL, "unaligned signal");
-		REQ(ops->flush(s.ep) == 0, "flush with nothing posted");
+		TH_REQ(th_ops->put(s.ep, s.rmh_data, dl - 10, s.mh_data, 0, 11) == -EINVAL, "remote overrun");
+		TH_REQ(th_ops->put(s.ep, s.rmh_data, dl + 1, s.mh_data, 0, 0) == -EINVAL, "remote offset past end");
+		TH_REQ(th_ops->put(s.ep, s.rmh_data, 0, s.mh_data, dl - 10, 11) == -EINVAL, "local overrun");
+		TH_REQ(th_ops->put(s.ep, s.rmh_data, 0, s.mh_data, 0, SIZE_MAX) == -EINVAL, "huge length");
+		TH_REQ(th_ops->put(s.ep, s.rmh_data, UINT64_MAX, s.mh_data, 0, 2) == -EINVAL, "offset wrap");
+		TH_REQ(th_ops->put(s.ep, s.rmh_data, 0, s.mh_tok, 0, TOK_BYTES + 1) == -EINVAL, "local overrun tok");
+		TH_REQ(th_ops->signal(s.ep, s.rmh_tok, TOK_BYTES - 4, 1) == -EINVAL, "signal overrun");
+		TH_REQ(th_ops->signal(s.ep, s.rmh_tok, TOK_BYTES, 1) == -EINVAL, "signal past end");
+		TH_REQ(th_ops->signal(s.ep, s.rmh_tok, 3, 1) == -EINVAL, "unaligned signal");
+		TH_REQ(th_ops->flush(s.ep) == 0, "flush with nothing posted");
 		/* The endpoint still works: last byte of the region, then a signal at its end. */
 		s.data[0] = 0x5A;
-		REQ(put_retry(s.ep, s.tc, s.rmh_data, dl - 1, s.mh_data, 0, 1) == 0, "edge put");
-		REQ(signal_retry(s.ep, s.tc, s.rmh_tok, TOK_BYTES - 8, 99) == 0, "edge signal");
-		REQ(spin_flush(s.ep, s.tc) == 0, "flush");
-		REQ(send_msg(s.fd, "d", 1) == 0, "send");
+		TH_REQ(th_put_retry(s.ep, s.tc, s.rmh_data, dl - 1, s.mh_data, 0, 1) == 0, "edge put");
+		TH_REQ(th_signal_retry(s.ep, s.tc, s.rmh_tok, TOK_BYTES - 8, 99) == 0, "edge signal");
+		TH_REQ(th_spin_flush(s.ep, s.tc) == 0, "flush");
+		TH_REQ(th_send_msg(s.fd, "d", 1) == 0, "send");
 	} else {
 		char m;
-		REQ(recv_msg(s.fd, s.tc, &m, 1, NULL) == 0, "recv");
-		REQ(s.data[DATA_BYTES + DATA_SLACK - 1] == 0x5A, "edge byte");
-		REQ(s.tok[TOK_BYTES / 8 - 1] == 99, "edge token");
-		REQ(s.data[DATA_BYTES + DATA_SLACK - 2] == 0xA5, "byte before edge");
+		TH_REQ(th_recv_msg(s.fd, s.tc, &m, 1, NULL) == 0, "recv");
+		TH_REQ(s.data[DATA_BYTES + DATA_SLACK - 1] == 0x5A, "edge byte");
+		TH_REQ(s.tok[TOK_BYTES / 8 - 1] == 99, "edge token");
+		TH_REQ(s.data[DATA_BYTES + DATA_SLACK - 2] == 0xA5, "byte before edge");
 	}
 	return teardown(&s);
 }
@@ -495,33 +192,33 @@ static int rank_bounds(int rank, int nranks, void *arg)
  * put must see -EAGAIN; once the target progresses, everything completes. */
 static int rank_inflight(int rank, int nranks, void *arg)
 {
-	struct side s;
+	struct th_side s;
 	int rc = setup(rank, arg, &s);
 	if (rc)
 		return rc;
 	char m;
 	if (rank == 0) {
 		char desc[512];
-		REQ(ops->describe(s.tc, desc, sizeof(desc)) == 0, "describe");
+		TH_REQ(th_ops->describe(s.tc, desc, sizeof(desc)) == 0, "describe");
 		bool dc = strstr(desc, "delivery_complete") != NULL;
-		fill_random(s.data, 4096, 5);
-		REQ(ops->put(s.ep, s.rmh_data, 0, s.mh_data, 0, 4096) == 0, "first put");
-		rc = ops->put(s.ep, s.rmh_data, 8192, s.mh_data, 0, 4096);
+		th_fill_random(s.data, 4096, 5);
+		TH_REQ(th_ops->put(s.ep, s.rmh_data, 0, s.mh_data, 0, 4096) == 0, "first put");
+		rc = th_ops->put(s.ep, s.rmh_data, 8192, s.mh_data, 0, 4096);
 		/* Delivery-complete needs the target's progress, which it is not making. */
 		if (dc)
-			REQ(rc == -EAGAIN, "second put with max_inflight=1: %d", rc);
-		REQ(ops->flush(s.ep) == -EAGAIN || !dc, "flush before the target progressed");
-		REQ(send_msg(s.fd, "g", 1) == 0, "send go");
+			TH_REQ(rc == -EAGAIN, "second put with max_inflight=1: %d", rc);
+		TH_REQ(th_ops->flush(s.ep) == -EAGAIN || !dc, "flush before the target progressed");
+		TH_REQ(th_send_msg(s.fd, "g", 1) == 0, "send go");
 		if (rc == -EAGAIN)
-			REQ(put_retry(s.ep, s.tc, s.rmh_data, 8192, s.mh_data, 0, 4096) == 0, "second put");
-		REQ(spin_flush(s.ep, s.tc) == 0, "flush");
-		REQ(send_msg(s.fd, "d", 1) == 0, "send done");
+			TH_REQ(th_put_retry(s.ep, s.tc, s.rmh_data, 8192, s.mh_data, 0, 4096) == 0, "second put");
+		TH_REQ(th_spin_flush(s.ep, s.tc) == 0, "flush");
+		TH_REQ(th_send_msg(s.fd, "d", 1) == 0, "send done");
 	} else {
 		/* Blocking read: no progress until rank 0 says so. */
 		uint32_t l;
-		REQ(read_full(s.fd, &l, 4) == 0 && l == 1 && read_full(s.fd, &m, 1) == 0, "recv go");
-		REQ(recv_msg(s.fd, s.tc, &m, 1, NULL) == 0, "recv done");
-		REQ(check_random(s.data, 4096, 5) < 0 && check_random(s.data + 8192, 4096, 5) < 0, "data");
+		TH_REQ(th_read_full(s.fd, &l, 4) == 0 && l == 1 && th_read_full(s.fd, &m, 1) == 0, "recv go");
+		TH_REQ(th_recv_msg(s.fd, s.tc, &m, 1, NULL) == 0, "recv done");
+		TH_REQ(th_check_random(s.data, 4096, 5) < 0 && th_check_random(s.data + 8192, 4096, 5) < 0, "data");
 	}
 	return teardown(&s);
 }
@@ -530,52 +227,52 @@ static int rank_inflight(int rank, int nranks, void *arg)
  * with -WEFT_ERR_PEER within a bounded time, without crashing or hanging. */
 static int rank_peer_death(int rank, int nranks, void *arg)
 {
-	struct side s;
+	struct th_side s;
 	int rc = setup(rank, arg, &s);
 	if (rc)
 		return rc;
 	char m;
 	if (rank == 1) {
-		REQ(recv_msg(s.fd, s.tc, &m, 1, NULL) == 0, "recv");
+		TH_REQ(th_recv_msg(s.fd, s.tc, &m, 1, NULL) == 0, "recv");
 		pid_t me = getpid();
-		REQ(send_msg(s.fd, &me, sizeof(me)) == 0, "send pid");
+		TH_REQ(th_send_msg(s.fd, &me, sizeof(me)) == 0, "send pid");
 		_exit(0);
 	}
-	fill_random(s.data, 65536, 9);
-	REQ(put_retry(s.ep, s.tc, s.rmh_data, 0, s.mh_data, 0, 65536) == 0, "first put");
-	REQ(spin_flush(s.ep, s.tc) == 0, "first flush");
-	REQ(send_msg(s.fd, "k", 1) == 0, "send");
+	th_fill_random(s.data, 65536, 9);
+	TH_REQ(th_put_retry(s.ep, s.tc, s.rmh_data, 0, s.mh_data, 0, 65536) == 0, "first put");
+	TH_REQ(th_spin_flush(s.ep, s.tc) == 0, "first flush");
+	TH_REQ(th_send_msg(s.fd, "k", 1) == 0, "send");
 	/* Wait until rank 1 is gone (reaped by the test's parent). */
 	pid_t peer;
-	REQ(recv_msg(s.fd, NULL, &peer, sizeof(peer), NULL) == 0, "recv pid");
+	TH_REQ(th_recv_msg(s.fd, NULL, &peer, sizeof(peer), NULL) == 0, "recv pid");
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	while (kill(peer, 0) == 0) {
 		usleep(10000);
 		clock_gettime(CLOCK_MONOTONIC, &t1);
-		REQ(t1.tv_sec - t0.tv_sec < 30, "rank 1 does not exit");
+		TH_REQ(t1.tv_sec - t0.tv_sec < 30, "rank 1 does not exit");
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
-		rc = ops->put(s.ep, s.rmh_data, 0, s.mh_data, 0, 65536);
+		rc = th_ops->put(s.ep, s.rmh_data, 0, s.mh_data, 0, 65536);
 		if (rc == 0 || rc == -EAGAIN)
-			rc = ops->flush(s.ep);
+			rc = th_ops->flush(s.ep);
 		if (rc != 0 && rc != -EAGAIN)
 			break;
-		ops->progress(s.tc);
+		th_ops->progress(s.tc);
 		clock_gettime(CLOCK_MONOTONIC, &t1);
-		REQ(t1.tv_sec - t0.tv_sec < 30, "no error 30 s after the peer died");
+		TH_REQ(t1.tv_sec - t0.tv_sec < 30, "no error 30 s after the peer died");
 	}
-	REQ(rc == -WEFT_ERR_PEER, "after the peer died: %d", rc);
+	TH_REQ(rc == -WEFT_ERR_PEER, "after the peer died: %d", rc);
 	/* The error sticks, and tearing down still works. */
-	REQ(ops->flush(s.ep) == -WEFT_ERR_PEER, "flush after failure");
-	REQ(ops->put(s.ep, s.rmh_data, 0, s.mh_data, 0, 8) == -WEFT_ERR_PEER, "put after failure");
-	REQ(ops->disconnect(s.ep) == 0, "disconnect");
-	ops->mem_release(s.tc, s.rmh_data);
-	ops->mem_release(s.tc, s.rmh_tok);
-	ops->mem_deregister(s.tc, s.mh_data);
-	ops->mem_deregister(s.tc, s.mh_tok);
-	ops->close(s.tc);
+	TH_REQ(th_ops->flush(s.ep) == -WEFT_ERR_PEER, "flush after failure");
+	TH_REQ(th_ops->put(s.ep, s.rmh_data, 0, s.mh_data, 0, 8) == -WEFT_ERR_PEER, "put after failure");
+	TH_REQ(th_ops->disconnect(s.ep) == 0, "disconnect");
+	th_ops->mem_release(s.tc, s.rmh_data);
+	th_ops->mem_release(s.tc, s.rmh_tok);
+	th_ops->mem_deregister(s.tc, s.mh_data);
+	th_ops->mem_deregister(s.tc, s.mh_tok);
+	th_ops->close(s.tc);
 	return 0;
 }
 
@@ -649,21 +346,21 @@ START_TEST(import_rejects_malformed)
 {
 	load_plugin();
 	void *tc, *rmh;
-	ck_assert_int_eq(open_ctx(0, &tc), 0);
+	ck_assert_int_eq(th_open_ctx(0, &tc), 0);
 	void *mh;
-	ck_assert_int_eq(ops->mem_register(tc, reg_buf, sizeof(reg_buf), WEFT_MEM_HOST, &mh), 0);
+	ck_assert_int_eq(th_ops->mem_register(tc, reg_buf, sizeof(reg_buf), WEFT_MEM_HOST, &mh), 0);
 	unsigned char blob[1024], bad[1100];
 	size_t len = sizeof(blob);
-	ck_assert_int_eq(ops->mem_serialize(tc, mh, blob, &len), 0);
-	ck_assert_int_eq(ops->mem_import(tc, 1, blob, len, &rmh), 0);
-	ck_assert_int_eq(ops->mem_release(tc, rmh), 0);
+	ck_assert_int_eq(th_ops->mem_serialize(tc, mh, blob, &len), 0);
+	ck_assert_int_eq(th_ops->mem_import(tc, 1, blob, len, &rmh), 0);
+	ck_assert_int_eq(th_ops->mem_release(tc, rmh), 0);
 	/* Every truncation. */
 	for (size_t l = 0; l < len; l++)
-		ck_assert_int_eq(ops->mem_import(tc, 1, blob, l, &rmh), -WEFT_ERR_PROTOCOL);
+		ck_assert_int_eq(th_ops->mem_import(tc, 1, blob, l, &rmh), -WEFT_ERR_PROTOCOL);
 	/* One extra byte. */
 	memcpy(bad, blob, len);
 	bad[len] = 0;
-	ck_assert_int_eq(ops->mem_import(tc, 1, bad, len + 1, &rmh), -WEFT_ERR_PROTOCOL);
+	ck_assert_int_eq(th_ops->mem_import(tc, 1, bad, len + 1, &rmh), -WEFT_ERR_PROTOCOL);
 	/* Field by field: magic, version, count, total length, name, flags, key length, region length. */
 	static const struct { size_t at; unsigned char v; } muts[] = {
 		{0, 0x00}, {4, 0x02}, {6, 0x00}, {6, 0x03}, {7, 0x01}, {8, 0x01}, {12, 0x01},
@@ -677,59 +374,59 @@ START_TEST(import_rejects_malformed)
 		} else if (muts[i].at == 55) {
 			memset(bad + 48, 0xff, 8); /* region length that wraps past the address space */
 			if (bad[32] & 0x01) /* virtually addressed */
-				ck_assert_int_eq(ops->mem_import(tc, 1, bad, len, &rmh), -WEFT_ERR_PROTOCOL);
+				ck_assert_int_eq(th_ops->mem_import(tc, 1, bad, len, &rmh), -WEFT_ERR_PROTOCOL);
 			continue;
 		} else if (muts[i].at == 56) {
 			bad[56] ^= 0x01; /* raw base on a non-raw key, or a changed raw base */
-			int rc = ops->mem_import(tc, 1, bad, len, &rmh);
+			int rc = th_ops->mem_import(tc, 1, bad, len, &rmh);
 			ck_assert_msg(rc == -WEFT_ERR_PROTOCOL || rc == 0, "rc %d", rc);
 			if (rc == 0)
-				ops->mem_release(tc, rmh);
+				th_ops->mem_release(tc, rmh);
 			continue;
 		} else {
 			bad[muts[i].at] = muts[i].v;
 		}
 		if (memcmp(bad, blob, len) == 0)
 			continue;
-		ck_assert_msg(ops->mem_import(tc, 1, bad, len, &rmh) == -WEFT_ERR_PROTOCOL, "mutation %u accepted", i);
+		ck_assert_msg(th_ops->mem_import(tc, 1, bad, len, &rmh) == -WEFT_ERR_PROTOCOL, "mutation %u accepted", i);
 	}
 	/* Random bytes, and random single-byte corruptions: never a crash. */
 	uint64_t s = 12345;
 	for (int i = 0; i < 2000; i++) {
-		size_t l = xs_next(&s) % sizeof(bad);
+		size_t l = th_xs_next(&s) % sizeof(bad);
 		for (size_t k = 0; k < l; k++)
-			bad[k] = (unsigned char)xs_next(&s);
-		ck_assert_int_eq(ops->mem_import(tc, 1, bad, l, &rmh), -WEFT_ERR_PROTOCOL);
+			bad[k] = (unsigned char)th_xs_next(&s);
+		ck_assert_int_eq(th_ops->mem_import(tc, 1, bad, l, &rmh), -WEFT_ERR_PROTOCOL);
 		memcpy(bad, blob, len);
-		bad[xs_next(&s) % len] ^= (unsigned char)(1u << (xs_next(&s) % 8));
-		int rc = ops->mem_import(tc, 1, bad, len, &rmh);
+		bad[th_xs_next(&s) % len] ^= (unsigned char)(1u << (th_xs_next(&s) % 8));
+		int rc = th_ops->mem_import(tc, 1, bad, len, &rmh);
 		ck_assert_msg(rc == 0 || rc == -WEFT_ERR_PROTOCOL, "rc %d", rc);
 		if (rc == 0)
-			ops->mem_release(tc, rmh);
+			th_ops->mem_release(tc, rmh);
 	}
-	ck_assert_int_eq(ops->mem_deregister(tc, mh), 0);
-	ops->close(tc);
+	ck_assert_int_eq(th_ops->mem_deregister(tc, mh), 0);
+	th_ops->close(tc);
 }
 END_TEST
 
 START_TEST(register_args)
 {
 	load_plugin();
-	ck_assert_int_eq(open_ctx(0, &reg_ctx), 0);
-	ck_assert_int_eq(ops->mem_register(reg_ctx, reg_buf, sizeof(reg_buf), WEFT_MEM_CUDA, &reg_mh), -ENOTSUP);
-	ck_assert_int_eq(ops->mem_register(reg_ctx, NULL, 8, WEFT_MEM_HOST, &reg_mh), -EINVAL);
-	ck_assert_int_eq(ops->mem_register(reg_ctx, reg_buf, 0, WEFT_MEM_HOST, &reg_mh), -EINVAL);
-	ck_assert_int_eq(ops->mem_register(reg_ctx, reg_buf, sizeof(reg_buf), WEFT_MEM_HOST, &reg_mh), 0);
+	ck_assert_int_eq(th_open_ctx(0, &reg_ctx), 0);
+	ck_assert_int_eq(th_ops->mem_register(reg_ctx, reg_buf, sizeof(reg_buf), WEFT_MEM_CUDA, &reg_mh), -ENOTSUP);
+	ck_assert_int_eq(th_ops->mem_register(reg_ctx, NULL, 8, WEFT_MEM_HOST, &reg_mh), -EINVAL);
+	ck_assert_int_eq(th_ops->mem_register(reg_ctx, reg_buf, 0, WEFT_MEM_HOST, &reg_mh), -EINVAL);
+	ck_assert_int_eq(th_ops->mem_register(reg_ctx, reg_buf, sizeof(reg_buf), WEFT_MEM_HOST, &reg_mh), 0);
 	size_t len = 4;
 	unsigned char small[4];
-	ck_assert_int_eq(ops->mem_serialize(reg_ctx, reg_mh, small, &len), -ENOSPC);
+	ck_assert_int_eq(th_ops->mem_serialize(reg_ctx, reg_mh, small, &len), -ENOSPC);
 	ck_assert_uint_gt(len, 4);
-	ck_assert_int_eq(ops->mem_deregister(reg_ctx, reg_mh), 0);
-	ck_assert_int_eq(ops->mem_deregister(reg_ctx, NULL), 0);
-	ck_assert_int_eq(ops->mem_release(reg_ctx, NULL), 0);
-	ck_assert_int_eq(ops->disconnect(NULL), 0);
-	ops->close(reg_ctx);
-	ops->close(NULL);
+	ck_assert_int_eq(th_ops->mem_deregister(reg_ctx, reg_mh), 0);
+	ck_assert_int_eq(th_ops->mem_deregister(reg_ctx, NULL), 0);
+	ck_assert_int_eq(th_ops->mem_release(reg_ctx, NULL), 0);
+	ck_assert_int_eq(th_ops->disconnect(NULL), 0);
+	th_ops->close(reg_ctx);
+	th_ops->close(NULL);
 }
 END_TEST
 
@@ -737,34 +434,34 @@ START_TEST(connect_rejects_mismatch)
 {
 	load_plugin();
 	void *tc, *ep_shm, *ep_tcp;
-	ck_assert_int_eq(open_ctx(0, &tc), 0);
+	ck_assert_int_eq(th_open_ctx(0, &tc), 0);
 	struct weft_tp_peer local = {.size = sizeof(local), .rank = 1, .peer_class = WEFT_PEER_SAME_HOST,
 				     .host_id = "testhost", .addr = "127.0.0.1"};
 	struct weft_tp_peer remote = local;
 	remote.peer_class = WEFT_PEER_OTHER_HOST;
 	unsigned char a_shm[512], a_tcp[512], bad[600];
 	size_t l_shm = sizeof(a_shm), l_tcp = sizeof(a_tcp);
-	ck_assert_int_eq(ops->endpoint(tc, &local, a_shm, &l_shm, &ep_shm), 0);
-	ck_assert_int_eq(ops->endpoint(tc, &remote, a_tcp, &l_tcp, &ep_tcp), 0);
+	ck_assert_int_eq(th_ops->endpoint(tc, &local, a_shm, &l_shm, &ep_shm), 0);
+	ck_assert_int_eq(th_ops->endpoint(tc, &remote, a_tcp, &l_tcp, &ep_tcp), 0);
 	/* Providers differ: shm endpoint given a tcp address and vice versa. */
-	ck_assert_int_eq(ops->connect(ep_shm, a_tcp, l_tcp), -WEFT_ERR_PROTOCOL);
-	ck_assert_int_eq(ops->connect(ep_tcp, a_shm, l_shm), -WEFT_ERR_PROTOCOL);
+	ck_assert_int_eq(th_ops->connect(ep_shm, a_tcp, l_tcp), -WEFT_ERR_PROTOCOL);
+	ck_assert_int_eq(th_ops->connect(ep_tcp, a_shm, l_shm), -WEFT_ERR_PROTOCOL);
 	for (size_t l = 0; l < l_tcp; l++)
-		ck_assert_int_eq(ops->connect(ep_tcp, a_tcp, l), -WEFT_ERR_PROTOCOL);
+		ck_assert_int_eq(th_ops->connect(ep_tcp, a_tcp, l), -WEFT_ERR_PROTOCOL);
 	memcpy(bad, a_tcp, l_tcp);
 	bad[l_tcp] = 0;
-	ck_assert_int_eq(ops->connect(ep_tcp, bad, l_tcp + 1), -WEFT_ERR_PROTOCOL);
+	ck_assert_int_eq(th_ops->connect(ep_tcp, bad, l_tcp + 1), -WEFT_ERR_PROTOCOL);
 	memcpy(bad, a_shm, l_shm);
 	bad[l_shm - 1] = 'x'; /* string address without its NUL */
-	ck_assert_int_eq(ops->connect(ep_shm, bad, l_shm), -WEFT_ERR_PROTOCOL);
+	ck_assert_int_eq(th_ops->connect(ep_shm, bad, l_shm), -WEFT_ERR_PROTOCOL);
 	memcpy(bad, a_shm, l_shm);
 	bad[0] ^= 1;
-	ck_assert_int_eq(ops->connect(ep_shm, bad, l_shm), -WEFT_ERR_PROTOCOL);
+	ck_assert_int_eq(th_ops->connect(ep_shm, bad, l_shm), -WEFT_ERR_PROTOCOL);
 	/* Not connected: put and signal are refused. */
-	ck_assert_int_eq(ops->flush(ep_shm), 0);
-	ck_assert_int_eq(ops->disconnect(ep_shm), 0);
-	ck_assert_int_eq(ops->disconnect(ep_tcp), 0);
-	ops->close(tc);
+	ck_assert_int_eq(th_ops->flush(ep_shm), 0);
+	ck_assert_int_eq(th_ops->disconnect(ep_shm), 0);
+	ck_assert_int_eq(th_ops->disconnect(ep_tcp), 0);
+	th_ops->close(tc);
 }
 END_TEST
 
@@ -777,39 +474,39 @@ START_TEST(same_process_shm)
 	unsigned char addr[2][512], blob[2][1024];
 	size_t alen[2], blen[2];
 	for (int r = 0; r < 2; r++) {
-		ck_assert_int_eq(open_ctx(r, &tc[r]), 0);
-		ck_assert_int_eq(ops->mem_register(tc[r], buf[r], sizeof(buf[r]), WEFT_MEM_HOST, &mh[r]), 0);
+		ck_assert_int_eq(th_open_ctx(r, &tc[r]), 0);
+		ck_assert_int_eq(th_ops->mem_register(tc[r], buf[r], sizeof(buf[r]), WEFT_MEM_HOST, &mh[r]), 0);
 		blen[r] = sizeof(blob[r]);
-		ck_assert_int_eq(ops->mem_serialize(tc[r], mh[r], blob[r], &blen[r]), 0);
+		ck_assert_int_eq(th_ops->mem_serialize(tc[r], mh[r], blob[r], &blen[r]), 0);
 		struct weft_tp_peer p = {.size = sizeof(p), .rank = 1 - r, .peer_class = WEFT_PEER_SAME_PROCESS,
 					 .host_id = "testhost", .addr = "127.0.0.1"};
 		alen[r] = sizeof(addr[r]);
-		ck_assert_int_eq(ops->endpoint(tc[r], &p, addr[r], &alen[r], &ep[r]), 0);
+		ck_assert_int_eq(th_ops->endpoint(tc[r], &p, addr[r], &alen[r], &ep[r]), 0);
 	}
 	for (int r = 0; r < 2; r++) {
-		ck_assert_int_eq(ops->connect(ep[r], addr[1 - r], alen[1 - r]), 0);
-		ck_assert_int_eq(ops->mem_import(tc[r], 1 - r, blob[1 - r], blen[1 - r], &rmh[r]), 0);
+		ck_assert_int_eq(th_ops->connect(ep[r], addr[1 - r], alen[1 - r]), 0);
+		ck_assert_int_eq(th_ops->mem_import(tc[r], 1 - r, blob[1 - r], blen[1 - r], &rmh[r]), 0);
 	}
 	char desc[512];
-	ck_assert_int_eq(ops->ep_describe(ep[0], desc, sizeof(desc)), 0);
+	ck_assert_int_eq(th_ops->ep_describe(ep[0], desc, sizeof(desc)), 0);
 	ck_assert_msg(strstr(desc, "provider=shm ") != NULL, "%s", desc);
-	fill_random(buf[0], sizeof(buf[0]), 77);
+	th_fill_random(buf[0], sizeof(buf[0]), 77);
 	memset(buf[1], 0, sizeof(buf[1]));
-	ck_assert_int_eq(put_retry(ep[0], tc[0], rmh[0], 1, mh[0], 1, sizeof(buf[0]) - 1), 0);
-	ck_assert_int_eq(signal_retry(ep[0], tc[0], rmh[0], 0, 0x1122334455667788ull), 0);
+	ck_assert_int_eq(th_put_retry(ep[0], tc[0], rmh[0], 1, mh[0], 1, sizeof(buf[0]) - 1), 0);
+	ck_assert_int_eq(th_signal_retry(ep[0], tc[0], rmh[0], 0, 0x1122334455667788ull), 0);
 	int rc;
-	while ((rc = ops->flush(ep[0])) == -EAGAIN)
-		ck_assert_int_eq(ops->progress(tc[1]), 0);
+	while ((rc = th_ops->flush(ep[0])) == -EAGAIN)
+		ck_assert_int_eq(th_ops->progress(tc[1]), 0);
 	ck_assert_int_eq(rc, 0);
 	uint64_t tok;
 	memcpy(&tok, buf[1], 8);
 	ck_assert_uint_eq(tok, 0x1122334455667788ull);
 	ck_assert_int_eq(memcmp(buf[0] + 8, buf[1] + 8, sizeof(buf[0]) - 8), 0);
 	for (int r = 0; r < 2; r++) {
-		ck_assert_int_eq(ops->disconnect(ep[r]), 0);
-		ck_assert_int_eq(ops->mem_release(tc[r], rmh[r]), 0);
-		ck_assert_int_eq(ops->mem_deregister(tc[r], mh[r]), 0);
-		ops->close(tc[r]);
+		ck_assert_int_eq(th_ops->disconnect(ep[r]), 0);
+		ck_assert_int_eq(th_ops->mem_release(tc[r], rmh[r]), 0);
+		ck_assert_int_eq(th_ops->mem_deregister(tc[r], mh[r]), 0);
+		th_ops->close(tc[r]);
 	}
 }
 END_TEST
@@ -818,23 +515,23 @@ START_TEST(describe_and_probe)
 {
 	load_plugin();
 	char buf[1024];
-	ck_assert_int_eq(ops->describe(NULL, buf, sizeof(buf)), 0);
+	ck_assert_int_eq(th_ops->describe(NULL, buf, sizeof(buf)), 0);
 	ck_assert_msg(strstr(buf, "provider=shm fabric=") && strstr(buf, "provider=tcp fabric="), "%s", buf);
 	void *tc;
-	ck_assert_int_eq(open_ctx(0, &tc), 0);
-	ck_assert_int_eq(ops->describe(tc, buf, sizeof(buf)), 0);
+	ck_assert_int_eq(th_open_ctx(0, &tc), 0);
+	ck_assert_int_eq(th_ops->describe(tc, buf, sizeof(buf)), 0);
 	/* Pinned to the bootstrap's 127.0.0.1: tcp is on loopback. */
 	ck_assert_msg(strstr(buf, "provider=shm ") && strstr(buf, "provider=tcp fabric=127.0.0.1/32 domain=lo"), "%s",
 		      buf);
-	ck_assert_int_eq(ops->describe(tc, buf, 8), -ENOSPC);
-	ops->close(tc);
+	ck_assert_int_eq(th_ops->describe(tc, buf, 8), -ENOSPC);
+	th_ops->close(tc);
 
 	struct weft_tp_device devs[4];
 	int n = 0;
-	ck_assert_int_eq(ops->probe(devs, &n), -ENOSPC);
+	ck_assert_int_eq(th_ops->probe(devs, &n), -ENOSPC);
 	ck_assert_int_eq(n, 2);
 	n = 4;
-	ck_assert_int_eq(ops->probe(devs, &n), 0);
+	ck_assert_int_eq(th_ops->probe(devs, &n), 0);
 	ck_assert_int_eq(n, 2);
 	ck_assert_str_eq(devs[0].link, "shm");
 	ck_assert_uint_eq(devs[0].peer_classes, (1u << WEFT_PEER_SAME_PROCESS) | (1u << WEFT_PEER_SAME_HOST));
@@ -850,31 +547,31 @@ START_TEST(bad_parameters)
 	load_plugin();
 	void *tc = NULL;
 	setenv("WEFT_OFI_MAX_INFLIGHT", "0", 1);
-	ck_assert_int_eq(open_ctx(0, &tc), -WEFT_ERR_CONFIG);
+	ck_assert_int_eq(th_open_ctx(0, &tc), -WEFT_ERR_CONFIG);
 	unsetenv("WEFT_OFI_MAX_INFLIGHT");
 	setenv("WEFT_OFI_SIGNAL_ORDER", "sometimes", 1);
-	ck_assert_int_eq(open_ctx(0, &tc), -WEFT_ERR_CONFIG);
+	ck_assert_int_eq(th_open_ctx(0, &tc), -WEFT_ERR_CONFIG);
 	unsetenv("WEFT_OFI_SIGNAL_ORDER");
 	setenv("WEFT_OFI_PROVIDER", "no such/provider", 1);
-	ck_assert_int_eq(open_ctx(0, &tc), -WEFT_ERR_CONFIG);
+	ck_assert_int_eq(th_open_ctx(0, &tc), -WEFT_ERR_CONFIG);
 	setenv("WEFT_OFI_PROVIDER", "nosuchprov", 1);
-	ck_assert_int_eq(open_ctx(0, &tc), -WEFT_ERR_NO_DEVICE);
+	ck_assert_int_eq(th_open_ctx(0, &tc), -WEFT_ERR_NO_DEVICE);
 	unsetenv("WEFT_OFI_PROVIDER");
 	/* No local provider: same-host peers fall back to the remote one (tcp). */
 	setenv("WEFT_OFI_PROVIDER_LOCAL", "nosuchprov", 1);
-	ck_assert_int_eq(open_ctx(0, &tc), 0);
+	ck_assert_int_eq(th_open_ctx(0, &tc), 0);
 	struct weft_tp_peer p = {.size = sizeof(p), .rank = 1, .peer_class = WEFT_PEER_SAME_HOST,
 				 .host_id = "testhost", .addr = "127.0.0.1"};
 	unsigned char addr[512];
 	size_t len = sizeof(addr);
 	void *ep;
-	ck_assert_int_eq(ops->endpoint(tc, &p, addr, &len, &ep), 0);
+	ck_assert_int_eq(th_ops->endpoint(tc, &p, addr, &len, &ep), 0);
 	ck_assert_str_eq((const char *)addr + 8, "tcp");
-	ck_assert_int_eq(ops->disconnect(ep), 0);
-	ops->close(tc);
+	ck_assert_int_eq(th_ops->disconnect(ep), 0);
+	th_ops->close(tc);
 	/* And with neither, nothing opens. */
 	setenv("WEFT_OFI_PROVIDER_REMOTE", "nosuchprov2", 1);
-	ck_assert_int_eq(open_ctx(0, &tc), -WEFT_ERR_NO_DEVICE);
+	ck_assert_int_eq(th_open_ctx(0, &tc), -WEFT_ERR_NO_DEVICE);
 	unsetenv("WEFT_OFI_PROVIDER_REMOTE");
 	unsetenv("WEFT_OFI_PROVIDER_LOCAL");
 }

@@ -21,264 +21,23 @@
 #include <weft/plugin.h>
 
 #include "testlib.h"
+#include "tp_harness.h"
 #ifndef WEFT_SHM_PLUGIN_PATH
 #error "WEFT_SHM_PLUGIN_PATH must name the built plugin"
 #endif
 
 /* ------------------------------------------------ a minimal core for the plugin */
-#define MAX_PARAMS 32
-static struct weft_param_decl params[MAX_PARAMS];
-static int nparams;
-static int test_rank = -1;
-
-static void t_log(struct weft_plugin *self, enum weft_log_level level, const char *fmt, ...)
-{
-	const char *lv = getenv("WT_SHM_LOG");
-	int max = lv ? atoi(lv) : WEFT_LOG_WARN;
-	if ((int)level > max)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	fprintf(stderr, "[rank %d] ", test_rank);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-}
-
-static int t_log_enabled(struct weft_plugin *self, enum weft_log_level level)
-{
-	return level <= WEFT_LOG_WARN;
-}
-
-static int t_param_declare(struct weft_plugin *self, const struct weft_param_decl *d)
-{
-	for (int i = 0; i < nparams; i++)
-		if (strcmp(params[i].section, d->section) == 0 && strcmp(params[i].key, d->key) == 0)
-			return -EEXIST;
-	if (nparams == MAX_PARAMS)
-		return -ENOMEM;
-	params[nparams++] = *d;
-	return 0;
-}
-
-/* Reads WEFT_<SECTION>_<KEY> as the core would, else the declared default. */
-static int t_param_get(struct weft_plugin *self, const char *section, const char *key, enum weft_param_type type,
-		       void *out, enum weft_param_source *source)
-{
-	for (int i = 0; i < nparams; i++) {
-		if (strcmp(params[i].section, section) != 0 || strcmp(params[i].key, key) != 0)
-			continue;
-		if (params[i].type != type)
-			return -EINVAL;
-		char env[128];
-		snprintf(env, sizeof(env), "WEFT_%s_%s", section, key);
-		for (char *c = env; *c; c++)
-			*c = *c == '-' ? '_' : (char)toupper((unsigned char)*c);
-		const char *v = getenv(env);
-		if (source)
-			*source = v ? WEFT_PARAM_SRC_ENV : WEFT_PARAM_SRC_DEFAULT;
-		if (!v)
-			v = params[i].default_value;
-		switch (type) {
-		case WEFT_PARAM_STRING:
-			*(const char **)out = v;
-			return 0;
-		case WEFT_PARAM_BOOL:
-			*(int *)out = v ? atoi(v) : 0;
-			return 0;
-		case WEFT_PARAM_INT:
-			*(int64_t *)out = v ? strtoll(v, NULL, 0) : 0;
-			return 0;
-		default:
-			return -EINVAL;
-		}
-	}
-	return -ENOENT;
-}
-
-static const struct weft_core_api core = {
-	.size = sizeof(struct weft_core_api),
-	.self = NULL,
-	.core_version = WEFT_VERSION_CODE,
-	.log = t_log,
-	.log_enabled = t_log_enabled,
-	.param_declare = t_param_declare,
-	.param_get = t_param_get,
-	.alloc = malloc,
-	.calloc = calloc,
-	.free = free,
-};
-
-static const struct weft_transport_ops *ops;
+static const struct th_options opts = {.log_env = "WT_SHM_LOG"};
 
 static void load_plugin(void)
 {
-	if (ops)
-		return;
-	void *h = dlopen(WEFT_SHM_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
-	ck_assert_msg(h != NULL, "dlopen: %s", dlerror());
-	weft_plugin_init_fn init = (weft_plugin_init_fn)dlsym(h, WEFT_PLUGIN_INIT_SYMBOL);
-	ck_assert_ptr_nonnull(init);
-	const struct weft_plugin_desc *const *d = init(&core);
-	ck_assert_ptr_nonnull(d);
-	ck_assert_ptr_nonnull(d[0]);
-	ck_assert_ptr_null(d[1]);
-	ck_assert_int_eq(d[0]->abi_major, WEFT_PLUGIN_ABI_MAJOR);
-	ck_assert_int_eq(d[0]->kind, WEFT_PLUGIN_TRANSPORT);
-	ck_assert_str_eq(d[0]->name, "shm");
-	ops = d[0]->ops;
-	ck_assert_uint_ge(ops->size, offsetof(struct weft_transport_ops, ep_describe) + sizeof(ops->ep_describe));
-}
-
-static int open_ctx(int rank, void **tc)
-{
-	struct weft_tp_open_args a = {
-		.size = sizeof(a), .rank = rank, .nranks = 2, .comm_tag = 42, .local_addr = "127.0.0.1",
-		.host_id = "testhost",
-	};
-	return ops->open(&a, tc);
-}
-
-/* ---------------------------------------------------------- rank helpers */
-#define FAIL(...)                                                               \
-	do {                                                                    \
-		fprintf(stderr, "[rank %d] %s:%d: ", test_rank, __FILE__, __LINE__); \
-		fprintf(stderr, __VA_ARGS__);                                   \
-		fputc('\n', stderr);                                            \
-		return __LINE__ & 0x7f ? __LINE__ & 0x7f : 1;                   \
-	} while (0)
-#define REQ(cond, ...)                  \
-	do {                                    \
-		if (!(cond))                    \
-			FAIL(__VA_ARGS__);      \
-	} while (0)
-
-static int send_msg(int fd, const void *buf, uint32_t len)
-{
-	if (write(fd, &len, 4) != 4)
-		return -1;
-	return len == 0 || write(fd, buf, len) == (ssize_t)len ? 0 : -1;
-}
-
-static int read_full(int fd, void *buf, size_t len)
-{
-	size_t got = 0;
-	while (got < len) {
-		ssize_t n = read(fd, (char *)buf + got, len - got);
-		if (n <= 0)
-			return -1;
-		got += (size_t)n;
-	}
-	return 0;
-}
-
-/* Receives one message; while none is there, keeps the context progressing so
- * that data aimed at this rank lands (manual progress). */
-static int recv_msg(int fd, void *tc, void *buf, uint32_t cap, uint32_t *len)
-{
-	for (;;) {
-		struct pollfd p = {.fd = fd, .events = POLLIN};
-		int n = poll(&p, 1, 0);
-		if (n > 0)
-			break;
-		if (tc && ops->progress(tc) < 0)
-			return -1;
-		if (!tc)
-			poll(&p, 1, 100);
-	}
-	uint32_t l;
-	if (read_full(fd, &l, 4) < 0 || l > cap || read_full(fd, buf, l) < 0)
-		return -1;
-	if (len)
-		*len = l;
-	return 0;
-}
-
-static uint64_t xs_next(uint64_t *s)
-{
-	uint64_t x = *s;
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	return *s = x;
-}
-
-static void fill_random(unsigned char *p, size_t n, uint64_t seed)
-{
-	uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-	size_t i = 0;
-	for (; i + 8 <= n; i += 8) {
-		uint64_t v = xs_next(&s);
-		memcpy(p + i, &v, 8);
-	}
-	uint64_t v = xs_next(&s);
-	for (; i < n; i++, v >>= 8)
-		p[i] = (unsigned char)v;
-}
-
-/* Index of the first byte that differs from the seed's random bytes, or -1. */
-static long check_random(const unsigned char *p, size_t n, uint64_t seed)
-{
-	enum { BLK = 1 << 16 };
-	static unsigned char tmp[BLK];
-	uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-	size_t i = 0;
-	/* Regenerate in blocks with the same stream as fill_random. */
-	while (i < n) {
-		size_t m = n - i < BLK ? n - i : BLK;
-		size_t j = 0;
-		for (; j + 8 <= m; j += 8) {
-			uint64_t v = xs_next(&s);
-			memcpy(tmp + j, &v, 8);
-		}
-		if (j < m) {
-			uint64_t v = xs_next(&s);
-			for (; j < m; j++, v >>= 8)
-				tmp[j] = (unsigned char)v;
-		}
-		if (memcmp(tmp, p + i, m) != 0)
-			for (size_t k = 0; k < m; k++)
-				if (tmp[k] != p[i + k])
-					return (long)(i + k);
-		i += m;
-	}
-	return -1;
-}
-
-static int spin_flush(void *ep, void *tc)
-{
-	for (;;) {
-		int rc = ops->flush(ep);
-		if (rc != -EAGAIN)
-			return rc;
-		ops->progress(tc);
-	}
-}
-
-static int put_retry(void *ep, void *tc, void *rmh, uint64_t roff, void *mh, uint64_t loff, size_t len)
-{
-	for (;;) {
-		int rc = ops->put(ep, rmh, roff, mh, loff, len);
-		if (rc != -EAGAIN)
-			return rc;
-		ops->progress(tc);
-	}
-}
-
-static int signal_retry(void *ep, void *tc, void *rmh, uint64_t roff, uint64_t v)
-{
-	for (;;) {
-		int rc = ops->signal(ep, rmh, roff, v);
-		if (rc != -EAGAIN)
-			return rc;
-		ops->progress(tc);
-	}
+	th_load_plugin(WEFT_SHM_PLUGIN_PATH, "shm", &opts);
 }
 
 /* --------------------------------------------------------- a 2-rank setup */
-#define DATA_BYTES ((size_t)64 << 20)
-#define DATA_SLACK 8192
-#define TOK_BYTES 4096
+#define DATA_BYTES TH_DATA_BYTES
+#define DATA_SLACK TH_DATA_SLACK
+#define TOK_BYTES TH_TOK_BYTES
 
 struct mp_arg {
 	int sv[2];
@@ -287,118 +46,49 @@ struct mp_arg {
 		     * 2: segments, written with CMA (shm.map=0) */
 };
 
-struct side {
-	int fd;
-	void *tc;
-	unsigned char *data; /* DATA_BYTES + DATA_SLACK */
-	uint64_t *tok;       /* TOK_BYTES */
-	void *mh_data, *mh_tok;
-	void *rmh_data, *rmh_tok;
-	void *ep;
-	int mapped;
-};
-
-static int exchange(struct side *s, const void *mine, uint32_t len, void *theirs, uint32_t cap, uint32_t *tlen)
+static int setup(int rank, const struct mp_arg *a, struct th_side *s)
 {
-	if (send_msg(s->fd, mine, len) < 0)
-		return -1;
-	return recv_msg(s->fd, NULL, theirs, cap, tlen);
-}
-
-static int import_peer(struct side *s, int peer, void *mh, void **rmh)
-{
-	unsigned char mine[1024], theirs[1024];
-	size_t len = 0;
-	uint32_t tlen;
-	if (ops->mem_serialize(s->tc, mh, NULL, &len) != -ENOSPC || len == 0 || len > sizeof(mine))
-		return -1;
-	if (ops->mem_serialize(s->tc, mh, mine, &len) != 0)
-		return -1;
-	if (exchange(s, mine, (uint32_t)len, theirs, sizeof(theirs), &tlen) < 0)
-		return -1;
-	return ops->mem_import(s->tc, peer, theirs, tlen, rmh);
-}
-
-static int setup(int rank, const struct mp_arg *a, struct side *s)
-{
-	test_rank = rank;
-	memset(s, 0, sizeof(*s));
-	s->fd = a->sv[rank];
-	close(a->sv[1 - rank]);
-	int rc = open_ctx(rank, &s->tc);
-	REQ(rc == 0, "open: %d", rc);
+	int rc = th_side_open(rank, a->sv, s);
+	if (rc)
+		return rc;
 	s->mapped = a->mapped;
 	if (a->mapped) {
 		void *dev;
-		REQ(ops->mem_alloc(s->tc, WEFT_MEM_HOST, DATA_BYTES + DATA_SLACK, (void **)&s->data, &dev) == 0,
-		    "mem_alloc data");
-		REQ(dev == s->data, "host and device views differ for host memory");
-		REQ(ops->mem_alloc(s->tc, WEFT_MEM_HOST, TOK_BYTES, (void **)&s->tok, &dev) == 0, "mem_alloc tok");
+		TH_REQ(th_ops->mem_alloc(s->tc, WEFT_MEM_HOST, DATA_BYTES + DATA_SLACK, (void **)&s->data, &dev) == 0,
+		       "mem_alloc data");
+		TH_REQ(dev == s->data, "host and device views differ for host memory");
+		TH_REQ(th_ops->mem_alloc(s->tc, WEFT_MEM_HOST, TOK_BYTES, (void **)&s->tok, &dev) == 0, "mem_alloc tok");
 		for (size_t i = 0; i < TOK_BYTES / 8; i++)
-			REQ(s->tok[i] == 0, "mem_alloc'd memory is not zero-filled");
+			TH_REQ(s->tok[i] == 0, "mem_alloc'd memory is not zero-filled");
 		enum weft_mem_type t;
-		REQ(ops->mem_query(s->tc, s->data + 5, &t) == 0 && t == WEFT_MEM_HOST, "mem_query");
-	} else {
-		s->data = malloc(DATA_BYTES + DATA_SLACK);
-		REQ(posix_memalign((void **)&s->tok, 4096, TOK_BYTES) == 0 && s->data, "alloc");
+		TH_REQ(th_ops->mem_query(s->tc, s->data + 5, &t) == 0 && t == WEFT_MEM_HOST, "mem_query");
+	} else if ((rc = th_side_alloc(s))) {
+		return rc;
 	}
-	memset(s->data, 0xA5, DATA_BYTES + DATA_SLACK);
-	memset(s->tok, 0, TOK_BYTES);
-	REQ(ops->mem_register(s->tc, s->data, DATA_BYTES + DATA_SLACK, WEFT_MEM_HOST, &s->mh_data) == 0, "reg data");
-	REQ(ops->mem_register(s->tc, s->tok, TOK_BYTES, WEFT_MEM_HOST, &s->mh_tok) == 0, "reg tok");
-	REQ(import_peer(s, 1 - rank, s->mh_data, &s->rmh_data) == 0, "import data");
-	REQ(import_peer(s, 1 - rank, s->mh_tok, &s->rmh_tok) == 0, "import tok");
-
-	struct weft_tp_peer peer = {
-		.size = sizeof(peer), .rank = 1 - rank, .peer_class = a->cls, .host_id = "testhost",
-		.addr = "127.0.0.1",
-	};
-	unsigned char addr[512], paddr[512];
-	size_t alen = 0;
+	char paddr[512];
 	uint32_t plen;
-	void *dummy;
-	REQ(ops->endpoint(s->tc, &peer, NULL, &alen, &dummy) == -ENOSPC && alen > 0 && alen <= sizeof(addr), "addr size");
-	rc = ops->endpoint(s->tc, &peer, addr, &alen, &s->ep);
-	REQ(rc == 0, "endpoint: %d", rc);
-	REQ(exchange(s, addr, (uint32_t)alen, paddr, sizeof(paddr), &plen) == 0, "exchange addr");
-	rc = ops->connect(s->ep, paddr, plen);
-	REQ(rc == 0, "connect: %d", rc);
+	if ((rc = th_side_register(s, rank)) || (rc = th_side_connect(s, rank, a->cls, 0, paddr, sizeof(paddr), &plen)))
+		return rc;
 	char desc[512];
-	REQ(ops->ep_describe(s->ep, desc, sizeof(desc)) == 0, "ep_describe");
+	TH_REQ(th_ops->ep_describe(s->ep, desc, sizeof(desc)) == 0, "ep_describe");
 	void *mp = NULL;
-	rc = ops->mem_map(s->tc, s->rmh_data, &mp);
-	REQ(a->mapped == 1 ? rc == 0 && mp != NULL : rc == -ENOTSUP, "mem_map of the peer's data: %d", rc);
+	rc = th_ops->mem_map(s->tc, s->rmh_data, &mp);
+	TH_REQ(a->mapped == 1 ? rc == 0 && mp != NULL : rc == -ENOTSUP, "mem_map of the peer's data: %d", rc);
 	if (getenv("WT_SHM_VERBOSE"))
 		fprintf(stderr, "[rank %d] %s\n", rank, desc);
 	return 0;
 }
 
-static int teardown(struct side *s)
+static int teardown(struct th_side *s)
 {
-	char b;
-	/* Both ranks must be done with each other's memory before either leaves. */
-	if (send_msg(s->fd, "x", 1) < 0 || recv_msg(s->fd, s->tc, &b, 1, NULL) < 0)
-		FAIL("final handshake");
-	REQ(spin_flush(s->ep, s->tc) == 0, "final flush");
-	REQ(ops->disconnect(s->ep) == 0, "disconnect");
-	REQ(ops->mem_release(s->tc, s->rmh_data) == 0 && ops->mem_release(s->tc, s->rmh_tok) == 0, "release");
-	REQ(ops->mem_deregister(s->tc, s->mh_data) == 0 && ops->mem_deregister(s->tc, s->mh_tok) == 0, "dereg");
-	if (s->mapped) {
-		REQ(ops->mem_free(s->tc, s->data, s->data) == 0 && ops->mem_free(s->tc, s->tok, s->tok) == 0, "mem_free");
-	} else {
-		free(s->data);
-		free(s->tok);
-	}
-	ops->close(s->tc);
-	close(s->fd);
-	return 0;
+	return th_side_close(s, false);
 }
 
 /* Puts of 1 B .. 64 MiB at odd offsets; rank 1 checks every byte and the guard
  * bytes around it after rank 0's flush returned 0. */
 static int rank_puts(int rank, int nranks, void *arg)
 {
-	struct side s;
+	struct th_side s;
 	int rc = setup(rank, arg, &s);
 	if (rc)
 		return rc;
@@ -409,20 +99,20 @@ static int rank_puts(int rank, int nranks, void *arg)
 		uint64_t seed = 1000 + i;
 		char m;
 		if (rank == 0) {
-			fill_random(s.data + loff, n, seed);
-			rc = put_retry(s.ep, s.tc, s.rmh_data, roff, s.mh_data, loff, n);
-			REQ(rc == 0, "put %zu: %d", n, rc);
-			rc = spin_flush(s.ep, s.tc);
-			REQ(rc == 0, "flush after put %zu: %d", n, rc);
-			REQ(send_msg(s.fd, "d", 1) == 0, "send");
-			REQ(recv_msg(s.fd, s.tc, &m, 1, NULL) == 0, "recv ack");
+			th_fill_random(s.data + loff, n, seed);
+			rc = th_put_retry(s.ep, s.tc, s.rmh_data, roff, s.mh_data, loff, n);
+			TH_REQ(rc == 0, "put %zu: %d", n, rc);
+			rc = th_spin_flush(s.ep, s.tc);
+			TH_REQ(rc == 0, "flush after put %zu: %d", n, rc);
+			TH_REQ(th_send_msg(s.fd, "d", 1) == 0, "send");
+			TH_REQ(th_recv_msg(s.fd, s.tc, &m, 1, NULL) == 0, "recv ack");
 		} else {
-			REQ(recv_msg(s.fd, s.tc, &m, 1, NULL) == 0, "recv done");
-			long bad = check_random(s.data + roff, n, seed);
-			REQ(bad < 0, "put of %zu bytes: byte %ld differs", n, bad);
-			REQ(s.data[roff - 1] == 0xA5 && s.data[roff + n] == 0xA5, "put of %zu bytes wrote outside", n);
+			TH_REQ(th_recv_msg(s.fd, s.tc, &m, 1, NULL) == 0, "recv done");
+			long bad = th_check_random(s.data + roff, n, seed);
+			TH_REQ(bad < 0, "put of %zu bytes: byte %ld differs", n, bad);
+			TH_REQ(s.data[roff - 1] == 0xA5 && s.data[roff + n] == 0xA5, "put of %zu bytes wrote outside", n);
 			memset(s.data + roff - 1, 0xA5, n + 2);
-			REQ(send_msg(s.fd, "a", 1) == 0, "send ack");
+			TH_REQ(th_send_msg(s.fd, "a", 1) == 0, "send ack");
 		}
 	}
 	return teardown(&s);
@@ -432,7 +122,7 @@ static int rank_puts(int rank, int nranks, void *arg)
  * of every put must already be there, with no other synchronisation. */
 static int rank_signal(int rank, int nranks, void *arg)
 {
-	struct side s;
+	struct th_side s;
 	int rc = setup(rank, arg, &s);
 	if (rc)
 		return rc;
@@ -444,33 +134,33 @@ static int rank_signal(int rank, int nranks, void *arg)
 		if (rank == 0) {
 			for (int k = 0; k < NPUT; k++) {
 				uint64_t off = 3 + (uint64_t)k * (PSZ + 2);
-				fill_random(s.data + off, psz, (uint64_t)round * 100000 + (uint64_t)k);
-				rc = put_retry(s.ep, s.tc, s.rmh_data, off, s.mh_data, off, psz);
-				REQ(rc == 0, "put %d: %d", k, rc);
+				th_fill_random(s.data + off, psz, (uint64_t)round * 100000 + (uint64_t)k);
+				rc = th_put_retry(s.ep, s.tc, s.rmh_data, off, s.mh_data, off, psz);
+				TH_REQ(rc == 0, "put %d: %d", k, rc);
 			}
-			rc = signal_retry(s.ep, s.tc, s.rmh_tok, 8 * (uint64_t)(round % 3 + 1), token);
-			REQ(rc == 0, "signal: %d", rc);
-			rc = spin_flush(s.ep, s.tc);
-			REQ(rc == 0, "flush: %d", rc);
-			REQ(recv_msg(s.fd, s.tc, &m, 1, NULL) == 0, "recv ack");
+			rc = th_signal_retry(s.ep, s.tc, s.rmh_tok, 8 * (uint64_t)(round % 3 + 1), token);
+			TH_REQ(rc == 0, "signal: %d", rc);
+			rc = th_spin_flush(s.ep, s.tc);
+			TH_REQ(rc == 0, "flush: %d", rc);
+			TH_REQ(th_recv_msg(s.fd, s.tc, &m, 1, NULL) == 0, "recv ack");
 		} else {
 			volatile uint64_t *t = &s.tok[round % 3 + 1];
 			struct timespec t0, t1;
 			clock_gettime(CLOCK_MONOTONIC, &t0);
 			while (*t != token) {
-				REQ(*t == 0 || *t < token, "token went to %llu", (unsigned long long)*t);
-				rc = ops->progress(s.tc);
-				REQ(rc == 0, "progress: %d", rc);
+				TH_REQ(*t == 0 || *t < token, "token went to %llu", (unsigned long long)*t);
+				rc = th_ops->progress(s.tc);
+				TH_REQ(rc == 0, "progress: %d", rc);
 				clock_gettime(CLOCK_MONOTONIC, &t1);
-				REQ(t1.tv_sec - t0.tv_sec < 60, "token %llu never arrived", (unsigned long long)token);
+				TH_REQ(t1.tv_sec - t0.tv_sec < 60, "token %llu never arrived", (unsigned long long)token);
 			}
 			__atomic_thread_fence(__ATOMIC_ACQUIRE);
 			for (int k = 0; k < NPUT; k++) {
 				uint64_t off = 3 + (uint64_t)k * (PSZ + 2);
-				long bad = check_random(s.data + off, psz, (uint64_t)round * 100000 + (uint64_t)k);
-				REQ(bad < 0, "round %d: put %d byte %ld not there when the token was", round, k, bad);
+				long bad = th_check_random(s.data + off, psz, (uint64_t)round * 100000 + (uint64_t)k);
+				TH_REQ(bad < 0, "round %d: put %d byte %ld not there when the token was", round, k, bad);
 			}
-			REQ(send_msg(s.fd, "a", 1) == 0, "send ack");
+			TH_REQ(th_send_msg(s.fd, "a", 1) == 0, "send ack");
 		}
 	}
 	return teardown(&s);
@@ -480,59 +170,59 @@ static int rank_signal(int rank, int nranks, void *arg)
 /* The path the endpoint took is the one the buffers call for. */
 static int rank_path(int rank, int nranks, void *arg)
 {
-	struct side s;
+	struct th_side s;
 	int rc = setup(rank, arg, &s);
 	if (rc)
 		return rc;
 	char desc[256], want[64];
-	REQ(put_retry(s.ep, s.tc, s.rmh_data, 0, s.mh_data, 0, 16) == 0, "put");
-	REQ(ops->ep_describe(s.ep, desc, sizeof(desc)) == 0, "ep_describe");
+	TH_REQ(th_put_retry(s.ep, s.tc, s.rmh_data, 0, s.mh_data, 0, 16) == 0, "put");
+	TH_REQ(th_ops->ep_describe(s.ep, desc, sizeof(desc)) == 0, "ep_describe");
 	snprintf(want, sizeof(want), "shm peer=%d pid=", 1 - rank);
-	REQ(strstr(desc, want) == desc, "ep_describe '%s' lacks '%s'", desc, want);
-	REQ(strstr(desc, s.mapped == 1 ? "path=mapped" : "path=cma") != NULL, "ep_describe '%s': wrong path", desc);
+	TH_REQ(strstr(desc, want) == desc, "ep_describe '%s' lacks '%s'", desc, want);
+	TH_REQ(strstr(desc, s.mapped == 1 ? "path=mapped" : "path=cma") != NULL, "ep_describe '%s': wrong path", desc);
 	/* Out of bounds and misaligned tokens are refused, and the endpoint stays usable. */
-	REQ(ops->put(s.ep, s.rmh_data, DATA_BYTES + DATA_SLACK - 3, s.mh_data, 0, 4) == -EINVAL, "put past end");
-	REQ(ops->put(s.ep, s.rmh_data, 0, s.mh_data, DATA_BYTES + DATA_SLACK, 1) == -EINVAL, "local past end");
-	REQ(ops->signal(s.ep, s.rmh_tok, TOK_BYTES - 4, 1) == -EINVAL, "signal past end");
-	REQ(ops->signal(s.ep, s.rmh_tok, 3, 1) == -EINVAL, "misaligned signal");
-	REQ(put_retry(s.ep, s.tc, s.rmh_data, 0, s.mh_data, 0, 16) == 0, "put after refusals");
+	TH_REQ(th_ops->put(s.ep, s.rmh_data, DATA_BYTES + DATA_SLACK - 3, s.mh_data, 0, 4) == -EINVAL, "put past end");
+	TH_REQ(th_ops->put(s.ep, s.rmh_data, 0, s.mh_data, DATA_BYTES + DATA_SLACK, 1) == -EINVAL, "local past end");
+	TH_REQ(th_ops->signal(s.ep, s.rmh_tok, TOK_BYTES - 4, 1) == -EINVAL, "signal past end");
+	TH_REQ(th_ops->signal(s.ep, s.rmh_tok, 3, 1) == -EINVAL, "misaligned signal");
+	TH_REQ(th_put_retry(s.ep, s.tc, s.rmh_data, 0, s.mh_data, 0, 16) == 0, "put after refusals");
 	return teardown(&s);
 }
 
 /* CMA to a process that is gone: -WEFT_ERR_PEER, at once, no hang. */
 static int rank_peer_death(int rank, int nranks, void *arg)
 {
-	struct side s;
+	struct th_side s;
 	int rc = setup(rank, arg, &s);
 	if (rc)
 		return rc;
 	char m;
 	if (rank == 1) {
-		REQ(recv_msg(s.fd, NULL, &m, 1, NULL) == 0, "recv");
+		TH_REQ(th_recv_msg(s.fd, NULL, &m, 1, NULL) == 0, "recv");
 		pid_t me = getpid();
-		REQ(send_msg(s.fd, &me, sizeof(me)) == 0, "send pid");
+		TH_REQ(th_send_msg(s.fd, &me, sizeof(me)) == 0, "send pid");
 		_exit(0);
 	}
-	fill_random(s.data, 65536, 9);
-	REQ(put_retry(s.ep, s.tc, s.rmh_data, 0, s.mh_data, 0, 65536) == 0, "first put");
-	REQ(send_msg(s.fd, "k", 1) == 0, "send");
+	th_fill_random(s.data, 65536, 9);
+	TH_REQ(th_put_retry(s.ep, s.tc, s.rmh_data, 0, s.mh_data, 0, 65536) == 0, "first put");
+	TH_REQ(th_send_msg(s.fd, "k", 1) == 0, "send");
 	pid_t peer;
-	REQ(recv_msg(s.fd, NULL, &peer, sizeof(peer), NULL) == 0, "recv pid");
+	TH_REQ(th_recv_msg(s.fd, NULL, &peer, sizeof(peer), NULL) == 0, "recv pid");
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	while (kill(peer, 0) == 0) {
 		usleep(10000);
 		clock_gettime(CLOCK_MONOTONIC, &t1);
-		REQ(t1.tv_sec - t0.tv_sec < 30, "rank 1 does not exit");
+		TH_REQ(t1.tv_sec - t0.tv_sec < 30, "rank 1 does not exit");
 	}
-	REQ(ops->put(s.ep, s.rmh_data, 0, s.mh_data, 0, 65536) == -WEFT_ERR_PEER, "put to a dead peer");
-	REQ(ops->signal(s.ep, s.rmh_tok, 8, 5) == -WEFT_ERR_PEER, "signal to a dead peer");
-	REQ(ops->disconnect(s.ep) == 0, "disconnect");
-	ops->mem_release(s.tc, s.rmh_data);
-	ops->mem_release(s.tc, s.rmh_tok);
-	ops->mem_deregister(s.tc, s.mh_data);
-	ops->mem_deregister(s.tc, s.mh_tok);
-	ops->close(s.tc);
+	TH_REQ(th_ops->put(s.ep, s.rmh_data, 0, s.mh_data, 0, 65536) == -WEFT_ERR_PEER, "put to a dead peer");
+	TH_REQ(th_ops->signal(s.ep, s.rmh_tok, 8, 5) == -WEFT_ERR_PEER, "signal to a dead peer");
+	TH_REQ(th_ops->disconnect(s.ep) == 0, "disconnect");
+	th_ops->mem_release(s.tc, s.rmh_data);
+	th_ops->mem_release(s.tc, s.rmh_tok);
+	th_ops->mem_deregister(s.tc, s.mh_data);
+	th_ops->mem_deregister(s.tc, s.mh_tok);
+	th_ops->close(s.tc);
 	return 0;
 }
 
@@ -575,12 +265,12 @@ END_TEST
 static void make_blob(void *tc, void **mem, void **mh, unsigned char *blob, size_t *len)
 {
 	void *dev;
-	ck_assert_int_eq(ops->mem_alloc(tc, WEFT_MEM_HOST, 8192, mem, &dev), 0);
-	ck_assert_int_eq(ops->mem_register(tc, (char *)*mem + 64, 4096, WEFT_MEM_HOST, mh), 0);
+	ck_assert_int_eq(th_ops->mem_alloc(tc, WEFT_MEM_HOST, 8192, mem, &dev), 0);
+	ck_assert_int_eq(th_ops->mem_register(tc, (char *)*mem + 64, 4096, WEFT_MEM_HOST, mh), 0);
 	*len = 0;
-	ck_assert_int_eq(ops->mem_serialize(tc, *mh, NULL, len), -ENOSPC);
+	ck_assert_int_eq(th_ops->mem_serialize(tc, *mh, NULL, len), -ENOSPC);
 	ck_assert_uint_eq(*len, 64);
-	ck_assert_int_eq(ops->mem_serialize(tc, *mh, blob, len), 0);
+	ck_assert_int_eq(th_ops->mem_serialize(tc, *mh, blob, len), 0);
 }
 
 static void put64(unsigned char *p, uint64_t v)
@@ -593,12 +283,12 @@ START_TEST(import_rejects_malformed)
 {
 	load_plugin();
 	void *tc, *mem, *mh, *rmh;
-	ck_assert_int_eq(open_ctx(0, &tc), 0);
+	ck_assert_int_eq(th_open_ctx(0, &tc), 0);
 	unsigned char good[64], b[64];
 	size_t len;
 	make_blob(tc, &mem, &mh, good, &len);
-	ck_assert_int_eq(ops->mem_import(tc, 1, good, len, &rmh), 0);
-	ck_assert_int_eq(ops->mem_release(tc, rmh), 0);
+	ck_assert_int_eq(th_ops->mem_import(tc, 1, good, len, &rmh), 0);
+	ck_assert_int_eq(th_ops->mem_release(tc, rmh), 0);
 	struct {
 		size_t off;
 		int width;
@@ -622,21 +312,21 @@ START_TEST(import_rejects_malformed)
 		} else {
 			put64(b + cases[i].off, cases[i].val);
 		}
-		ck_assert_msg(ops->mem_import(tc, 1, b, sizeof(b), &rmh) == -WEFT_ERR_PROTOCOL, "%s accepted",
+		ck_assert_msg(th_ops->mem_import(tc, 1, b, sizeof(b), &rmh) == -WEFT_ERR_PROTOCOL, "%s accepted",
 			      cases[i].what);
 	}
 	/* Plain-memory flag with segment fields left set. */
 	memcpy(b, good, sizeof(b));
 	b[8] = 0;
-	ck_assert_int_eq(ops->mem_import(tc, 1, b, sizeof(b), &rmh), -WEFT_ERR_PROTOCOL);
+	ck_assert_int_eq(th_ops->mem_import(tc, 1, b, sizeof(b), &rmh), -WEFT_ERR_PROTOCOL);
 	for (size_t l = 0; l < sizeof(good); l += 7)
-		ck_assert_int_eq(ops->mem_import(tc, 1, good, l, &rmh), -WEFT_ERR_PROTOCOL);
-	ck_assert_int_eq(ops->mem_import(tc, 1, NULL, 0, &rmh), -WEFT_ERR_PROTOCOL);
-	ck_assert_int_eq(ops->mem_deregister(tc, mh), 0);
-	ck_assert_int_eq(ops->mem_free(tc, mem, mem), 0);
-	ck_assert_int_eq(ops->mem_alloc(tc, WEFT_MEM_CUDA, 4096, &mem, &mem), -ENOTSUP);
-	ck_assert_int_eq(ops->mem_register(tc, good, sizeof(good), WEFT_MEM_CUDA, &mh), -ENOTSUP);
-	ops->close(tc);
+		ck_assert_int_eq(th_ops->mem_import(tc, 1, good, l, &rmh), -WEFT_ERR_PROTOCOL);
+	ck_assert_int_eq(th_ops->mem_import(tc, 1, NULL, 0, &rmh), -WEFT_ERR_PROTOCOL);
+	ck_assert_int_eq(th_ops->mem_deregister(tc, mh), 0);
+	ck_assert_int_eq(th_ops->mem_free(tc, mem, mem), 0);
+	ck_assert_int_eq(th_ops->mem_alloc(tc, WEFT_MEM_CUDA, 4096, &mem, &mem), -ENOTSUP);
+	ck_assert_int_eq(th_ops->mem_register(tc, good, sizeof(good), WEFT_MEM_CUDA, &mh), -ENOTSUP);
+	th_ops->close(tc);
 }
 END_TEST
 
@@ -649,23 +339,23 @@ START_TEST(same_process)
 	size_t len;
 	memset(buf, 0, sizeof(buf));
 	for (int r = 0; r < 2; r++) {
-		ck_assert_int_eq(open_ctx(r, &tc[r]), 0);
-		ck_assert_int_eq(ops->mem_register(tc[r], buf[r], sizeof(buf[r]), WEFT_MEM_HOST, &mh[r]), 0);
+		ck_assert_int_eq(th_open_ctx(r, &tc[r]), 0);
+		ck_assert_int_eq(th_ops->mem_register(tc[r], buf[r], sizeof(buf[r]), WEFT_MEM_HOST, &mh[r]), 0);
 	}
 	for (int r = 0; r < 2; r++) {
 		len = sizeof(blob);
-		ck_assert_int_eq(ops->mem_serialize(tc[1 - r], mh[1 - r], blob, &len), 0);
-		ck_assert_int_eq(ops->mem_import(tc[r], 1 - r, blob, len, &rmh[r]), 0);
+		ck_assert_int_eq(th_ops->mem_serialize(tc[1 - r], mh[1 - r], blob, &len), 0);
+		ck_assert_int_eq(th_ops->mem_import(tc[r], 1 - r, blob, len, &rmh[r]), 0);
 		struct weft_tp_peer p = {.size = sizeof(p), .rank = 1 - r, .peer_class = WEFT_PEER_SAME_PROCESS};
 		len = sizeof(addr[r]);
-		ck_assert_int_eq(ops->endpoint(tc[r], &p, addr[r], &len, &ep[r]), 0);
+		ck_assert_int_eq(th_ops->endpoint(tc[r], &p, addr[r], &len, &ep[r]), 0);
 	}
 	for (int r = 0; r < 2; r++)
-		ck_assert_int_eq(ops->connect(ep[r], addr[1 - r], sizeof(addr[1 - r])), 0);
+		ck_assert_int_eq(th_ops->connect(ep[r], addr[1 - r], sizeof(addr[1 - r])), 0);
 	memset(buf[0] + 100, 0x5C, 777);
-	ck_assert_int_eq(ops->put(ep[0], rmh[0], 3, mh[0], 100, 777), 0);
-	ck_assert_int_eq(ops->signal(ep[0], rmh[0], 4088, 42), 0);
-	ck_assert_int_eq(ops->flush(ep[0]), 0);
+	ck_assert_int_eq(th_ops->put(ep[0], rmh[0], 3, mh[0], 100, 777), 0);
+	ck_assert_int_eq(th_ops->signal(ep[0], rmh[0], 4088, 42), 0);
+	ck_assert_int_eq(th_ops->flush(ep[0]), 0);
 	for (int i = 0; i < 777; i++)
 		ck_assert_int_eq(buf[1][3 + i], 0x5C);
 	ck_assert_int_eq(buf[1][2], 0);
@@ -674,32 +364,32 @@ START_TEST(same_process)
 	memcpy(&tok, buf[1] + 4088, 8);
 	ck_assert_uint_eq(tok, 42);
 	void *mp;
-	ck_assert_int_eq(ops->mem_map(tc[0], rmh[0], &mp), 0);
+	ck_assert_int_eq(th_ops->mem_map(tc[0], rmh[0], &mp), 0);
 	ck_assert_ptr_eq(mp, buf[1]);
 	/* A peer on another host is out of reach. */
 	struct weft_tp_peer far = {.size = sizeof(far), .rank = 1, .peer_class = WEFT_PEER_OTHER_HOST};
 	void *e2;
 	len = sizeof(addr[0]);
-	ck_assert_int_eq(ops->endpoint(tc[0], &far, addr[0], &len, &e2), -EHOSTUNREACH);
+	ck_assert_int_eq(th_ops->endpoint(tc[0], &far, addr[0], &len, &e2), -EHOSTUNREACH);
 	/* Addresses that are malformed or from another kernel are refused. */
 	struct weft_tp_peer near = {.size = sizeof(near), .rank = 1, .peer_class = WEFT_PEER_SAME_HOST};
 	unsigned char a2[64];
 	len = sizeof(a2);
-	ck_assert_int_eq(ops->endpoint(tc[0], &near, a2, &len, &e2), 0);
+	ck_assert_int_eq(th_ops->endpoint(tc[0], &near, a2, &len, &e2), 0);
 	unsigned char bad[64];
 	memcpy(bad, addr[1], 64);
 	bad[30] ^= 1; /* boot id */
-	ck_assert_int_eq(ops->connect(e2, bad, 64), -EHOSTUNREACH);
-	ck_assert_int_eq(ops->connect(e2, addr[1], 63), -WEFT_ERR_PROTOCOL);
+	ck_assert_int_eq(th_ops->connect(e2, bad, 64), -EHOSTUNREACH);
+	ck_assert_int_eq(th_ops->connect(e2, addr[1], 63), -WEFT_ERR_PROTOCOL);
 	memcpy(bad, addr[1], 64);
 	bad[0] ^= 1;
-	ck_assert_int_eq(ops->connect(e2, bad, 64), -WEFT_ERR_PROTOCOL);
-	ck_assert_int_eq(ops->disconnect(e2), 0);
+	ck_assert_int_eq(th_ops->connect(e2, bad, 64), -WEFT_ERR_PROTOCOL);
+	ck_assert_int_eq(th_ops->disconnect(e2), 0);
 	for (int r = 0; r < 2; r++) {
-		ck_assert_int_eq(ops->disconnect(ep[r]), 0);
-		ck_assert_int_eq(ops->mem_release(tc[r], rmh[r]), 0);
-		ck_assert_int_eq(ops->mem_deregister(tc[r], mh[r]), 0);
-		ops->close(tc[r]);
+		ck_assert_int_eq(th_ops->disconnect(ep[r]), 0);
+		ck_assert_int_eq(th_ops->mem_release(tc[r], rmh[r]), 0);
+		ck_assert_int_eq(th_ops->mem_deregister(tc[r], mh[r]), 0);
+		th_ops->close(tc[r]);
 	}
 }
 END_TEST
@@ -709,10 +399,10 @@ START_TEST(describe_and_probe)
 	load_plugin();
 	struct weft_tp_device d[2];
 	int n = 0;
-	ck_assert_int_eq(ops->probe(d, &n), -ENOSPC);
+	ck_assert_int_eq(th_ops->probe(d, &n), -ENOSPC);
 	ck_assert_int_eq(n, 1);
 	n = 2;
-	ck_assert_int_eq(ops->probe(d, &n), 0);
+	ck_assert_int_eq(th_ops->probe(d, &n), 0);
 	ck_assert_int_eq(n, 1);
 	ck_assert_str_eq(d[0].link, "shm");
 	ck_assert(d[0].latency_us > 0 && d[0].latency_us < 1);
@@ -720,15 +410,15 @@ START_TEST(describe_and_probe)
 	ck_assert_uint_eq(d[0].peer_classes, (1u << WEFT_PEER_SAME_PROCESS) | (1u << WEFT_PEER_SAME_HOST));
 	ck_assert_uint_eq(d[0].mem_types, 1u << WEFT_MEM_HOST);
 	char buf[128];
-	ck_assert_int_eq(ops->describe(NULL, buf, sizeof(buf)), 0);
+	ck_assert_int_eq(th_ops->describe(NULL, buf, sizeof(buf)), 0);
 	void *tc;
-	ck_assert_int_eq(open_ctx(0, &tc), 0);
-	ck_assert_int_eq(ops->describe(tc, buf, sizeof(buf)), 0);
+	ck_assert_int_eq(th_open_ctx(0, &tc), 0);
+	ck_assert_int_eq(th_ops->describe(tc, buf, sizeof(buf)), 0);
 	ck_assert_ptr_nonnull(strstr(buf, "map=1 cma=1"));
-	ops->close(tc);
+	th_ops->close(tc);
 	setenv("WEFT_SHM_MAP", "0", 1);
 	setenv("WEFT_SHM_CMA", "0", 1);
-	ck_assert_int_eq(open_ctx(0, &tc), -WEFT_ERR_CONFIG);
+	ck_assert_int_eq(th_open_ctx(0, &tc), -WEFT_ERR_CONFIG);
 	unsetenv("WEFT_SHM_MAP");
 	unsetenv("WEFT_SHM_CMA");
 }
