@@ -1583,7 +1583,12 @@ static void *service_main(void *arg)
 		who[k++] = INT_MIN;
 		pthread_mutex_lock(&bs->mu);
 		int quit = bs->quit, closing = bs->closing, open = 0;
-		if (closing && !close_deadline) {
+		/* A failed communicator (aborted, or a peer died) leaves without a
+		 * goodbye: its peers must see the failure too, or one of them waiting
+		 * for this rank would wait forever. */
+		if (closing && weft__bootstrap_status(bs) != 0)
+			quit = 1;
+		if (closing && !quit && !close_deadline) {
 			close_deadline = now_s() + bs->p.peer_timeout;
 			for (int i = 0; i < n; i++) {
 				struct peer *pe = &bs->peers[i];
