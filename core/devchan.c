@@ -138,7 +138,10 @@ WEFT_API int weft_mem_alloc(weft_comm_t *comm, enum weft_mem_type type, size_t b
 	}
 	void *host = NULL, *dev = NULL;
 	int rc = weft__devmem_alloc(comm, type, bytes, &host, &dev);
-	if (rc == -ENOTSUP)
+	if (rc == -ENOTSUP && type == WEFT_MEM_HOST)
+		WEFT_ERROR("weft_mem_alloc: no transport of this comm allocates host memory its peers can map "
+			   "(the shm transport does)");
+	else if (rc == -ENOTSUP)
 		WEFT_ERROR("weft_mem_alloc: no transport of this comm allocates memory of type %d "
 			   "(a GPU transport such as nvlink is needed)", (int)type);
 	if (rc != 0)
