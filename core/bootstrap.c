@@ -1440,6 +1440,13 @@ const volatile uint32_t *weft__bootstrap_fail_word(const struct weft__bootstrap 
 	return &bs->fail_word;
 }
 
+/* Whether fd has bytes (or EOF, or an error) waiting to be read right now. */
+static int readable_now(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	return poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR));
+}
+
 /* The peer's link broke (EOF, error, silence, a bad frame). Called by the
  * service thread with bs->mu held. */
 static void peer_down(struct weft__bootstrap *bs, int i, int err, const char *why)
@@ -1579,10 +1586,10 @@ static void *service_main(void *arg)
 		int k = 0;
 		pfd[k] = (struct pollfd){.fd = bs->wake_fd, .events = POLLIN};
 		who[k++] = INT_MIN;
-		pfd[k] = (struct pollfd){.fd = bs->closing ? -1 : bs->lfd, .events = POLLIN};
-		who[k++] = INT_MIN;
 		pthread_mutex_lock(&bs->mu);
 		int quit = bs->quit, closing = bs->closing, open = 0;
+		pfd[k] = (struct pollfd){.fd = closing ? -1 : bs->lfd, .events = POLLIN};
+		who[k++] = INT_MIN;
 		/* A failed communicator (aborted, or a peer died) leaves without a
 		 * goodbye: its peers must see the failure too, or one of them waiting
 		 * for this rank would wait forever. */
@@ -1690,7 +1697,11 @@ static void *service_main(void *arg)
 					}
 					int stop = pe->gone;
 					pthread_mutex_unlock(&bs->mu);
-					if (stop)
+					/* A heartbeat that falls due between frames goes out
+					 * first: a peer streaming big frames must not keep
+					 * this thread from the others' liveness. The rest
+					 * is read on the next turn (poll is level-triggered). */
+					if (stop || (rc == 1 && now_s() >= next_hb))
 						break;
 				}
 			}
@@ -1738,7 +1749,11 @@ static void *service_main(void *arg)
 			pthread_mutex_lock(&bs->mu);
 			int live = pe->up && !pe->gone && !pe->bye_rcvd && !pe->bye_sent;
 			int idle = live && !pe->link->oq_head;
-			if (live && t - pe->link->last_rx > bs->p.peer_timeout) {
+			/* Silence is judged on the socket, not on this thread: bytes
+			 * that wait unread (this thread was busy with other peers' big
+			 * frames, or starved of CPU) mean the peer is alive; they are
+			 * read, EOF included, on the next turn. */
+			if (live && t - pe->link->last_rx > bs->p.peer_timeout && !readable_now(pe->link->fd)) {
 				char why[120];
 				snprintf(why, sizeof(why), "silent for %.1f s (WEFT_CORE_PEER_TIMEOUT is %g s)",
 					 t - pe->link->last_rx, bs->p.peer_timeout);
