@@ -1,19 +1,29 @@
 #!/usr/bin/env bash
-# GPU check: build with the nvlink plugin required, run the gpu-labelled tests
-# with a GPU required, then the nvlink benchmark. Stages: build test bench
-# (default: all three), each timed. Logs go to $OUT when set (the device
+# GPU check on the two-H200 machine: everything a change to GPU code (or to how
+# it is selected) must pass before it lands. Stages, each timed:
+#   build      the GPU targets (nvlink, algo-gpu, their tests and benches, libweft_nccl)
+#   test       every gpu-labelled test with a GPU required (nvlink, device channels,
+#              algo-gpu with 2 ranks, rings only, 3 and 4 ranks several per GPU)
+#   bench      weft-gpu-bench: nvlink put bandwidth and ping-pong latency
+#   algo-bench weft-algo-gpu-bench, with NCCL's column when PyTorch's NCCL is found
+#   nccl       weft-nccl-driver on device buffers: forked ranks, ncclCommInitAll
+#              with groups, and CUDA-graph-captured calls
+#   torch      tests/torch/weft_torch_check.py under torchrun with libweft_nccl preloaded
+# Default: build test bench nccl torch. Logs go to $OUT when set (the device
 # machine), else to build-gpu/logs. NVLink multicast stays off throughout.
-# Usage: tools/gpu-check.sh [build] [test] [bench]
+# A tree built elsewhere at the same path can be run without the build stage.
+# Usage: tools/gpu-check.sh [build] [test] [bench] [algo-bench] [nccl] [torch]
 set -uo pipefail
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$src" || exit
 stages=("$@")
-((${#stages[@]})) || stages=(build test bench)
+((${#stages[@]})) || stages=(build test bench nccl torch)
 bdir=${WEFT_GPU_BUILD:-$src/build-gpu}
 logs=${OUT:-$bdir/logs}
 mkdir -p "$logs"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export WEFT_CORE_BOOTSTRAP_ADDR=127.0.0.1 WEFT_OFI_ADDR=127.0.0.1 WEFT_OFI_IFACE=lo
+export NCCL_SOCKET_IFNAME=lo NCCL_COMM_ID_ADDR=127.0.0.1 MASTER_ADDR=127.0.0.1
 nvcc=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 jobs=$(nproc 2>/dev/null || echo 4)
 ((jobs > 16)) && jobs=16
@@ -49,29 +59,80 @@ stage() {
 }
 
 do_build() {
-	cmake -S "$src" -B "$bdir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_REQUIRE_PLUGINS=nvlink,algo-gpu \
-		-DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES=90 &&
+	cmake -S "$src" -B "$bdir" -DCMAKE_BUILD_TYPE="${WEFT_GPU_BUILD_TYPE:-RelWithDebInfo}" \
+		-DWEFT_REQUIRE_PLUGINS=nvlink,algo-gpu -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES=90 &&
 		if [[ ${WEFT_GPU_FULL_BUILD:-0} == 1 ]]; then
 			cmake --build "$bdir" -j "$jobs"
 		else
 			# The GPU targets alone: the rest of the tree is CI's business.
 			# shellcheck disable=SC2086 # a list of target names
 			cmake --build "$bdir" -j "$jobs" --target ${WEFT_GPU_TARGETS:-weft-plugin-nvlink weft-plugin-algo-gpu \
-				test_nvlink_gpu test_devchan_gpu test_nvlink_nodev test_algo_gpu weft-gpu-bench weft-info}
+				weft-plugin-shm test_nvlink_gpu test_devchan_gpu test_nvlink_nodev test_algo_gpu \
+				test_algo_gpu_sched weft-gpu-bench weft-algo-gpu-bench weft-info weft_nccl weft-nccl-driver}
 		fi &&
 		tools/check-no-multicast.sh "$bdir"
 }
 
+# Each forked group of algo-gpu ranks is bounded by WAG_TEST_TIMEOUT seconds,
+# so a hung kernel fails its case instead of eating the lease.
 do_test() {
 	nvidia-smi -L || true
 	nvidia-smi topo -m || true
 	# shellcheck disable=SC2086 # extra ctest arguments, e.g. -R or -E filters
-	WEFT_REQUIRE_GPU=1 ctest --test-dir "$bdir" -L gpu --output-on-failure --timeout 900 ${WEFT_GPU_CTEST_ARGS:-} &&
-		ctest --test-dir "$bdir" -R nvlink_nodev --output-on-failure
+	WEFT_REQUIRE_GPU=1 WAG_TEST_TIMEOUT=${WAG_TEST_TIMEOUT:-120} ctest --test-dir "$bdir" -L gpu \
+		--output-on-failure --timeout 900 ${WEFT_GPU_CTEST_ARGS:-} &&
+		ctest --test-dir "$bdir" -R 'nvlink_nodev|test_algo_gpu_sched' --output-on-failure
 }
 
 do_bench() {
 	"$bdir/bin/weft-gpu-bench" "${WEFT_GPU_BENCH_BYTES:-1073741824}"
+}
+
+# PyTorch's own libnccl.so.2 (the peer column of the benchmarks).
+find_nccl() {
+	python3 - <<'PY' 2>/dev/null
+import glob, os
+cands = []
+try:
+    import nvidia.nccl as m
+    for p in list(getattr(m, "__path__", [])):
+        cands += glob.glob(os.path.join(p, "lib", "libnccl.so*"))
+except Exception:
+    pass
+try:
+    import torch
+    cands += glob.glob(os.path.join(os.path.dirname(torch.__file__), "lib", "libnccl.so*"))
+except Exception:
+    pass
+print(cands[0] if cands else "")
+PY
+}
+
+do_algo_bench() {
+	local lib
+	lib=$(find_nccl)
+	echo "NCCL library: ${lib:-not found}"
+	WAG_NCCL_LIB=$lib timeout "${WEFT_ALGO_BENCH_TIMEOUT:-240}" "$bdir/bin/weft-algo-gpu-bench" \
+		"${WEFT_ALGO_BENCH_BYTES:-1073741824}"
+}
+
+# The NCCL API on device buffers, every collective the driver knows, values
+# checked: one process per GPU, two ranks in one process through groups, and
+# graph-captured calls replayed.
+do_nccl() {
+	local d="$bdir/bin/weft-nccl-driver" t=${WEFT_NCCL_STAGE_TIMEOUT:-60}
+	export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+	timeout "$t" "$d" -o all -b 4 -e 64M -f 16 -n 5 -w 2 --mem cuda --np 2 &&
+		timeout "$t" "$d" -o all -b 4 -e 4M -f 16 -n 5 -w 2 --mem cuda --init-all 2 &&
+		timeout "$t" "$d" -o all -b 4 -e 4M -f 16 -n 20 -w 2 --mem cuda --graph 10 --np 2
+}
+
+# PyTorch unchanged on weft: torchrun, libweft_nccl preloaded, every result
+# checked against a CPU reference (the script also proves weft answered).
+do_torch() {
+	WEFT_NCCL_LOG=info LD_PRELOAD="$bdir/lib/libweft_nccl.so.2" timeout "${WEFT_TORCH_STAGE_TIMEOUT:-180}" \
+		torchrun --nproc-per-node 2 --master-addr 127.0.0.1 --master-port "${WEFT_TORCH_PORT:-29531}" \
+		"$src/tests/torch/weft_torch_check.py"
 }
 
 for s in "${stages[@]}"; do
@@ -79,6 +140,9 @@ for s in "${stages[@]}"; do
 	build) stage build do_build || break ;;
 	test) stage test do_test ;;
 	bench) stage bench do_bench ;;
+	algo-bench) stage algo-bench do_algo_bench ;;
+	nccl) stage nccl do_nccl ;;
+	torch) stage torch do_torch ;;
 	*) echo "gpu-check: unknown stage $s" >&2; exit 2 ;;
 	esac
 done

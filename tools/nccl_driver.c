@@ -27,6 +27,7 @@ struct opts {
 	double factor;
 	int iters, warmup, check;
 	int cuda;
+	int graph;      /* calls captured per CUDA graph launch (0: no graph) */
 	int np;         /* fork this many ranks */
 	int init_all;   /* ranks in this process through ncclCommInitAll */
 	const char *id_file;
@@ -41,6 +42,13 @@ struct cuda {
 	int (*stream_sync)(void *);
 	int (*set_device)(int);
 	int (*device_count)(int *);
+	/* CUDA graphs (--graph): capture, instantiate, launch, destroy. */
+	int (*begin_capture)(void *, int);
+	int (*end_capture)(void *, void **);
+	int (*instantiate)(void **, void *, unsigned long long);
+	int (*launch)(void *, void *);
+	int (*exec_destroy)(void *);
+	int (*graph_destroy)(void *);
 };
 static struct cuda cu;
 
@@ -50,9 +58,10 @@ static int cuda_load(void)
 	 * itself never links CUDA, so it runs on machines without it. */
 	void *h = RTLD_DEFAULT;
 	if (!dlsym(h, "cudaMalloc")) {
-		h = dlopen("libcudart.so.12", RTLD_NOW | RTLD_GLOBAL);
-		if (!h)
-			h = dlopen("libcudart.so", RTLD_NOW | RTLD_GLOBAL);
+		static const char *const names[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so"};
+		h = NULL;
+		for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && !h; i++)
+			h = dlopen(names[i], RTLD_NOW | RTLD_GLOBAL);
 		if (!h)
 			return -ENOENT;
 	}
@@ -63,6 +72,12 @@ static int cuda_load(void)
 	*(void **)&cu.stream_sync = dlsym(h, "cudaStreamSynchronize");
 	*(void **)&cu.set_device = dlsym(h, "cudaSetDevice");
 	*(void **)&cu.device_count = dlsym(h, "cudaGetDeviceCount");
+	*(void **)&cu.begin_capture = dlsym(h, "cudaStreamBeginCapture");
+	*(void **)&cu.end_capture = dlsym(h, "cudaStreamEndCapture");
+	*(void **)&cu.instantiate = dlsym(h, "cudaGraphInstantiate");
+	*(void **)&cu.launch = dlsym(h, "cudaGraphLaunch");
+	*(void **)&cu.exec_destroy = dlsym(h, "cudaGraphExecDestroy");
+	*(void **)&cu.graph_destroy = dlsym(h, "cudaGraphDestroy");
 	if (!cu.malloc_ || !cu.free_ || !cu.memcpy_ || !cu.stream_create || !cu.stream_sync || !cu.set_device ||
 	    !cu.device_count)
 		return -ENOENT;
@@ -71,7 +86,8 @@ static int cuda_load(void)
 	return cu.device_count(&n) == 0 && n > 0 ? 0 : -ENODEV;
 }
 
-enum { H2D = 1, D2H = 2 }; /* cudaMemcpyKind */
+enum { H2D = 1, D2H = 2 };          /* cudaMemcpyKind */
+enum { CAPTURE_RELAXED = 2 };       /* cudaStreamCaptureModeRelaxed: groups issue from other threads */
 
 /* ------------------------------------------------------------ one rank */
 
@@ -81,6 +97,7 @@ struct rank_ctx {
 	void *send, *recv;  /* device or host */
 	int32_t *hs, *hr;   /* host staging */
 	void *stream;
+	void *graph_exec;   /* --graph: the captured calls of the current size */
 	size_t cap;         /* bytes of send and recv */
 };
 
@@ -147,6 +164,70 @@ static ncclResult_t issue(struct rank_ctx *c, enum coll k, size_t count)
 	}
 	default: return ncclInvalidArgument;
 	}
+}
+
+/* One call of k on every local rank: in a group when there are several. */
+static ncclResult_t issue_all(struct rank_ctx *cs, int nlocal, enum coll k, size_t count)
+{
+	ncclResult_t r = nlocal > 1 ? ncclGroupStart() : ncclSuccess;
+	for (int l = 0; l < nlocal && !r; l++)
+		r = issue(&cs[l], k, count);
+	if (nlocal > 1) {
+		ncclResult_t e = ncclGroupEnd();
+		r = r ? r : e;
+	}
+	return r;
+}
+
+/* --graph: captures o->graph rounds of k on every local stream into one graph
+ * per rank, the way nccl-tests' -G does. */
+static int capture(struct rank_ctx *cs, int nlocal, const struct opts *o, enum coll k, size_t count)
+{
+	int rc = 0;
+	/* One round outside the capture first: a library may set things up on
+	 * its first call (as NCCL does), which a capture cannot hold. */
+	ncclResult_t r0 = issue_all(cs, nlocal, k, count);
+	for (int l = 0; l < nlocal; l++)
+		cu.stream_sync(cs[l].stream);
+	if (r0) {
+		fprintf(stderr, "%s: %s (%s)\n", coll_names[k], ncclGetErrorString(r0), ncclGetLastError(NULL));
+		return -EIO;
+	}
+	for (int l = 0; l < nlocal; l++)
+		if (cu.begin_capture(cs[l].stream, CAPTURE_RELAXED)) {
+			fprintf(stderr, "rank %d: cudaStreamBeginCapture failed\n", cs[l].rank);
+			return -EIO;
+		}
+	for (int i = 0; i < o->graph && !rc; i++) {
+		ncclResult_t r = issue_all(cs, nlocal, k, count);
+		if (r) {
+			fprintf(stderr, "%s captured: %s (%s)\n", coll_names[k], ncclGetErrorString(r), ncclGetLastError(NULL));
+			rc = -EIO;
+		}
+	}
+	for (int l = 0; l < nlocal; l++) {
+		void *g = NULL;
+		if (cu.end_capture(cs[l].stream, &g) || !g) {
+			fprintf(stderr, "rank %d: cudaStreamEndCapture failed\n", cs[l].rank);
+			rc = -EIO;
+			continue;
+		}
+		if (!rc && cu.instantiate(&cs[l].graph_exec, g, 0)) {
+			fprintf(stderr, "rank %d: cudaGraphInstantiate failed\n", cs[l].rank);
+			rc = -EIO;
+		}
+		cu.graph_destroy(g);
+	}
+	return rc;
+}
+
+static void uncapture(struct rank_ctx *cs, int nlocal)
+{
+	for (int l = 0; l < nlocal; l++)
+		if (cs[l].graph_exec) {
+			cu.exec_destroy(cs[l].graph_exec);
+			cs[l].graph_exec = NULL;
+		}
 }
 
 static size_t send_elems(enum coll k, size_t count, int n)
@@ -221,18 +302,24 @@ static int run_coll(struct rank_ctx *cs, int nlocal, const struct opts *o, enum 
 		for (int l = 0; l < nlocal; l++)
 			if (prepare(&cs[l], o, k, count))
 				return 1;
+		if (o->graph && capture(cs, nlocal, o, k, count)) {
+			uncapture(cs, nlocal);
+			return 1;
+		}
 		double t0 = 0;
 		for (int it = 0; it < o->warmup + o->iters; it++) {
 			if (it == o->warmup)
 				t0 = now_us();
-			ncclResult_t r = nlocal > 1 ? ncclGroupStart() : ncclSuccess;
-			for (int l = 0; l < nlocal && !r; l++)
-				r = issue(&cs[l], k, count);
-			if (nlocal > 1) {
-				ncclResult_t e = ncclGroupEnd();
-				r = r ? r : e;
+			ncclResult_t r = ncclSuccess;
+			if (o->graph) {
+				for (int l = 0; l < nlocal && !r; l++)
+					if (cu.launch(cs[l].graph_exec, cs[l].stream))
+						r = ncclUnhandledCudaError;
+			} else {
+				r = issue_all(cs, nlocal, k, count);
 			}
 			if (r) {
+				uncapture(cs, nlocal);
 				fprintf(stderr, "%s of %zu B failed: %s (%s)\n", coll_names[k], bytes, ncclGetErrorString(r),
 					ncclGetLastError(NULL));
 				return 1;
@@ -240,11 +327,15 @@ static int run_coll(struct rank_ctx *cs, int nlocal, const struct opts *o, enum 
 			if (o->cuda)
 				for (int l = 0; l < nlocal; l++)
 					cu.stream_sync(cs[l].stream);
-			if (it == 0 && o->check)
+			/* The first and the last round are checked: a graph replayed
+			 * many times must keep giving the right answer. */
+			if ((it == 0 || it == o->warmup + o->iters - 1) && o->check)
 				for (int l = 0; l < nlocal; l++)
 					wrong += verify(&cs[l], o, k, count);
 		}
-		double us = (now_us() - t0) / (o->iters > 0 ? o->iters : 1);
+		uncapture(cs, nlocal);
+		/* Per call: a graph launch runs o->graph calls. */
+		double us = (now_us() - t0) / (o->iters > 0 ? o->iters : 1) / (o->graph ? o->graph : 1);
 		/* algbw over the per-rank data size; busbw with nccl-tests' factors. */
 		double data = (double)count * 4 * (k == C_ALLGATHER || k == C_REDUCESCATTER || k == C_ALLTOALL ? n : 1);
 		double alg = data / us / 1e3;
@@ -359,12 +450,14 @@ static int share_id(const char *path, int rank, ncclUniqueId *id)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: weft-nccl-driver [-o COLL[,COLL..]|all] [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]\n"
-		   "                        [-c 0|1] [--mem host|cuda] (--np N | --init-all N | --id-file PATH)\n"
+		   "                        [-c 0|1] [--mem host|cuda] [--graph N] (--np N | --init-all N | --id-file PATH)\n"
 		   "  COLL: allreduce allgather broadcast reducescatter alltoall sendrecv (int32, sum)\n"
 		   "  --np N        fork N ranks, one process each (ncclCommInitRank)\n"
 		   "  --init-all N  N ranks in this process (ncclCommInitAll, calls in groups)\n"
 		   "  --id-file P   one rank of a launched job (mpirun/srun/torchrun env); rank 0 writes the id to P\n"
-		   "  --mem cuda    device buffers and a stream (needs the CUDA runtime; else refused)\n");
+		   "  --mem cuda    device buffers and a stream (needs the CUDA runtime; else refused)\n"
+		   "  --graph N     with --mem cuda: capture N calls in a CUDA graph and time its launches\n"
+		   "                (per call, as nccl-tests' -G); the first and last launch are checked\n");
 }
 
 static size_t parse_size(const char *s)
@@ -384,7 +477,8 @@ int main(int argc, char **argv)
 {
 	struct opts o = {.minb = 4, .maxb = 1 << 20, .factor = 2, .iters = 20, .warmup = 5, .check = 1};
 	static const struct option lo[] = {{"mem", 1, 0, 'm'}, {"np", 1, 0, 'N'}, {"init-all", 1, 0, 'A'},
-					   {"id-file", 1, 0, 'I'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+					   {"id-file", 1, 0, 'I'}, {"graph", 1, 0, 'G'},
+					   {"help", 0, 0, 'h'},     {0, 0, 0, 0}};
 	int c, any = 0;
 	while ((c = getopt_long(argc, argv, "o:b:e:f:n:w:c:h", lo, NULL)) != -1) {
 		switch (c) {
@@ -418,12 +512,17 @@ int main(int argc, char **argv)
 		case 'N': o.np = atoi(optarg); break;
 		case 'A': o.init_all = atoi(optarg); break;
 		case 'I': o.id_file = optarg; break;
+		case 'G': o.graph = atoi(optarg); break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
 	if (!any)
 		o.colls[C_ALLREDUCE] = 1;
+	if (o.graph < 0 || (o.graph && !o.cuda)) {
+		fprintf(stderr, "--graph N needs N >= 0 and --mem cuda (graphs capture CUDA streams)\n");
+		return 2;
+	}
 	if (o.factor <= 1.0 || o.minb > o.maxb || o.iters < 1 || o.warmup < 0 || (!o.np && !o.init_all && !o.id_file)) {
 		usage(stderr);
 		return 2;
