@@ -71,87 +71,24 @@ static int teardown(struct th_side *s)
 	return th_side_close(s, false);
 }
 
-/* Puts of 1 B .. 64 MiB at odd offsets; rank 1 checks every byte and the guard
- * bytes around it after rank 0's flush returned 0. */
+/* The shared cases (tests/tp_harness.c) on this transport's setup. */
 static int rank_puts(int rank, int nranks, void *arg)
 {
+	(void)nranks;
 	struct th_side s;
 	int rc = setup(rank, arg, &s);
-	if (rc)
+	if (rc || (rc = th_case_puts(&s, rank)))
 		return rc;
-	static const size_t sizes[] = {1, 3, 8, 63, 4097, 65541, (1u << 20) + 7, (size_t)64 << 20};
-	for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-		size_t n = sizes[i];
-		uint64_t loff = 4095 - 2 * i, roff = 1 + 2 * i * 7;
-		uint64_t seed = 1000 + i;
-		char m;
-		if (rank == 0) {
-			th_fill_random(s.data + loff, n, seed);
-			rc = th_put_retry(s.ep, s.tc, s.rmh_data, roff, s.mh_data, loff, n);
-			TH_REQ(rc == 0, "put %zu: %d", n, rc);
-			rc = th_spin_flush(s.ep, s.tc);
-			TH_REQ(rc == 0, "flush after put %zu: %d", n, rc);
-			TH_REQ(th_send_msg(s.fd, "d", 1) == 0, "send");
-			TH_REQ(th_recv_msg(s.fd, s.tc, &m, 1, NULL) == 0, "recv ack");
-		} else {
-			TH_REQ(th_recv_msg(s.fd, s.tc, &m, 1, NULL) == 0, "recv done");
-			long bad = th_check_random(s.data + roff, n, seed);
-			TH_REQ(bad < 0, "put of %zu bytes: byte %ld differs", n, bad);
-			TH_REQ(s.data[roff - 1] == 0xA5 && s.data[roff + n] == 0xA5, "put of %zu bytes wrote outside", n);
-			memset(s.data + roff - 1, 0xA5, n + 2);
-			TH_REQ(th_send_msg(s.fd, "a", 1) == 0, "send ack");
-		}
-	}
 	return teardown(&s);
 }
 
-/* Many puts in flight, then one signal: once rank 1 sees the token, every byte
- * of every put must already be there, with no other synchronisation. */
 static int rank_signal(int rank, int nranks, void *arg)
 {
+	(void)nranks;
 	struct th_side s;
 	int rc = setup(rank, arg, &s);
-	if (rc)
+	if (rc || (rc = th_case_signal(&s, rank, true)))
 		return rc;
-	enum { NPUT = 300, PSZ = 65539, ROUNDS = 4 };
-	for (int round = 0; round < ROUNDS; round++) {
-		uint64_t token = 7000 + (uint64_t)round;
-		size_t psz = round == 0 ? 1 : PSZ; /* round 0: many tiny puts */
-		char m;
-		if (rank == 0) {
-			for (int k = 0; k < NPUT; k++) {
-				uint64_t off = 3 + (uint64_t)k * (PSZ + 2);
-				th_fill_random(s.data + off, psz, (uint64_t)round * 100000 + (uint64_t)k);
-				rc = th_put_retry(s.ep, s.tc, s.rmh_data, off, s.mh_data, off, psz);
-				TH_REQ(rc == 0, "put %d: %d", k, rc);
-			}
-			rc = th_signal_retry(s.ep, s.tc, s.rmh_tok, 8 * (uint64_t)(round % 3 + 1), token);
-			TH_REQ(rc == 0, "signal: %d", rc);
-			rc = th_spin_flush(s.ep, s.tc);
-			TH_REQ(rc == 0, "flush: %d", rc);
-			TH_REQ(th_recv_msg(s.fd, s.tc, &m, 1, NULL) == 0, "recv ack");
-		} else {
-			volatile uint64_t *t = &s.tok[round % 3 + 1];
-			struct timespec t0, t1;
-			clock_gettime(CLOCK_MONOTONIC, &t0);
-			uint64_t v;
-			/* One read per test: the token may land between two reads. */
-			while ((v = *t) != token) {
-				TH_REQ(v == 0 || v < token, "token went to %llu", (unsigned long long)v);
-				rc = th_ops->progress(s.tc);
-				TH_REQ(rc == 0, "progress: %d", rc);
-				clock_gettime(CLOCK_MONOTONIC, &t1);
-				TH_REQ(t1.tv_sec - t0.tv_sec < 60, "token %llu never arrived", (unsigned long long)token);
-			}
-			__atomic_thread_fence(__ATOMIC_ACQUIRE);
-			for (int k = 0; k < NPUT; k++) {
-				uint64_t off = 3 + (uint64_t)k * (PSZ + 2);
-				long bad = th_check_random(s.data + off, psz, (uint64_t)round * 100000 + (uint64_t)k);
-				TH_REQ(bad < 0, "round %d: put %d byte %ld not there when the token was", round, k, bad);
-			}
-			TH_REQ(th_send_msg(s.fd, "a", 1) == 0, "send ack");
-		}
-	}
 	return teardown(&s);
 }
 

@@ -44,32 +44,6 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Byte i of stream `seed` depends only on (seed, i), so a receiver checks any
- * range without a copy of the sender's buffer. */
-static unsigned char rnd_byte(uint64_t seed, uint64_t i)
-{
-	uint64_t x = (seed * 0x9E3779B97F4A7C15ull) ^ ((i >> 3) * 0xBF58476D1CE4E5B9ull);
-	x ^= x >> 31;
-	x *= 0x94D049BB133111EBull;
-	x ^= x >> 29;
-	return (unsigned char)(x >> (8 * (i & 7)));
-}
-
-static void fill_random(unsigned char *p, size_t n, uint64_t seed)
-{
-	for (size_t i = 0; i < n; i++)
-		p[i] = rnd_byte(seed, i);
-}
-
-/* Index of the first byte that differs from the stream, or -1. */
-static long check_random(const unsigned char *p, size_t n, uint64_t seed)
-{
-	for (size_t i = 0; i < n; i++)
-		if (p[i] != rnd_byte(seed, i))
-			return (long)i;
-	return -1;
-}
-
 /* --------------------------------------------------------- a 2-rank setup */
 #define DATA_BYTES TH_DATA_BYTES
 #define DATA_SLACK TH_DATA_SLACK
@@ -123,110 +97,30 @@ static int teardown(struct th_side *s)
 	return th_side_close(s, true);
 }
 
-/* Puts of 1 B .. 64 MiB at odd offsets; rank 1 checks every byte and the guard
- * bytes around it after rank 0's flush returned 0. */
+/* The shared cases (tests/tp_harness.c) on ucx; rank 0 then checks which
+ * UCX transport carried them. The signal case does not flush after the
+ * signal: the signal alone must carry the data out. */
 static int rank_puts(int rank, int nranks, void *arg)
 {
 	(void)nranks;
 	struct th_side s;
 	int rc = setup(rank, arg, &s);
-	if (rc)
+	if (rc || (rc = th_case_puts(&s, rank)))
 		return rc;
-	static const size_t sizes[] = {1, 3, 8, 63, 4097, 65541, (1u << 20) + 7, (size_t)64 << 20};
-	for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-		size_t n = sizes[i];
-		uint64_t loff = 4095 - 2 * i, roff = 1 + 2 * i * 7;
-		uint64_t seed = 1000 + i;
-		char m;
-		if (rank == 0) {
-			fill_random(s.data + loff, n, seed);
-			rc = th_put_retry(s.ep, s.tc, s.rmh_data, roff, s.mh_data, loff, n);
-			TH_REQ(rc == 0, "put %zu: %d", n, rc);
-			rc = th_spin_flush(s.ep, s.tc);
-			TH_REQ(rc == 0, "flush after put %zu: %d", n, rc);
-			TH_REQ(th_send_msg(s.fd, "d", 1) == 0, "send");
-			TH_REQ(th_recv_msg(s.fd, s.tc, &m, 1, NULL) == 0, "recv ack");
-		} else {
-			TH_REQ(th_recv_msg(s.fd, s.tc, &m, 1, NULL) == 0, "recv done");
-			long bad = check_random(s.data + roff, n, seed);
-			TH_REQ(bad < 0, "put of %zu bytes: byte %ld differs", n, bad);
-			TH_REQ(s.data[roff - 1] == 0xA5 && s.data[roff + n] == 0xA5, "put of %zu bytes wrote outside", n);
-			memset(s.data + roff - 1, 0xA5, n + 2);
-			TH_REQ(th_send_msg(s.fd, "a", 1) == 0, "send ack");
-		}
-	}
 	if (rank == 0 && (rc = check_transport(&s)) != 0)
 		return rc;
 	return teardown(&s);
 }
 
-/* Many puts in flight, then one signal: once rank 1 sees the token, every byte
- * of every put must already be there, with no other synchronisation. */
 static int rank_signal(int rank, int nranks, void *arg)
 {
 	(void)nranks;
 	struct th_side s;
 	int rc = setup(rank, arg, &s);
-	if (rc)
+	if (rc || (rc = th_case_signal(&s, rank, false)) || (rc = th_case_signal_burst(&s, rank)))
 		return rc;
-	enum { NPUT = 300, PSZ = 65539, ROUNDS = 5 };
-	for (int round = 0; round < ROUNDS; round++) {
-		uint64_t token = 7000 + (uint64_t)round;
-		size_t psz = round == 0 ? 1 : round == 1 ? 200 : PSZ; /* small ones first */
-		char m;
-		if (rank == 0) {
-			for (int k = 0; k < NPUT; k++) {
-				uint64_t off = 3 + (uint64_t)k * (PSZ + 2);
-				fill_random(s.data + off, psz, (uint64_t)round * 100000 + (uint64_t)k);
-				rc = th_put_retry(s.ep, s.tc, s.rmh_data, off, s.mh_data, off, psz);
-				TH_REQ(rc == 0, "put %d: %d", k, rc);
-			}
-			rc = th_signal_retry(s.ep, s.tc, s.rmh_tok, 8 * (uint64_t)(round % 3 + 1), token);
-			TH_REQ(rc == 0, "signal: %d", rc);
-			/* No flush here: the signal alone must carry the data. */
-			TH_REQ(th_recv_msg(s.fd, s.tc, &m, 1, NULL) == 0, "recv ack");
-		} else {
-			volatile uint64_t *t = &s.tok[round % 3 + 1];
-			double t0 = now_s();
-			uint64_t v;
-			/* One read per test: the token may land between two reads. */
-			while ((v = *t) != token) {
-				TH_REQ(v == 0 || (v >= 7000 && v < token), "token went to %llu", (unsigned long long)v);
-				rc = th_ops->progress(s.tc);
-				TH_REQ(rc == 0, "progress: %d", rc);
-				TH_REQ(now_s() - t0 < 60, "token %llu never arrived", (unsigned long long)token);
-			}
-			__atomic_thread_fence(__ATOMIC_ACQUIRE);
-			for (int k = 0; k < NPUT; k++) {
-				uint64_t off = 3 + (uint64_t)k * (PSZ + 2);
-				long bad = check_random(s.data + off, psz, (uint64_t)round * 100000 + (uint64_t)k);
-				TH_REQ(bad < 0, "round %d: put %d byte %ld not there when the token was", round, k, bad);
-			}
-			TH_REQ(th_send_msg(s.fd, "a", 1) == 0, "send ack");
-		}
-	}
-	/* Back-to-back signals, no puts between: the last value wins, never an older one. */
-	if (rank == 0) {
-		for (uint64_t v = 1; v <= 200; v++)
-			TH_REQ(th_signal_retry(s.ep, s.tc, s.rmh_tok, 0, v) == 0, "signal %llu", (unsigned long long)v);
-		TH_REQ(th_spin_flush(s.ep, s.tc) == 0, "flush after signals");
-		TH_REQ(th_send_msg(s.fd, "d", 1) == 0, "send");
-		if ((rc = check_transport(&s)) != 0)
-			return rc;
-	} else {
-		char m;
-		uint64_t last = 0;
-		double t0 = now_s();
-		while (last != 200) {
-			uint64_t v = __atomic_load_n(&s.tok[0], __ATOMIC_ACQUIRE);
-			TH_REQ(v >= last && v <= 200, "token went from %llu to %llu", (unsigned long long)last,
-			    (unsigned long long)v);
-			last = v;
-			TH_REQ(th_ops->progress(s.tc) == 0, "progress");
-			TH_REQ(now_s() - t0 < 60, "token stuck at %llu", (unsigned long long)last);
-		}
-		TH_REQ(th_recv_msg(s.fd, s.tc, &m, 1, NULL) == 0, "recv");
-	}
+	if (rank == 0 && (rc = check_transport(&s)) != 0)
+		return rc;
 	return teardown(&s);
 }
 
@@ -282,7 +176,7 @@ static int rank_inflight(int rank, int nranks, void *arg)
 		return rc;
 	char m;
 	if (rank == 0) {
-		fill_random(s.data, 1 << 20, 5);
+		th_fill_random(s.data, 1 << 20, 5);
 		TH_REQ(th_ops->put(s.ep, s.rmh_data, 0, s.mh_data, 0, 1 << 20) == 0, "first put");
 		/* The put may complete locally at once; the signal waits for its
 		 * remote completion, which needs the (sleeping) target over tcp. */
@@ -303,7 +197,7 @@ static int rank_inflight(int rank, int nranks, void *arg)
 		uint32_t l;
 		TH_REQ(th_read_full(s.fd, &l, 4) == 0 && l == 1 && th_read_full(s.fd, &m, 1) == 0, "recv go");
 		TH_REQ(th_recv_msg(s.fd, s.tc, &m, 1, NULL) == 0, "recv done");
-		TH_REQ(check_random(s.data, 1 << 20, 5) < 0, "data");
+		TH_REQ(th_check_random(s.data, 1 << 20, 5) < 0, "data");
 		TH_REQ(s.tok[0] == 1 && s.tok[1] == 2, "tokens %llu %llu", (unsigned long long)s.tok[0],
 		    (unsigned long long)s.tok[1]);
 	}
@@ -326,7 +220,7 @@ static int rank_peer_death(int rank, int nranks, void *arg)
 		TH_REQ(th_send_msg(s.fd, &me, sizeof(me)) == 0, "send pid");
 		_exit(0);
 	}
-	fill_random(s.data, 65536, 9);
+	th_fill_random(s.data, 65536, 9);
 	TH_REQ(th_put_retry(s.ep, s.tc, s.rmh_data, 0, s.mh_data, 0, 65536) == 0, "first put");
 	TH_REQ(th_spin_flush(s.ep, s.tc) == 0, "first flush");
 	TH_REQ(th_send_msg(s.fd, "k", 1) == 0, "send");
@@ -651,7 +545,7 @@ static void same_process(const char *tls, const char *expect_class)
 		ck_assert_int_eq(th_ops->connect(ep[r], addr[1 - r], alen[1 - r]), 0);
 		ck_assert_int_eq(th_ops->mem_import(tc[r], 1 - r, blob[1 - r], blen[1 - r], &rmh[r]), 0);
 	}
-	fill_random(buf[0], sizeof(buf[0]), 77);
+	th_fill_random(buf[0], sizeof(buf[0]), 77);
 	memset(buf[1], 0, sizeof(buf[1]));
 	int rc;
 	while ((rc = th_ops->put(ep[0], rmh[0], 9, mh[0], 9, sizeof(buf[0]) - 9)) == -EAGAIN)

@@ -409,3 +409,109 @@ int th_side_close(struct th_side *s, bool flush_first)
 	close(s->fd);
 	return 0;
 }
+
+/* ------------------------------------------- cases shared by the transports */
+int th_case_puts(struct th_side *s, int rank)
+{
+	static const size_t sizes[] = {1, 3, 8, 63, 4097, 65541, (1u << 20) + 7, (size_t)64 << 20};
+	for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		size_t n = sizes[i];
+		uint64_t loff = 4095 - 2 * i, roff = 1 + 2 * i * 7;
+		uint64_t seed = 1000 + i;
+		char m;
+		int rc;
+		if (rank == 0) {
+			th_fill_random(s->data + loff, n, seed);
+			rc = th_put_retry(s->ep, s->tc, s->rmh_data, roff, s->mh_data, loff, n);
+			TH_REQ(rc == 0, "put %zu: %d", n, rc);
+			rc = th_spin_flush(s->ep, s->tc);
+			TH_REQ(rc == 0, "flush after put %zu: %d", n, rc);
+			TH_REQ(th_send_msg(s->fd, "d", 1) == 0, "send");
+			TH_REQ(th_recv_msg(s->fd, s->tc, &m, 1, NULL) == 0, "recv ack");
+		} else {
+			TH_REQ(th_recv_msg(s->fd, s->tc, &m, 1, NULL) == 0, "recv done");
+			long bad = th_check_random(s->data + roff, n, seed);
+			TH_REQ(bad < 0, "put of %zu bytes: byte %ld differs", n, bad);
+			TH_REQ(s->data[roff - 1] == 0xA5 && s->data[roff + n] == 0xA5, "put of %zu bytes wrote outside", n);
+			memset(s->data + roff - 1, 0xA5, n + 2);
+			TH_REQ(th_send_msg(s->fd, "a", 1) == 0, "send ack");
+		}
+	}
+	return 0;
+}
+
+/* Rank 1 waits for token in *t, reading it once per test: it may land between
+ * two reads, and it never goes back or past. */
+static int wait_token(struct th_side *s, volatile uint64_t *t, uint64_t token, uint64_t lowest)
+{
+	double t0 = now_s();
+	uint64_t v;
+	while ((v = *t) != token) {
+		TH_REQ(v == 0 || (v >= lowest && v < token), "token went to %llu", (unsigned long long)v);
+		int rc = th_ops->progress(s->tc);
+		TH_REQ(rc == 0, "progress: %d", rc);
+		TH_REQ(now_s() - t0 < 60, "token %llu never arrived", (unsigned long long)token);
+	}
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	return 0;
+}
+
+int th_case_signal(struct th_side *s, int rank, bool flush_after_signal)
+{
+	enum { NPUT = 300, PSZ = 65539, ROUNDS = 5, FIRST = 7000 };
+	for (int round = 0; round < ROUNDS; round++) {
+		uint64_t token = FIRST + (uint64_t)round;
+		size_t psz = round == 0 ? 1 : round == 1 ? 200 : PSZ; /* small ones first */
+		char m;
+		int rc;
+		if (rank == 0) {
+			for (int k = 0; k < NPUT; k++) {
+				uint64_t off = 3 + (uint64_t)k * (PSZ + 2);
+				th_fill_random(s->data + off, psz, (uint64_t)round * 100000 + (uint64_t)k);
+				rc = th_put_retry(s->ep, s->tc, s->rmh_data, off, s->mh_data, off, psz);
+				TH_REQ(rc == 0, "put %d: %d", k, rc);
+			}
+			rc = th_signal_retry(s->ep, s->tc, s->rmh_tok, 8 * (uint64_t)(round % 3 + 1), token);
+			TH_REQ(rc == 0, "signal: %d", rc);
+			if (flush_after_signal) {
+				rc = th_spin_flush(s->ep, s->tc);
+				TH_REQ(rc == 0, "flush: %d", rc);
+			}
+			TH_REQ(th_recv_msg(s->fd, s->tc, &m, 1, NULL) == 0, "recv ack");
+		} else {
+			if ((rc = wait_token(s, &s->tok[round % 3 + 1], token, FIRST)))
+				return rc;
+			for (int k = 0; k < NPUT; k++) {
+				uint64_t off = 3 + (uint64_t)k * (PSZ + 2);
+				long bad = th_check_random(s->data + off, psz, (uint64_t)round * 100000 + (uint64_t)k);
+				TH_REQ(bad < 0, "round %d: put %d byte %ld not there when the token was", round, k, bad);
+			}
+			TH_REQ(th_send_msg(s->fd, "a", 1) == 0, "send ack");
+		}
+	}
+	return 0;
+}
+
+int th_case_signal_burst(struct th_side *s, int rank)
+{
+	if (rank == 0) {
+		for (uint64_t v = 1; v <= 200; v++)
+			TH_REQ(th_signal_retry(s->ep, s->tc, s->rmh_tok, 0, v) == 0, "signal %llu", (unsigned long long)v);
+		TH_REQ(th_spin_flush(s->ep, s->tc) == 0, "flush after signals");
+		TH_REQ(th_send_msg(s->fd, "d", 1) == 0, "send");
+		return 0;
+	}
+	char m;
+	uint64_t last = 0;
+	double t0 = now_s();
+	while (last != 200) {
+		uint64_t v = __atomic_load_n(&s->tok[0], __ATOMIC_ACQUIRE);
+		TH_REQ(v >= last && v <= 200, "token went from %llu to %llu", (unsigned long long)last,
+		       (unsigned long long)v);
+		last = v;
+		TH_REQ(th_ops->progress(s->tc) == 0, "progress");
+		TH_REQ(now_s() - t0 < 60, "token stuck at %llu", (unsigned long long)last);
+	}
+	TH_REQ(th_recv_msg(s->fd, s->tc, &m, 1, NULL) == 0, "recv");
+	return 0;
+}

@@ -84,4 +84,16 @@ int th_side_connect(struct th_side *s, int rank, enum weft_peer_class cls, size_
 /* flush_first: flush before the final handshake rather than after. */
 int th_side_close(struct th_side *s, bool flush_first);
 
+/* Cases every transport runs, on a side set up by the test (rank 0 writes,
+ * rank 1 checks); 0 or the failing line, as TH_REQ returns. */
+/* Puts of 1 B .. 64 MiB at odd offsets; rank 1 checks every byte and the guard
+ * bytes (0xA5) around them after rank 0's flush returned 0. */
+int th_case_puts(struct th_side *s, int rank);
+/* Many puts in flight, then one signal: once rank 1 sees the token, every byte
+ * of every put must be there, with no other synchronisation. Without
+ * flush_after_signal the signal alone must carry the data out. */
+int th_case_signal(struct th_side *s, int rank, bool flush_after_signal);
+/* 200 back-to-back signals to one token: the last value wins, never an older one. */
+int th_case_signal_burst(struct th_side *s, int rank);
+
 #endif
