@@ -12,8 +12,10 @@
 #include "coll.h"
 #include "comm.h"
 #include "config.h"
+#include "consist.h"
 #include "log.h"
 #include "registry.h"
+#include "tpsel.h"
 
 /* -------------------------------------------------------------- id tables */
 int weft__idtab_add(struct weft__idtab *t, void *obj, uint32_t *id)
@@ -314,13 +316,23 @@ WEFT_API int weft_comm_create(const struct weft_unique_id *id, int nranks, int r
 	rc = weft__bootstrap_create(id, nranks, rank, &comm->bs);
 	if (rc != 0)
 		goto err_free_comm;
-	rc = open_transports(comm);
+	/* Every rank reports its own set-up result to the consistency check, so
+	 * that one rank's failure (a required transport missing on its host) or a
+	 * configuration that differs fails creation on all of them at once. */
+	char err[256] = "";
+	int lrc = open_transports(comm);
+	if (lrc != 0)
+		snprintf(err, sizeof(err), "a transport named in core.require did not open: %s", weft_strerror(lrc));
+	else
+		lrc = weft__tp_check_required(comm, err, sizeof(err));
+	rc = weft__consist_check(comm, lrc, err);
 	if (rc != 0)
-		goto err_destroy_bootstrap;
+		goto err_close_transports;
 	*out = comm;
 	return 0;
 
-err_destroy_bootstrap:
+err_close_transports:
+	close_transports(comm);
 	weft__bootstrap_destroy(comm->bs);
 err_free_comm:
 	free(comm->pair_seq);

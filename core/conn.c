@@ -11,10 +11,13 @@
 #include "fault.h"
 #include "log.h"
 #include "registry.h"
+#include "tpsel.h"
 
 /* Connect message, little-endian:
- *   magic u32 "WFTC" | status i32 (0, or this side's error) | named u32 (1 when the
- *   caller named a transport) | candidate count u32 |
+ *   magic u32 "WFTC" | status i32 (0, or this side's error) | flags u32 (bit 0: the
+ *   caller named a transport; bits 8-15: how many leading candidates a use or
+ *   require rule pinned, whose connect failure is an error, not a fall-back) |
+ *   candidate count u32 |
  *   per candidate: name char[32] | address length u32 | address bytes */
 #define CONN_MAGIC 0x43544657u /* "WFTC" */
 #define CONN_HDR 16
@@ -38,17 +41,6 @@ static void put32(unsigned char *p, uint32_t v)
 static uint32_t get32(const unsigned char *p)
 {
 	return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-}
-
-static enum weft_peer_class peer_class(const weft_comm_t *comm, int peer)
-{
-	if (weft__bootstrap_proc_id(comm->bs, peer) == weft__bootstrap_proc_id(comm->bs, comm->rank))
-		return WEFT_PEER_SAME_PROCESS;
-	const char *a = weft__bootstrap_host_id(comm->bs, peer);
-	const char *b = weft__bootstrap_host_id(comm->bs, comm->rank);
-	if (a && b && strcmp(a, b) == 0)
-		return WEFT_PEER_SAME_HOST;
-	return WEFT_PEER_OTHER_HOST;
 }
 
 static void ep_destroy(struct weft__tp *tp, void *ep)
@@ -200,102 +192,6 @@ static int find_peer_cand(int peer, const unsigned char *m, size_t len, const ch
 	return 0;
 }
 
-/* What a transport's probe says about one peer class: the lowest one-way
- * latency among its devices that reach the class (unknown latency counts as
- * SCORE_UNKNOWN, no device reaching it as SCORE_NONE) and, at that latency,
- * the highest bandwidth. Probed once per process per transport: devices do
- * not change under a running job, and probing may be slow (fi_getinfo). */
-#define SCORE_UNKNOWN 1e9
-#define SCORE_NONE 1e18
-#define SCORE_CACHE 32
-
-struct tp_score {
-	const struct weft_transport_ops *ops;
-	double lat[WEFT_PEER_CLASS_COUNT];
-	double bw[WEFT_PEER_CLASS_COUNT];
-};
-
-static pthread_mutex_t score_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct tp_score score_cache[SCORE_CACHE];
-static int score_n;
-
-static void probe_score(const struct weft__tp *tp, struct tp_score *sc)
-{
-	for (int c = 0; c < WEFT_PEER_CLASS_COUNT; c++) {
-		sc->lat[c] = WEFT__TP_HAS(tp, probe) ? SCORE_NONE : SCORE_UNKNOWN;
-		sc->bw[c] = 0;
-	}
-	if (!WEFT__TP_HAS(tp, probe))
-		return;
-	struct weft_tp_device devs[16];
-	int n = 16;
-	memset(devs, 0, sizeof(devs));
-	int rc = tp->ops->probe(devs, &n);
-	if (rc != 0 && rc != -ENOSPC) {
-		for (int c = 0; c < WEFT_PEER_CLASS_COUNT; c++)
-			sc->lat[c] = SCORE_UNKNOWN;
-		return;
-	}
-	if (n > 16)
-		n = 16;
-	for (int i = 0; i < n; i++) {
-		double lat = devs[i].latency_us > 0 ? devs[i].latency_us : SCORE_UNKNOWN;
-		for (int c = 0; c < WEFT_PEER_CLASS_COUNT; c++) {
-			if (!(devs[i].peer_classes & (1u << c)))
-				continue;
-			if (lat < sc->lat[c] || (lat == sc->lat[c] && devs[i].bandwidth_gbps > sc->bw[c])) {
-				sc->lat[c] = lat;
-				sc->bw[c] = devs[i].bandwidth_gbps;
-			}
-		}
-	}
-}
-
-static void tp_score(const struct weft__tp *tp, enum weft_peer_class cls, double *lat, double *bw)
-{
-	pthread_mutex_lock(&score_lock);
-	int i = 0;
-	while (i < score_n && score_cache[i].ops != tp->ops)
-		i++;
-	struct tp_score local, *sc = i < score_n ? &score_cache[i] : &local;
-	if (i == score_n) {
-		probe_score(tp, &local);
-		local.ops = tp->ops;
-		if (score_n < SCORE_CACHE)
-			score_cache[score_n++] = local;
-	}
-	*lat = sc->lat[cls];
-	*bw = sc->bw[cls];
-	pthread_mutex_unlock(&score_lock);
-}
-
-/* The order in which this rank offers its transports to a peer of class cls.
- * Interim rule until the topology work lands: lowest probed latency to that
- * class first, then highest bandwidth, then the name (comm->tp is
- * alphabetical and the sort is stable). So shm (0.2 us) goes before ofi and
- * ucx (which report no latency) for same-host peers. Both ends usually
- * compute the same order, but the choice does not rely on it: the lower rank's
- * order decides (see connect_peer). */
-static void tp_order(const weft_comm_t *comm, enum weft_peer_class cls, int *order)
-{
-	double lat[64], bw[64];
-	int n = comm->ntp < 64 ? comm->ntp : 64;
-	for (int i = 0; i < n; i++) {
-		tp_score(&comm->tp[i], cls, &lat[i], &bw[i]);
-		order[i] = i;
-	}
-	for (int i = n; i < comm->ntp; i++)
-		order[i] = i;
-	for (int i = 1; i < n; i++) { /* insertion sort: stable, n is tiny */
-		int k = order[i], j = i - 1;
-		while (j >= 0 && (lat[order[j]] > lat[k] || (lat[order[j]] == lat[k] && bw[order[j]] < bw[k]))) {
-			order[j + 1] = order[j];
-			j--;
-		}
-		order[j + 1] = k;
-	}
-}
-
 static int connect_peer(weft_comm_t *comm, int peer, const char *transport, weft_conn_t **out);
 
 WEFT_API int weft_connect(weft_comm_t *comm, int peer, const char *transport, weft_conn_t **out)
@@ -330,21 +226,21 @@ static int connect_peer(weft_comm_t *comm, int peer, const char *transport, weft
 	struct weft_tp_peer tpeer = {
 		.size = sizeof(tpeer),
 		.rank = peer,
-		.peer_class = peer_class(comm, peer),
+		.peer_class = weft__peer_class(comm, peer),
 		.host_id = weft__bootstrap_host_id(comm->bs, peer),
 		.addr = weft__bootstrap_peer_addr(comm->bs, peer),
 	};
 	struct cand *c = calloc(comm->ntp > 0 ? (size_t)comm->ntp : 1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	int nc = 0, status = 0;
+	int nc = 0, status = 0, npinned = 0;
 
-	/* Candidates, in tp_order's order. Without a name every transport that can
-	 * reach the peer is offered; the lower rank's first candidate that the
-	 * other side offers too wins, so both sides pick alike with one message
-	 * each way, and if a transport cannot make an endpoint on one side both
-	 * fall back to the next together. A named transport always wins.
-	 * TODO(topology): apply the [transport] rules of the configuration. */
+	/* Candidates, best first. A named transport is the only one. Otherwise
+	 * weft__tp_plan orders the open transports by the [transport] rules and
+	 * then by score, and every one that can make an endpoint is offered; the
+	 * lower rank's first candidate that the other side offers too wins, so
+	 * both sides pick alike with one message each way, and a transport that
+	 * cannot make an endpoint on one side is skipped by both. */
 	if (transport) {
 		int tpi = weft__comm_tp_index(comm, transport);
 		if (tpi < 0) {
@@ -365,27 +261,48 @@ static int connect_peer(weft_comm_t *comm, int peer, const char *transport, weft
 					   peer, weft_strerror(status));
 		}
 	} else {
-		int *order = malloc((comm->ntp > 0 ? (size_t)comm->ntp : 1) * sizeof(*order));
-		if (!order) {
+		struct weft__tp_cand *tc = calloc(comm->ntp > 0 ? (size_t)comm->ntp : 1, sizeof(*tc));
+		struct weft__tp_plan *plan = malloc(sizeof(*plan));
+		if (!tc || !plan) {
+			free(tc);
+			free(plan);
 			free(c);
 			return -ENOMEM;
 		}
-		tp_order(comm, tpeer.peer_class, order);
-		for (int k = 0; k < comm->ntp; k++) {
-			int i = order[k];
+		for (int i = 0; i < comm->ntp; i++) {
+			tc[i].name = comm->tp[i].name;
+			tc[i].ops = comm->tp[i].ops;
+		}
+		/* weft_connect's connections are chosen for host memory: that is what
+		 * every connection carries (semaphore pools, host buffers). */
+		status = weft__tp_plan(tc, comm->ntp, tpeer.peer_class, WEFT_MEM_HOST, comm->nranks, 0, plan);
+		for (int k = 0; status == 0 && k < plan->n; k++) {
+			int i = plan->order[k];
 			int erc = make_endpoint(comm, i, &tpeer, &c[nc]);
-			if (erc == 0)
+			if (erc == 0) {
+				WEFT_DEBUG("weft_connect: offering %s to rank %d: %s", comm->tp[i].name, peer, plan->why[k]);
+				if (k < plan->pinned)
+					npinned++;
 				nc++;
-			else
+			} else if (k < plan->pinned) {
+				WEFT_WARN("weft_connect: transport %s, placed first by %s, cannot serve rank %d: %s",
+					  comm->tp[i].name, plan->why[k], peer, weft_strerror(erc));
+				if (plan->n == 1 && plan->pinned == 1)
+					status = erc; /* required: nothing else may stand in */
+			} else {
 				WEFT_INFO("weft_connect: transport %s not offered for rank %d: %s", comm->tp[i].name,
 					  peer, weft_strerror(erc));
+			}
 		}
-		free(order);
+		free(tc);
+		free(plan);
 	}
 
 	/* Always send, even on a local failure, so the peer is not left waiting. */
 	size_t mlen = 0, tlen = 0;
-	unsigned char *mine = build_msg(comm, status, transport != NULL, c, nc, &mlen), *theirs = NULL;
+	uint32_t flags = (transport != NULL) | ((uint32_t)(npinned > 255 ? 255 : npinned) << 8);
+	unsigned char *mine = build_msg(comm, status, (int)flags, c, nc, &mlen), *theirs = NULL;
+	int *failed = NULL;
 	if (!mine) {
 		rc = -ENOMEM;
 		goto err_drop;
@@ -410,65 +327,96 @@ static int connect_peer(weft_comm_t *comm, int peer, const char *transport, weft
 		rc = pstatus < 0 && pstatus > -WEFT_ERR_LAST ? pstatus : -WEFT_ERR_PROTOCOL;
 		goto err_free_msg;
 	}
-	if ((get32(theirs + 8) != 0) != (transport != NULL)) {
+	uint32_t pflags = get32(theirs + 8);
+	if ((pflags & 1) != (transport != NULL)) {
 		WEFT_ERROR("weft_connect: rank %d %s a transport but this rank %s", peer,
-			   get32(theirs + 8) ? "named" : "did not name", transport ? "did" : "did not");
+			   (pflags & 1) ? "named" : "did not name", transport ? "did" : "did not");
 		rc = -WEFT_ERR_MISMATCH;
 		goto err_free_msg;
 	}
-	/* The lower rank's preference decides: it takes its first candidate the
-	 * peer offers; the higher rank takes, of its candidates, the one the peer
-	 * listed first. */
-	int chosen = -1;
-	const unsigned char *paddr = NULL;
-	size_t palen = 0;
-	uint32_t best_pos = UINT32_MAX;
-	for (int i = 0; i < nc && (chosen < 0 || comm->rank > peer); i++) {
-		const unsigned char *a = NULL;
-		size_t al = 0;
-		uint32_t pos = 0;
-		rc = find_peer_cand(peer, theirs, tlen, comm->tp[c[i].tpi].name, &a, &al, &pos);
-		if (rc != 0)
+	/* The lower rank's list also says how many of its first candidates rules
+	 * pinned: a connect failure there ends the call; past them, both sides
+	 * drop the transport that failed and take the next common one. */
+	int pinned = comm->rank < peer ? npinned : (int)((pflags >> 8) & 0xff);
+	failed = calloc(nc > 0 ? (size_t)nc : 1, sizeof(*failed));
+	if (!failed) {
+		rc = -ENOMEM;
+		goto err_free_msg;
+	}
+	int chosen;
+	struct weft__tp *tp;
+	for (;;) {
+		/* The lower rank's preference decides: it takes its first candidate
+		 * the peer offers; the higher rank takes, of its candidates, the one
+		 * the peer listed first. */
+		chosen = -1;
+		const unsigned char *paddr = NULL;
+		size_t palen = 0;
+		uint32_t best_pos = UINT32_MAX, low_pos = 0;
+		for (int i = 0; i < nc && (chosen < 0 || comm->rank > peer); i++) {
+			const unsigned char *a = NULL;
+			size_t al = 0;
+			uint32_t pos = 0;
+			if (failed[i])
+				continue;
+			rc = find_peer_cand(peer, theirs, tlen, comm->tp[c[i].tpi].name, &a, &al, &pos);
+			if (rc != 0)
+				goto err_free_msg;
+			if (a && (comm->rank < peer || pos < best_pos)) {
+				chosen = i;
+				paddr = a;
+				palen = al;
+				best_pos = pos;
+				low_pos = comm->rank < peer ? (uint32_t)i : pos;
+			}
+		}
+		if (chosen < 0) {
+			if (transport) {
+				WEFT_ERROR("weft_connect: rank %d asked for another transport than '%s'", peer, transport);
+				rc = -WEFT_ERR_MISMATCH;
+			} else {
+				WEFT_ERROR("weft_connect: no transport reaches rank %d from both sides%s", peer,
+					   rc != 0 ? " (every common one failed to connect)" : "");
+				rc = -EHOSTUNREACH;
+			}
 			goto err_free_msg;
-		if (a && (comm->rank < peer || pos < best_pos)) {
-			chosen = i;
-			paddr = a;
-			palen = al;
-			best_pos = pos;
 		}
-	}
-	if (chosen < 0) {
-		if (transport) {
-			WEFT_ERROR("weft_connect: rank %d asked for another transport than '%s'", peer, transport);
-			rc = -WEFT_ERR_MISMATCH;
-		} else {
-			WEFT_ERROR("weft_connect: no transport reaches rank %d from both sides", peer);
-			rc = -EHOSTUNREACH;
-		}
-		goto err_free_msg;
-	}
 
-	struct weft__tp *tp = &comm->tp[c[chosen].tpi];
-	pthread_mutex_lock(&tp->lock);
-	rc = weft__fault_should_fail(WEFT_FAULT_CONNECT) ? weft__fault_error(WEFT_FAULT_CONNECT)
-							  : tp->ops->connect(c[chosen].ep, paddr, palen);
-	pthread_mutex_unlock(&tp->lock);
-	if (rc != 0)
-		WEFT_ERROR("weft_connect: transport %s: connecting to rank %d failed: %s", tp->name, peer,
-			   weft_strerror(rc));
-	/* Both sides learn whether the other connected, so neither keeps a half-open conn. */
-	int32_t ack = rc, pack = 0;
-	int brc = weft__bootstrap_send(comm->bs, peer, WEFT__TAG_CONN, &ack, sizeof(ack));
-	if (brc == 0)
-		brc = weft__bootstrap_recv(comm->bs, peer, WEFT__TAG_CONN, &pack, sizeof(pack));
-	if (rc == 0 && brc != 0)
-		rc = brc;
-	if (rc == 0 && pack != 0) {
-		WEFT_ERROR("weft_connect: rank %d failed to connect its side: %s", peer, weft_strerror(pack));
-		rc = -WEFT_ERR_PEER;
+		tp = &comm->tp[c[chosen].tpi];
+		pthread_mutex_lock(&tp->lock);
+		rc = weft__fault_should_fail(WEFT_FAULT_CONNECT) ? weft__fault_error(WEFT_FAULT_CONNECT)
+								  : tp->ops->connect(c[chosen].ep, paddr, palen);
+		pthread_mutex_unlock(&tp->lock);
+		if (rc != 0)
+			WEFT_ERROR("weft_connect: transport %s: connecting to rank %d failed: %s", tp->name, peer,
+				   weft_strerror(rc));
+		/* Both sides learn whether the other connected, so neither keeps a half-open conn. */
+		int32_t ack = rc, pack = 0;
+		int brc = weft__bootstrap_send(comm->bs, peer, WEFT__TAG_CONN, &ack, sizeof(ack));
+		if (brc == 0)
+			brc = weft__bootstrap_recv(comm->bs, peer, WEFT__TAG_CONN, &pack, sizeof(pack));
+		if (brc != 0) {
+			rc = brc;
+			goto err_free_msg;
+		}
+		if (rc == 0 && pack == 0)
+			break;
+		if (rc == 0) {
+			WEFT_ERROR("weft_connect: rank %d failed to connect its side of %s: %s", peer, tp->name,
+				   weft_strerror(pack));
+			rc = -WEFT_ERR_PEER;
+		}
+		if (transport || (int)low_pos < pinned)
+			goto err_free_msg;
+		/* Both sides saw both acks, so both fall back now, to the same next choice. */
+		WEFT_WARN("weft_connect: %s failed between this rank and rank %d; both fall back to the next transport",
+			  tp->name, peer);
+		ep_destroy(tp, c[chosen].ep);
+		c[chosen].ep = NULL;
+		failed[chosen] = 1;
 	}
-	if (rc != 0)
-		goto err_free_msg;
+	free(failed);
+	failed = NULL;
 
 	weft_conn_t *conn = weft__fault_should_fail(WEFT_FAULT_ALLOC) ? NULL : calloc(1, sizeof(*conn));
 	if (!conn) {
@@ -496,6 +444,7 @@ static int connect_peer(weft_comm_t *comm, int peer, const char *transport, weft
 
 err_free_msg:
 	free(theirs);
+	free(failed);
 err_drop:
 	drop_cands(comm, c, nc, -1);
 	free(c);

@@ -1,6 +1,7 @@
 /* weft-info: shows what weft would use here and why: version, config file,
  * plugin search path, every plugin file found (loaded, rejected, shadowed, with
- * the reason) and, with -c, every parameter with its value and source. */
+ * the reason); with -c every parameter with its value and source; with --topo
+ * the topology; with --select the transport per peer and algorithm per size. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
@@ -12,6 +13,8 @@
 
 #include "coll.h"
 #include "registry.h"
+#include "topo.h"
+#include "tpsel.h"
 
 static void usage(FILE *out)
 {
@@ -22,8 +25,14 @@ static void usage(FILE *out)
 		"\n"
 		"options:\n"
 		"  -c, --config   print every parameter: section.key = value (source) and its help\n"
-		"      --select   print, per collective, which algorithm serves each size and why\n"
-		"      --np N     rank count assumed by --select (default 2)\n"
+		"      --topo     print the topology seen: NUMA nodes and distances (hwloc), NVLink\n"
+		"                 (NVML), and every transport's probed devices and properties\n"
+		"      --select   print the transport each peer gets and why (score, rule), and, per\n"
+		"                 collective, which algorithm serves each size and why. Under a\n"
+		"                 launcher (OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID or RANK/\n"
+		"                 WORLD_SIZE set, with WEFT_CORE_BOOTSTRAP_ROOT) every rank joins a\n"
+		"                 communicator and prints its real peers\n"
+		"      --np N     rank count assumed by --select (default 2; a launcher's wins)\n"
 		"      --mem T    memory type assumed by --select: host, cuda or hip (default host)\n"
 		"      --version  print the versions of weft-info and of the libweft.so it runs with\n"
 		"  -h, --help     print this help\n"
@@ -96,9 +105,45 @@ static void print_plugins(const struct weft__plugin_entry *const *e, int n)
 	}
 }
 
+/* --select: transports per peer, then algorithms per size. Under a launcher
+ * every rank joins one communicator, so the peers and their classes are real;
+ * otherwise rank 0's view of np ranks on this host is shown. */
+static int select_print(int np, enum weft_mem_type mem)
+{
+	int lrank = 0, lsize = 0;
+	weft_comm_t *comm = NULL;
+	int rc = 0;
+	if (getenv("OMPI_COMM_WORLD_RANK") || getenv("PMI_RANK") || getenv("SLURM_PROCID") ||
+	    (getenv("RANK") && getenv("WORLD_SIZE"))) {
+		rc = weft_comm_create_from_env(&comm);
+		if (rc != 0) {
+			fprintf(stderr, "weft-info: cannot join the launcher's job: %s\n", weft_strerror(rc));
+			return rc;
+		}
+		lrank = weft_comm_rank(comm);
+		lsize = weft_comm_size(comm);
+		np = lsize;
+	}
+	/* Ranks print one after the other, so their lines do not interleave. */
+	for (int turn = 0; turn < (comm ? lsize : 1); turn++) {
+		if (comm && turn != lrank) {
+			weft_comm_barrier(comm);
+			continue;
+		}
+		weft__tp_print_choices(stdout, comm, np, mem);
+		if (!comm || lrank == 0)
+			weft__coll_print_choices(stdout, np, mem);
+		fflush(stdout);
+		if (comm)
+			weft_comm_barrier(comm);
+	}
+	weft_comm_destroy(comm);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	int show_config = 0, show_select = 0, np = 2;
+	int show_config = 0, show_select = 0, show_topo = 0, np = 2;
 	enum weft_mem_type mem = WEFT_MEM_HOST;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -118,6 +163,8 @@ int main(int argc, char **argv)
 			show_config = 1;
 		} else if (strcmp(a, "--select") == 0) {
 			show_select = 1;
+		} else if (strcmp(a, "--topo") == 0) {
+			show_topo = 1;
 		} else if (strcmp(a, "--np") == 0 || strcmp(a, "--mem") == 0) {
 			if (i + 1 >= argc) {
 				fprintf(stderr, "weft-info: %s needs a value\n", a);
@@ -165,9 +212,12 @@ int main(int argc, char **argv)
 		printf("parameters:\n");
 		fflush(stdout);
 		weft__registry_config_print(stdout);
-	} else if (show_select) {
+	} else if (show_topo || show_select) {
 		fflush(stdout);
-		weft__coll_print_choices(stdout, np, mem);
+		if (show_topo)
+			weft__topo_print(stdout);
+		if (show_select && select_print(np, mem) != 0)
+			rc = rc ? rc : -WEFT_ERR_PLUGIN;
 	} else {
 		const struct weft__plugin_entry *const *e = NULL;
 		int n = weft__registry_entries(&e);

@@ -1,0 +1,292 @@
+/* Consistency check at communicator creation: ranks allgather a hash of what
+ * must agree (core version, loaded plugins and their ABI, [transport] and
+ * [algorithm] rules, algorithm-pack parameters, core.require) with their local
+ * set-up status; on a difference they swap the texts and each names it. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "config.h"
+#include "consist.h"
+#include "log.h"
+#include "registry.h"
+#include "sha256.h"
+
+#define REC_MAGIC 0x53434657u /* "WFCS" */
+#define ERR_LEN 224
+#define TEXT_MAX (256u << 10)
+#define MAX_REPORT 3 /* ranks whose difference is spelled out */
+#define MAX_DIFFS 8  /* differences spelled out per rank */
+
+struct rec {
+	uint32_t magic;
+	int32_t status;
+	uint8_t hash[WEFT_SHA256_BYTES];
+	uint32_t text_len;
+	char err[ERR_LEN];
+};
+
+/* Appends one "key = value" line. */
+static int add(char **buf, size_t *len, size_t *cap, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int add(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
+{
+	for (;;) {
+		va_list ap;
+		va_start(ap, fmt);
+		int n = vsnprintf(*buf ? *buf + *len : NULL, *buf ? *cap - *len : 0, fmt, ap);
+		va_end(ap);
+		if (n < 0)
+			return -EINVAL;
+		if (*buf && *len + (size_t)n < *cap) {
+			*len += (size_t)n;
+			return 0;
+		}
+		size_t ncap = *cap ? *cap * 2 : 1024;
+		while (ncap < *len + (size_t)n + 1)
+			ncap *= 2;
+		char *nb = realloc(*buf, ncap);
+		if (!nb)
+			return -ENOMEM;
+		*buf = nb;
+		*cap = ncap;
+	}
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The parameters whose values must agree: those of every loaded algorithm
+ * pack (they shape the wire protocol of its collectives) and core.require.
+ * Taken from the same listing weft-info -c prints, so every value is resolved
+ * exactly as the code reads it (environment, file, default). */
+static int add_params(char **buf, size_t *len, size_t *cap)
+{
+	char *txt = NULL;
+	size_t tl = 0;
+	FILE *f = open_memstream(&txt, &tl);
+	if (!f)
+		return -ENOMEM;
+	weft__config_print(f);
+	fclose(f);
+	if (!txt)
+		return -ENOMEM;
+	const struct weft__plugin_entry *const *e = NULL;
+	int ne = weft__registry_entries(&e);
+	int rc = 0;
+	for (char *line = txt; line && *line && rc == 0;) {
+		char *nl = strchr(line, '\n');
+		if (nl)
+			*nl = '\0';
+		char *eq = strstr(line, " = ");
+		char *src = eq ? strstr(eq, "  (") : NULL;
+		if (line[0] != ' ' && eq && src) {
+			char *dot = memchr(line, '.', (size_t)(eq - line));
+			int keep = 0;
+			if (dot) {
+				size_t sl = (size_t)(dot - line);
+				keep = strncmp(line, "core.require", 12) == 0 && eq - line == 12;
+				for (int i = 0; i < ne && !keep; i++)
+					keep = e[i]->state == WEFT_PLUGIN_LOADED && e[i]->kind == WEFT_PLUGIN_ALGO_PACK &&
+					       e[i]->name && strlen(e[i]->name) == sl && strncmp(e[i]->name, line, sl) == 0;
+			}
+			if (keep)
+				rc = add(buf, len, cap, "param %.*s = %.*s\n", (int)(eq - line), line, (int)(src - eq - 3),
+					 eq + 3);
+		}
+		line = nl ? nl + 1 : NULL;
+	}
+	free(txt);
+	return rc;
+}
+
+char *weft__consist_text(void)
+{
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+	int rc = add(&buf, &len, &cap, "core version = %d\n", weft_get_version());
+	const struct weft__plugin_entry *const *e = NULL;
+	int ne = weft__registry_entries(&e);
+	const char **names = calloc(ne > 0 ? (size_t)ne : 1, sizeof(*names));
+	char **items = calloc(ne > 0 ? (size_t)ne : 1, sizeof(*items));
+	int ni = 0;
+	if (!names || !items)
+		rc = -ENOMEM;
+	for (int i = 0; rc == 0 && i < ne; i++) {
+		if (e[i]->state != WEFT_PLUGIN_LOADED || !e[i]->name)
+			continue;
+		if (asprintf(&items[ni], "plugin %s = %s, ABI %u.%u\n", e[i]->name,
+			     e[i]->kind == WEFT_PLUGIN_TRANSPORT ? "transport" : "algorithm pack", e[i]->abi_major,
+			     e[i]->abi_minor) < 0) {
+			items[ni] = NULL;
+			rc = -ENOMEM;
+			break;
+		}
+		ni++;
+	}
+	/* Search order may differ between hosts; the set may not. */
+	qsort(items, (size_t)ni, sizeof(*items), cmp_str);
+	for (int i = 0; rc == 0 && i < ni; i++)
+		rc = add(&buf, &len, &cap, "%s", items[i]);
+	for (int i = 0; items && i < ni; i++)
+		free(items[i]);
+	free(items);
+	free(names);
+	static const char *const secs[] = {"transport", "algorithm"};
+	for (int s = 0; rc == 0 && s < 2; s++) {
+		const char *const *lines = NULL;
+		const int *linenos = NULL;
+		int nl = weft__config_section_lines(secs[s], &lines, &linenos);
+		for (int i = 0; rc == 0 && i < nl; i++)
+			rc = add(&buf, &len, &cap, "[%s] rule %d = %s\n", secs[s], i + 1, lines[i]);
+	}
+	if (rc == 0)
+		rc = add_params(&buf, &len, &cap);
+	if (rc != 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+/* The value of `key` in text (up to the line's end), or NULL. */
+static const char *find_key(const char *text, const char *key, size_t klen, size_t *vlen)
+{
+	for (const char *l = text; l && *l;) {
+		const char *nl = strchr(l, '\n');
+		size_t ll = nl ? (size_t)(nl - l) : strlen(l);
+		if (ll > klen + 3 && strncmp(l, key, klen) == 0 && strncmp(l + klen, " = ", 3) == 0) {
+			*vlen = ll - klen - 3;
+			return l + klen + 3;
+		}
+		l = nl ? nl + 1 : NULL;
+	}
+	return NULL;
+}
+
+/* Logs what differs between the texts of ranks a and b. */
+static void report_diff(int a, const char *ta, int b, const char *tb)
+{
+	int shown = 0;
+	for (int pass = 0; pass < 2 && shown < MAX_DIFFS; pass++) {
+		const char *t = pass ? tb : ta, *o = pass ? ta : tb;
+		for (const char *l = t; l && *l && shown < MAX_DIFFS;) {
+			const char *nl = strchr(l, '\n');
+			size_t ll = nl ? (size_t)(nl - l) : strlen(l);
+			const char *eq = memmem(l, ll, " = ", 3);
+			if (eq) {
+				size_t klen = (size_t)(eq - l), vl = ll - klen - 3, ovl = 0;
+				const char *ov = find_key(o, l, klen, &ovl);
+				if (!ov || (pass == 0 && (ovl != vl || memcmp(ov, eq + 3, vl) != 0))) {
+					int ra = pass ? b : a, rb = pass ? a : b;
+					if (ov)
+						WEFT_ERROR("ranks disagree: %.*s is '%.*s' on rank %d but '%.*s' on rank %d",
+							   (int)klen, l, (int)vl, eq + 3, ra, (int)ovl, ov, rb);
+					else
+						WEFT_ERROR("ranks disagree: %.*s is '%.*s' on rank %d but absent on rank %d",
+							   (int)klen, l, (int)vl, eq + 3, ra, rb);
+					shown++;
+				}
+			}
+			l = nl ? nl + 1 : NULL;
+		}
+	}
+	if (shown == 0)
+		WEFT_ERROR("ranks disagree: rank %d and rank %d differ in the order of their rules", a, b);
+}
+
+int weft__consist_check(weft_comm_t *comm, int local_status, const char *local_err)
+{
+	int n = comm->nranks;
+	char *text = weft__consist_text();
+	if (!text)
+		return -ENOMEM;
+	size_t tl = strlen(text);
+	if (tl + 1 > TEXT_MAX) {
+		WEFT_ERROR("configuration to compare across ranks is %zu bytes, over %u", tl, TEXT_MAX);
+		free(text);
+		return -E2BIG;
+	}
+	struct rec mine;
+	memset(&mine, 0, sizeof(mine));
+	mine.magic = REC_MAGIC;
+	mine.status = local_status;
+	weft__sha256(text, tl, mine.hash);
+	mine.text_len = (uint32_t)tl;
+	if (local_err)
+		snprintf(mine.err, sizeof(mine.err), "%s", local_err);
+	struct rec *all = calloc((size_t)n, sizeof(*all));
+	char *texts = NULL;
+	if (!all) {
+		free(text);
+		return -ENOMEM;
+	}
+	int rc = weft__bootstrap_allgather(comm->bs, &mine, all, sizeof(mine));
+	if (rc != 0)
+		goto out;
+	uint32_t maxlen = 0;
+	int differ = 0;
+	for (int r = 0; r < n; r++) {
+		if (all[r].magic != REC_MAGIC || all[r].text_len >= TEXT_MAX) {
+			WEFT_ERROR("rank %d sent a malformed consistency record", r);
+			rc = -WEFT_ERR_PROTOCOL;
+			goto out;
+		}
+		all[r].err[ERR_LEN - 1] = '\0';
+		if (all[r].text_len > maxlen)
+			maxlen = all[r].text_len;
+		if (memcmp(all[r].hash, all[0].hash, sizeof(all[0].hash)) != 0)
+			differ = 1;
+	}
+	/* A rank that failed its own set-up fails everyone: the others would
+	 * otherwise wait for it later, in a connect or a collective. */
+	for (int r = 0; r < n; r++) {
+		if (all[r].status == 0)
+			continue;
+		int st = all[r].status;
+		if (r != comm->rank)
+			WEFT_ERROR("communicator creation fails on every rank: rank %d could not set up: %s", r,
+				   all[r].err[0] ? all[r].err : weft_strerror(st));
+		rc = st < 0 && st > -WEFT_ERR_LAST ? st : -WEFT_ERR_PROTOCOL;
+		goto out;
+	}
+	if (!differ)
+		goto out;
+	/* Everyone saw the same hashes, so everyone takes this second round. */
+	size_t each = (size_t)maxlen + 1;
+	char *mytext = calloc(1, each);
+	texts = calloc((size_t)n, each);
+	if (!mytext || !texts) {
+		free(mytext);
+		rc = -ENOMEM;
+		goto out;
+	}
+	memcpy(mytext, text, tl);
+	rc = weft__bootstrap_allgather(comm->bs, mytext, texts, each);
+	free(mytext);
+	if (rc != 0)
+		goto out;
+	WEFT_ERROR("communicator creation fails on every rank: ranks differ in configuration, plugin set or versions "
+		   "(weft-info -c on each host shows its values and their sources)");
+	int reported = 0;
+	for (int r = 1; r < n && reported < MAX_REPORT; r++) {
+		if (memcmp(all[r].hash, all[0].hash, sizeof(all[0].hash)) == 0)
+			continue;
+		char *t0 = texts, *tr = texts + (size_t)r * each;
+		t0[each - 1] = tr[each - 1] = '\0';
+		report_diff(0, t0, r, tr);
+		reported++;
+	}
+	rc = -WEFT_ERR_MISMATCH;
+out:
+	free(texts);
+	free(all);
+	free(text);
+	return rc;
+}

@@ -1,0 +1,373 @@
+/* Transport choice (core/tpsel.c, topo.c, conn.c) and the creation-time
+ * consistency check (core/consist.c), with real forked ranks on 127.0.0.1:
+ * scores follow what a transport's probe declares (the fakefast test plugin
+ * wins when it declares better figures than shm and loses when it declares
+ * worse), a failed connect falls back on both ends, [transport] rules order,
+ * forbid and require, a missing required transport fails creation naming it,
+ * a misspelled name is warned about with a suggestion, and ranks whose
+ * configurations differ all fail creation with the difference named.
+ *
+ * Every rank loads its own config (WEFT_CONFIG set in the child before any
+ * weft call), so ranks meet through WEFT_CORE_BOOTSTRAP_ROOT, not an id made
+ * in this process. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <weft/weft.h>
+
+#include "testlib.h"
+
+#define NR 2
+#define TIMEOUT_S 60
+#define BYTES 4096
+
+struct scenario {
+	const char *conf[NR];    /* [transport]/[algorithm] text of each rank's file */
+	const char *env[NR][6];  /* "NAME=value" per rank */
+	int create_rc;           /* what weft_comm_create must return on every rank */
+	const char *transport;   /* when it succeeds: what weft_connect(NULL) must choose */
+	int connect_rc;          /* what weft_connect(NULL) must return */
+	/* filled by the parent */
+	char *dir;
+	int port;
+};
+
+/* Inside a rank: report and fail. */
+#define RCHECK(cond, ...) \
+	do { \
+		if (!(cond)) { \
+			fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", rank, __FILE__, __LINE__, #cond); \
+			fprintf(stderr, __VA_ARGS__); \
+			fputc('\n', stderr); \
+			return 1; \
+		} \
+	} while (0)
+
+/* Moves BYTES from each rank to the other through conn and checks them. */
+static int move_data(int rank, weft_comm_t *comm, weft_conn_t *conn)
+{
+	int peer = 1 - rank;
+	unsigned char *buf = calloc(2, BYTES);
+	RCHECK(buf, "no memory");
+	for (int i = 0; i < BYTES; i++)
+		buf[i] = (unsigned char)(i * 13 + rank + 1);
+	weft_mem_t *mem = NULL;
+	weft_rmem_t *rmem = NULL;
+	weft_sem_t *sem = NULL;
+	weft_rsem_t *rsem = NULL;
+	RCHECK(weft_mem_register(comm, buf, 2 * BYTES, WEFT_MEM_HOST, &mem) == 0, "register");
+	RCHECK(weft_mem_exchange(mem, peer, &rmem) == 0, "mem exchange");
+	RCHECK(weft_sem_create(comm, &sem) == 0 && weft_sem_exchange(sem, peer, &rsem) == 0, "sem");
+	RCHECK(weft_put(conn, rmem, BYTES, mem, 0, BYTES) == 0, "put");
+	RCHECK(weft_signal(conn, rsem, 1) == 0, "signal");
+	RCHECK(weft_flush(conn) == 0, "flush");
+	RCHECK(weft_sem_wait(sem, 1) == 0, "wait");
+	for (int i = 0; i < BYTES; i++)
+		RCHECK(buf[BYTES + i] == (unsigned char)(i * 13 + peer + 1), "byte %d from rank %d is wrong", i, peer);
+	RCHECK(weft_comm_barrier(comm) == 0, "barrier");
+	weft_rsem_release(rsem);
+	weft_sem_destroy(sem);
+	weft_rmem_release(rmem);
+	weft_mem_deregister(mem);
+	free(buf);
+	return 0;
+}
+
+static int run_rank(int rank, int n, void *arg)
+{
+	struct scenario *sc = arg;
+	char path[4096], root[64];
+	/* The log of this rank, for the parent to read. */
+	snprintf(path, sizeof(path), "%s/rank%d.log", sc->dir, rank);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0 || dup2(fd, 2) < 0)
+		return 1;
+	close(fd);
+	snprintf(path, sizeof(path), "%s/rank%d.conf", sc->dir, rank);
+	setenv("WEFT_CONFIG", path, 1);
+	snprintf(root, sizeof(root), "127.0.0.1:%d", sc->port);
+	setenv("WEFT_CORE_BOOTSTRAP_ROOT", root, 1);
+	setenv("WEFT_CORE_BOOTSTRAP_SECRET", "test-select-secret", 1);
+	for (int i = 0; i < 6 && sc->env[rank][i]; i++)
+		putenv((char *)sc->env[rank][i]);
+
+	weft_comm_t *comm = NULL;
+	int rc = weft_comm_create(NULL, n, rank, &comm);
+	RCHECK(rc == sc->create_rc, "weft_comm_create returned %d (%s), expected %d (%s)", rc, weft_strerror(rc),
+	       sc->create_rc, weft_strerror(sc->create_rc));
+	if (rc != 0) {
+		RCHECK(comm == NULL, "comm written on failure");
+		return 0;
+	}
+	weft_conn_t *conn = NULL;
+	rc = weft_connect(comm, 1 - rank, NULL, &conn);
+	RCHECK(rc == sc->connect_rc, "weft_connect returned %d (%s), expected %d", rc, weft_strerror(rc),
+	       sc->connect_rc);
+	if (rc == 0) {
+		const char *t = weft_conn_transport(conn);
+		RCHECK(t && strcmp(t, sc->transport) == 0, "the connection went through '%s', expected '%s'",
+		       t ? t : "(null)", sc->transport);
+		if (move_data(rank, comm, conn) != 0)
+			return 1;
+		RCHECK(weft_conn_close(conn) == 0, "close");
+	}
+	RCHECK(weft_comm_destroy(comm) == 0, "destroy");
+	return 0;
+}
+
+/* Runs a scenario; returns the two ranks' logs (malloc'd) for the caller's checks. */
+static void run(struct scenario *sc, char *logs[NR])
+{
+	sc->dir = wt_mkdtemp("select");
+	ck_assert_ptr_nonnull(sc->dir);
+	for (int r = 0; r < NR; r++) {
+		char name[32];
+		snprintf(name, sizeof(name), "rank%d.conf", r);
+		free(wt_write_file(sc->dir, name, sc->conf[r] ? sc->conf[r] : ""));
+	}
+	sc->port = wt_free_port();
+	int bad = wt_fork_ranks(NR, run_rank, sc, TIMEOUT_S);
+	for (int r = 0; r < NR; r++) {
+		char path[4096];
+		snprintf(path, sizeof(path), "%s/rank%d.log", sc->dir, r);
+		logs[r] = wt_read_file(path);
+		if (!logs[r])
+			logs[r] = strdup("");
+		if (bad)
+			fprintf(stderr, "---- rank %d log ----\n%s", r, logs[r]);
+	}
+	ck_assert_msg(bad == 0, "%d rank(s) failed (logs above)", bad);
+	wt_rmdir(sc->dir);
+	free(sc->dir);
+}
+
+static void free_logs(char *logs[NR])
+{
+	for (int r = 0; r < NR; r++)
+		free(logs[r]);
+}
+
+/* ------------------------------------------------------------- scoring */
+START_TEST(declared_better_wins)
+{
+	/* 0.05 us and 50 GB/s beat shm's declared 0.2 us and 8 GB/s. */
+	struct scenario sc = {.env = {{"WEFT_FAKEFAST_LATENCY_US=0.05", "WEFT_FAKEFAST_BANDWIDTH_GBPS=50"},
+				      {"WEFT_FAKEFAST_LATENCY_US=0.05", "WEFT_FAKEFAST_BANDWIDTH_GBPS=50"}},
+			      .transport = "fakefast"};
+	char *logs[NR];
+	run(&sc, logs);
+	free_logs(logs);
+}
+END_TEST
+
+START_TEST(declared_worse_loses)
+{
+	/* The same plugin declaring 5 us and 1 GB/s loses to shm. */
+	struct scenario sc = {.env = {{"WEFT_FAKEFAST_LATENCY_US=5", "WEFT_FAKEFAST_BANDWIDTH_GBPS=1"},
+				      {"WEFT_FAKEFAST_LATENCY_US=5", "WEFT_FAKEFAST_BANDWIDTH_GBPS=1"}},
+			      .transport = "shm"};
+	char *logs[NR];
+	run(&sc, logs);
+	free_logs(logs);
+}
+END_TEST
+
+START_TEST(declared_reach_counts)
+{
+	/* The best figures do not help a transport that declares it cannot reach same-host peers. */
+	struct scenario sc = {.env = {{"WEFT_FAKEFAST_LATENCY_US=0.01", "WEFT_FAKEFAST_BANDWIDTH_GBPS=100",
+				       "WEFT_FAKEFAST_PEER_CLASSES=other-host"},
+				      {"WEFT_FAKEFAST_LATENCY_US=0.01", "WEFT_FAKEFAST_BANDWIDTH_GBPS=100",
+				       "WEFT_FAKEFAST_PEER_CLASSES=other-host"}},
+			      .transport = "shm"};
+	char *logs[NR];
+	run(&sc, logs);
+	free_logs(logs);
+}
+END_TEST
+
+START_TEST(connect_failure_falls_back)
+{
+	/* fakefast wins on score but its connect fails on both ends: both fall back to shm, and say so. */
+	struct scenario sc = {.env = {{"WEFT_FAKEFAST_LATENCY_US=0.05", "WEFT_FAKEFAST_BANDWIDTH_GBPS=50",
+				       "WEFT_FAKEFAST_FAIL_CONNECT=1"},
+				      {"WEFT_FAKEFAST_LATENCY_US=0.05", "WEFT_FAKEFAST_BANDWIDTH_GBPS=50",
+				       "WEFT_FAKEFAST_FAIL_CONNECT=1"}},
+			      .transport = "shm"};
+	char *logs[NR];
+	run(&sc, logs);
+	for (int r = 0; r < NR; r++)
+		ck_assert_msg(strstr(logs[r], "fakefast failed between this rank and rank") &&
+				      strstr(logs[r], "both fall back to the next transport"),
+			      "rank %d did not log the fall-back:\n%s", r, logs[r]);
+	free_logs(logs);
+}
+END_TEST
+
+START_TEST(connect_failure_of_pinned_is_an_error)
+{
+	/* 'use fakefast' pins it: its connect failure is reported, never replaced. */
+	struct scenario sc = {.conf = {"[transport]\nuse fakefast\n", "[transport]\nuse fakefast\n"},
+			      .env = {{"WEFT_FAKEFAST_FAIL_CONNECT=1"}, {"WEFT_FAKEFAST_FAIL_CONNECT=1"}},
+			      .connect_rc = -EIO};
+	char *logs[NR];
+	run(&sc, logs);
+	ck_assert_msg(strstr(logs[0], "transport fakefast: connecting to rank 1 failed"), "rank 0:\n%s", logs[0]);
+	free_logs(logs);
+}
+END_TEST
+
+/* --------------------------------------------------------------- rules */
+START_TEST(use_rule_beats_score)
+{
+	/* shm scores best for same-host peers; the rule puts ofi first. */
+	const char *conf = "[transport]\nuse ofi when peer=same-host and mem=host\n";
+	struct scenario sc = {.conf = {conf, conf}, .transport = "ofi"};
+	char *logs[NR];
+	run(&sc, logs);
+	free_logs(logs);
+}
+END_TEST
+
+START_TEST(rule_for_other_class_ignored)
+{
+	/* A rule about other-host peers leaves same-host peers to the scores. */
+	const char *conf = "[transport]\nrequire ofi when peer=other-host\n";
+	struct scenario sc = {.conf = {conf, conf}, .transport = "shm"};
+	char *logs[NR];
+	run(&sc, logs);
+	free_logs(logs);
+}
+END_TEST
+
+START_TEST(forbid_rule)
+{
+	/* Without shm (and without the test plugin) the next by score and name is ofi. */
+	const char *conf = "[transport]\nforbid shm\nforbid fakefast\n";
+	struct scenario sc = {.conf = {conf, conf}, .transport = "ofi"};
+	char *logs[NR];
+	run(&sc, logs);
+	free_logs(logs);
+}
+END_TEST
+
+START_TEST(require_ucx)
+{
+	const char *conf = "[transport]\nrequire ucx\n";
+	struct scenario sc = {.conf = {conf, conf}, .env = {{"WEFT_UCX_NET_DEVICES=lo"}, {"WEFT_UCX_NET_DEVICES=lo"}},
+			      .transport = "ucx"};
+	char *logs[NR];
+	run(&sc, logs);
+	free_logs(logs);
+}
+END_TEST
+
+START_TEST(require_missing_fails_creation)
+{
+	const char *conf = "[transport]\nrequire tcpx when peer=same-host\n";
+	struct scenario sc = {.conf = {conf, conf}, .create_rc = -WEFT_ERR_PLUGIN};
+	char *logs[NR];
+	run(&sc, logs);
+	for (int r = 0; r < NR; r++)
+		ck_assert_msg(strstr(logs[r], "transport 'tcpx' is required") &&
+				      strstr(logs[r], "it is not installed (no libweft-tcpx.so"),
+			      "rank %d did not name the missing transport:\n%s", r, logs[r]);
+	free_logs(logs);
+}
+END_TEST
+
+START_TEST(require_forbidden_fails_connect)
+{
+	const char *conf = "[transport]\nforbid ofi\nrequire ofi\n";
+	struct scenario sc = {.conf = {conf, conf}, .connect_rc = -WEFT_ERR_CONFIG};
+	char *logs[NR];
+	run(&sc, logs);
+	ck_assert_msg(strstr(logs[0], "transport 'ofi' is required") && strstr(logs[0], "and forbidden"), "rank 0:\n%s",
+		      logs[0]);
+	free_logs(logs);
+}
+END_TEST
+
+START_TEST(misspelled_name_warns)
+{
+	/* 'use ucxx' names nothing: a warning suggests ucx, and the scores decide. */
+	const char *conf = "[transport]\nuse ucxx\n";
+	struct scenario sc = {.conf = {conf, conf}, .transport = "shm"};
+	char *logs[NR];
+	run(&sc, logs);
+	for (int r = 0; r < NR; r++)
+		ck_assert_msg(strstr(logs[r], "[transport] names 'ucxx', which is no transport; did you mean 'ucx'?"),
+			      "rank %d gave no suggestion:\n%s", r, logs[r]);
+	free_logs(logs);
+}
+END_TEST
+
+/* --------------------------------------------------------- consistency */
+START_TEST(different_rules_fail_creation)
+{
+	struct scenario sc = {.conf = {"[transport]\nuse ofi\n", ""}, .create_rc = -WEFT_ERR_MISMATCH};
+	char *logs[NR];
+	run(&sc, logs);
+	for (int r = 0; r < NR; r++)
+		ck_assert_msg(strstr(logs[r], "ranks differ in configuration") &&
+				      strstr(logs[r], "[transport] rule 1 is 'use ofi' on rank 0 but absent on rank 1"),
+			      "rank %d did not name the difference:\n%s", r, logs[r]);
+	free_logs(logs);
+}
+END_TEST
+
+START_TEST(different_params_fail_creation)
+{
+	/* An algorithm pack's parameter from the environment, on one rank only. */
+	struct scenario sc = {.env = {{"WEFT_ALGO_HOST_TRANSPORT=ofi"}, {NULL}}, .create_rc = -WEFT_ERR_MISMATCH};
+	char *logs[NR];
+	run(&sc, logs);
+	for (int r = 0; r < NR; r++)
+		ck_assert_msg(strstr(logs[r], "param algo-host.transport is 'ofi' on rank 0 but '(unset)' on rank 1"),
+			      "rank %d did not name the difference:\n%s", r, logs[r]);
+	free_logs(logs);
+}
+END_TEST
+
+START_TEST(same_config_passes)
+{
+	/* The same non-empty config on both: creation succeeds (and the rule applies). */
+	const char *conf = "[transport]\nprefer ofi\n[algorithm]\nprefer algo-host/allreduce-rsag when coll=allreduce\n";
+	struct scenario sc = {.conf = {conf, conf}, .transport = "ofi"};
+	char *logs[NR];
+	run(&sc, logs);
+	free_logs(logs);
+}
+END_TEST
+
+int main(void)
+{
+	setenv("WEFT_CORE_PEER_TIMEOUT", "5", 0);
+	setenv("WEFT_CORE_BOOTSTRAP_TIMEOUT", "20", 0);
+	setenv("WEFT_CORE_BOOTSTRAP_ADDR", "127.0.0.1", 1);
+	Suite *s = suite_create("select");
+	TCase *tc = tcase_create("select");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, declared_better_wins);
+	tcase_add_test(tc, declared_worse_loses);
+	tcase_add_test(tc, declared_reach_counts);
+	tcase_add_test(tc, connect_failure_falls_back);
+	tcase_add_test(tc, connect_failure_of_pinned_is_an_error);
+	tcase_add_test(tc, use_rule_beats_score);
+	tcase_add_test(tc, rule_for_other_class_ignored);
+	tcase_add_test(tc, forbid_rule);
+	tcase_add_test(tc, require_ucx);
+	tcase_add_test(tc, require_missing_fails_creation);
+	tcase_add_test(tc, require_forbidden_fails_connect);
+	tcase_add_test(tc, misspelled_name_warns);
+	tcase_add_test(tc, different_rules_fail_creation);
+	tcase_add_test(tc, different_params_fail_creation);
+	tcase_add_test(tc, same_config_passes);
+	suite_add_tcase(s, tc);
+	return wt_run_suite(s);
+}
