@@ -1,0 +1,19 @@
+# The transport conformance suite (tests/conformance.c) run with the transport
+# chosen by a [transport] rule instead of named by the suite: conformance.c's
+# weft_connect calls go through tests/select_conn_shim.c, which passes NULL for
+# the transport under test, and the suite checks that every connection is
+# carried by that transport. A config requiring ucx, and one requiring ofi,
+# each with 3 ranks on 127.0.0.1 (same-host peers, which shm would win on
+# score without the rule).
+add_library(weft-test-select-shim STATIC ${CMAKE_CURRENT_SOURCE_DIR}/select_conn_shim.c)
+target_link_libraries(weft-test-select-shim PUBLIC weft)
+foreach(tp ucx ofi)
+  if(TARGET weft-plugin-${tp})
+    file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/require-${tp}.conf "[transport]\nrequire ${tp}\n")
+    weft_add_test(test_conformance_require_${tp}_np3 SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/conformance.c
+      LABELS mp TIMEOUT 110 LIBS weft-test-select-shim
+      ENV WEFT_CONFIG=${CMAKE_CURRENT_BINARY_DIR}/require-${tp}.conf WEFT_TEST_TRANSPORT=${tp}
+          WEFT_TEST_NRANKS=3 WEFT_UCX_NET_DEVICES=lo)
+    target_compile_definitions(test_conformance_require_${tp}_np3 PRIVATE weft_connect=wt_select_connect)
+  endif()
+endforeach()
