@@ -98,7 +98,7 @@ START_TEST(help_lists_every_flag)
 	char *out = run(&code, "-h");
 	ck_assert_int_eq(code, 0);
 	static const char *const flags[] = {"-b", "-e", "-f", "-d", "-o", "-w", "-n", "-c", "-r", "--collective",
-					    "--op", "--transport", "--np", "--mem", "--fresh-buffers", "--graph",
+					    "--op", "--transport", "--np", "--mem", "--fresh-buffers", "--graph", "--peer", "--repeat",
 					    "default"};
 	for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
 		ck_assert_msg(strstr(out, flags[i]), "help does not mention %s:\n%s", flags[i], out);
@@ -122,7 +122,12 @@ static const struct {
 	{"--op get", "get"},
 	{"--op put --collective all_reduce", "--collective"},
 	{"--graph 2", "--graph"},
-	{"--mem cuda", "cuda"},
+	{"--mem cuda --graph 0", "--graph"},
+	{"--mem cuda --graph 2 --op put", "--graph"},
+	{"--mem cuda --graph 2 --fresh-buffers", "--graph"},
+	{"--peer nccl", "--peer"},
+	{"--mem cuda --peer mpi", "mpi"},
+	{"--repeat 0", "--repeat"},
 	{"--mem disk", "disk"},
 	{"--np 0", "--np"},
 	{"--np 1 --op put", "2 ranks"},
@@ -138,6 +143,26 @@ START_TEST(bad_flag_exits_2)
 	ck_assert_msg(code == 2, "'%s' exited %d, not 2:\n%s", bad_flags[_i].args, code, out);
 	ck_assert_msg(strstr(out, bad_flags[_i].names), "'%s': the message does not name '%s':\n%s",
 		      bad_flags[_i].args, bad_flags[_i].names, out);
+	free(out);
+}
+END_TEST
+
+/* Device memory where the CUDA runtime finds no GPU (CI): one clear message
+ * and exit 1 before any rank starts. Where a GPU exists: a checked table. */
+START_TEST(mem_cuda_needs_a_gpu)
+{
+	int code;
+	char *out = run(&code, "--np 2 --mem cuda -b 1K -e 4K -n 2 -w 1 2>&1 </dev/null");
+	if (code == 0) {
+		ck_assert_msg(strstr(out, "mem: cuda") && strstr(out, "# Out of bounds values : 0 OK"),
+			      "--mem cuda ran but its table is not right:\n%s", out);
+	} else {
+		ck_assert_msg(code == 1, "--mem cuda without a GPU exited %d, not 1:\n%s", code, out);
+		const char *m = strstr(out, "weft-perf: --mem cuda: ");
+		ck_assert_msg(m && strstr(m + 1, "weft-perf: --mem cuda: ") == NULL,
+			      "expected one '--mem cuda:' message naming what is missing:\n%s", out);
+		ck_assert_msg(strstr(out, "CUDA runtime") || strstr(out, "cuda"), "message does not name CUDA:\n%s", out);
+	}
 	free(out);
 }
 END_TEST
@@ -429,6 +454,7 @@ int main(void)
 	tcase_add_test(tc, help_lists_every_flag);
 	tcase_add_loop_test(tc, bad_flag_exits_2, 0, (int)(sizeof(bad_flags) / sizeof(bad_flags[0])));
 	tcase_add_test(tc, sizes_take_suffixes);
+	tcase_add_test(tc, mem_cuda_needs_a_gpu);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("primitives");

@@ -17,6 +17,8 @@
 
 #include <nccl.h>
 
+#include "cudart_dl.h"
+
 enum coll { C_ALLREDUCE, C_ALLGATHER, C_BROADCAST, C_REDUCESCATTER, C_ALLTOALL, C_SENDRECV, C_COUNT };
 static const char *const coll_names[C_COUNT] = {"allreduce", "allgather", "broadcast", "reducescatter",
 						 "alltoall", "sendrecv"};
@@ -34,60 +36,9 @@ struct opts {
 };
 
 /* ---------------------------------------------- CUDA, only when present */
-struct cuda {
-	int (*malloc_)(void **, size_t);
-	int (*free_)(void *);
-	int (*memcpy_)(void *, const void *, size_t, int);
-	int (*stream_create)(void **);
-	int (*stream_sync)(void *);
-	int (*set_device)(int);
-	int (*device_count)(int *);
-	/* CUDA graphs (--graph): capture, instantiate, launch, destroy. */
-	int (*begin_capture)(void *, int);
-	int (*end_capture)(void *, void **);
-	int (*instantiate)(void **, void *, unsigned long long);
-	int (*launch)(void *, void *);
-	int (*exec_destroy)(void *);
-	int (*graph_destroy)(void *);
-};
-static struct cuda cu;
+static struct cudart_dl cu;
 
-static int cuda_load(void)
-{
-	/* The application's runtime if it has one, else the system's: the driver
-	 * itself never links CUDA, so it runs on machines without it. */
-	void *h = RTLD_DEFAULT;
-	if (!dlsym(h, "cudaMalloc")) {
-		static const char *const names[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so"};
-		h = NULL;
-		for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && !h; i++)
-			h = dlopen(names[i], RTLD_NOW | RTLD_GLOBAL);
-		if (!h)
-			return -ENOENT;
-	}
-	*(void **)&cu.malloc_ = dlsym(h, "cudaMalloc");
-	*(void **)&cu.free_ = dlsym(h, "cudaFree");
-	*(void **)&cu.memcpy_ = dlsym(h, "cudaMemcpy");
-	*(void **)&cu.stream_create = dlsym(h, "cudaStreamCreate");
-	*(void **)&cu.stream_sync = dlsym(h, "cudaStreamSynchronize");
-	*(void **)&cu.set_device = dlsym(h, "cudaSetDevice");
-	*(void **)&cu.device_count = dlsym(h, "cudaGetDeviceCount");
-	*(void **)&cu.begin_capture = dlsym(h, "cudaStreamBeginCapture");
-	*(void **)&cu.end_capture = dlsym(h, "cudaStreamEndCapture");
-	*(void **)&cu.instantiate = dlsym(h, "cudaGraphInstantiate");
-	*(void **)&cu.launch = dlsym(h, "cudaGraphLaunch");
-	*(void **)&cu.exec_destroy = dlsym(h, "cudaGraphExecDestroy");
-	*(void **)&cu.graph_destroy = dlsym(h, "cudaGraphDestroy");
-	if (!cu.malloc_ || !cu.free_ || !cu.memcpy_ || !cu.stream_create || !cu.stream_sync || !cu.set_device ||
-	    !cu.device_count)
-		return -ENOENT;
-	/* A runtime without a device (a build machine) is no use either. */
-	int n = 0;
-	return cu.device_count(&n) == 0 && n > 0 ? 0 : -ENODEV;
-}
-
-enum { H2D = 1, D2H = 2 };          /* cudaMemcpyKind */
-enum { CAPTURE_RELAXED = 2 };       /* cudaStreamCaptureModeRelaxed: groups issue from other threads */
+enum { H2D = CUDART_H2D, D2H = CUDART_D2H, CAPTURE_RELAXED = CUDART_CAPTURE_RELAXED };
 
 /* ------------------------------------------------------------ one rank */
 
@@ -313,7 +264,7 @@ static int run_coll(struct rank_ctx *cs, int nlocal, const struct opts *o, enum 
 			ncclResult_t r = ncclSuccess;
 			if (o->graph) {
 				for (int l = 0; l < nlocal && !r; l++)
-					if (cu.launch(cs[l].graph_exec, cs[l].stream))
+					if (cu.graph_launch(cs[l].graph_exec, cs[l].stream))
 						r = ncclUnhandledCudaError;
 			} else {
 				r = issue_all(cs, nlocal, k, count);
@@ -373,14 +324,7 @@ static int one_rank(const ncclUniqueId *id, int rank, int n, const struct opts *
 	if (o->cuda) {
 		/* One GPU per process: the local rank (launcher variables) picks it,
 		 * else the rank, modulo the devices this process sees. */
-		static const char *const local[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID",
-						    "LOCAL_RANK"};
-		int lr = rank, ndev = 1;
-		for (size_t i = 0; i < sizeof(local) / sizeof(local[0]); i++)
-			if (getenv(local[i])) {
-				lr = atoi(getenv(local[i]));
-				break;
-			}
+		int lr = cudart_dl_local_rank(rank), ndev = 1;
 		cu.device_count(&ndev);
 		if (cu.set_device(lr % (ndev > 0 ? ndev : 1)) != 0)
 			fprintf(stderr, "rank %d: cudaSetDevice(%d) failed\n", rank, lr % (ndev > 0 ? ndev : 1));
@@ -527,10 +471,10 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	int cerr = o.cuda ? cuda_load() : 0;
+	const char *why = "";
+	int cerr = o.cuda ? cudart_dl_load(&cu, &why) : 0;
 	if (cerr) {
-		fprintf(stderr, "--mem cuda: %s\n", cerr == -ENODEV ? "the CUDA runtime sees no device"
-								     : "no CUDA runtime (libcudart) in this process or on the library path");
+		fprintf(stderr, "--mem cuda: %s\n", why);
 		return 77;
 	}
 	int v = 0;

@@ -2,6 +2,7 @@
  * bandwidth, put+signal ping-pong latency) and collectives, printed in
  * nccl-tests' layout, built on the public API of include/weft/weft.h only. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -18,6 +19,8 @@
 #include <unistd.h>
 
 #include <weft/weft.h>
+
+#include "cudart_dl.h"
 
 #define MAX_TRANSPORTS 8
 #define EXIT_USAGE 2
@@ -56,21 +59,24 @@ static const struct type_info {
 	size_t size;
 	double limit;
 	int is_float;
+	int nccl; /* ncclDataType_t, for --peer nccl */
 } types[] = {
-	{WEFT_INT8, "int8", "char", "int8", 1, 127, 0},
-	{WEFT_UINT8, "uint8", "uchar", "uint8", 1, 255, 0},
-	{WEFT_INT32, "int32", "int", "int32", 4, 2147483647.0, 0},
-	{WEFT_UINT32, "uint32", "uint", "uint32", 4, 4294967295.0, 0},
-	{WEFT_INT64, "int64", "long", "int64", 8, 9007199254740992.0, 0},
-	{WEFT_UINT64, "uint64", "ulong", "uint64", 8, 9007199254740992.0, 0},
-	{WEFT_FLOAT16, "float16", "half", "half", 2, 2048, 1},
-	{WEFT_BFLOAT16, "bfloat16", "bf16", "bfloat16", 2, 256, 1},
-	{WEFT_FLOAT32, "float32", "float", "float", 4, 16777216.0, 1},
-	{WEFT_FLOAT64, "float64", "double", "double", 8, 9007199254740992.0, 1},
+	{WEFT_INT8, "int8", "char", "int8", 1, 127, 0, 0},
+	{WEFT_UINT8, "uint8", "uchar", "uint8", 1, 255, 0, 1},
+	{WEFT_INT32, "int32", "int", "int32", 4, 2147483647.0, 0, 2},
+	{WEFT_UINT32, "uint32", "uint", "uint32", 4, 4294967295.0, 0, 3},
+	{WEFT_INT64, "int64", "long", "int64", 8, 9007199254740992.0, 0, 4},
+	{WEFT_UINT64, "uint64", "ulong", "uint64", 8, 9007199254740992.0, 0, 5},
+	{WEFT_FLOAT16, "float16", "half", "half", 2, 2048, 1, 6},
+	{WEFT_BFLOAT16, "bfloat16", "bf16", "bfloat16", 2, 256, 1, 9},
+	{WEFT_FLOAT32, "float32", "float", "float", 4, 16777216.0, 1, 7},
+	{WEFT_FLOAT64, "float64", "double", "double", 8, 9007199254740992.0, 1, 8},
 };
 #define NTYPES (sizeof(types) / sizeof(types[0]))
 
 static const char *const redop_names[WEFT_REDOP_COUNT] = {"sum", "prod", "min", "max", "avg"};
+/* ncclRedOp_t of each weft_redop (NCCL orders max before min). */
+static const int nccl_redops[WEFT_REDOP_COUNT] = {0, 1, 3, 2, 4};
 
 struct opts {
 	uint64_t min_bytes, max_bytes, step_bytes;
@@ -87,6 +93,8 @@ struct opts {
 	int mem_cuda;
 	int fresh;
 	int graph;
+	int peer_nccl; /* --peer nccl */
+	int repeat;    /* --repeat R: alternating timed runs per size, median */
 	int window;
 	uint64_t seed;
 	char cmdline[4096];
@@ -97,7 +105,36 @@ struct run {
 	const struct opts *o;
 	weft_comm_t *comm;
 	int rank, nranks;
+	void *stream; /* --mem cuda: the stream every call is enqueued on */
+	void *nccl;   /* --peer nccl: this rank's ncclComm_t */
 };
+
+/* --mem cuda: the CUDA runtime, found at run time (tools/cudart_dl.c). */
+static struct cudart_dl cu;
+
+/* --peer nccl: NVIDIA's NCCL, dlopen'ed (never linked) so that the same calls
+ * run through both libraries in one run with the same timing. Its types are
+ * reduced to int and void *; ncclUniqueId is 128 bytes. */
+struct nccl_id {
+	char internal[128];
+};
+static struct nccl_dl {
+	int (*get_unique_id)(struct nccl_id *);
+	int (*comm_init_rank)(void **, int, struct nccl_id, int);
+	int (*comm_destroy)(void *);
+	int (*all_reduce)(const void *, void *, size_t, int, int, void *, void *);
+	int (*all_gather)(const void *, void *, size_t, int, void *, void *);
+	int (*reduce_scatter)(const void *, void *, size_t, int, int, void *, void *);
+	int (*broadcast)(const void *, void *, size_t, int, int, void *, void *);
+	int (*reduce)(const void *, void *, size_t, int, int, int, void *, void *);
+	int (*alltoall)(const void *, void *, size_t, int, void *, void *);
+	int (*send)(const void *, size_t, int, int, void *, void *);
+	int (*recv)(void *, size_t, int, int, void *, void *);
+	int (*group_start)(void);
+	int (*group_end)(void);
+	const char *(*error_string)(int);
+	int (*get_version)(int *);
+} nccl;
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -153,6 +190,47 @@ static void *alloc_buf(size_t len)
 	if (posix_memalign(&p, 4096, l) != 0)
 		return NULL;
 	return p;
+}
+
+/* Buffers the benchmark hands to weft: host memory, or device memory with
+ * --mem cuda. The host fills and checks them through dev_put/dev_get. */
+static void *dev_alloc(const struct opts *o, size_t len)
+{
+	if (!o->mem_cuda)
+		return alloc_buf(len);
+	void *p = NULL;
+	return cu.malloc_(&p, len ? len : 1) == 0 ? p : NULL;
+}
+
+static void dev_free(const struct opts *o, void *p)
+{
+	if (!p)
+		return;
+	if (o->mem_cuda)
+		cu.free_(p);
+	else
+		free(p);
+}
+
+/* Host bytes into a buffer of dev_alloc, and back. Returns 0 or -EIO. */
+static int dev_put(const struct opts *o, void *dst, const void *src, size_t n)
+{
+	if (!o->mem_cuda) {
+		if (dst != src)
+			memmove(dst, src, n);
+		return 0;
+	}
+	return n == 0 || cu.memcpy_(dst, src, n, CUDART_H2D) == 0 ? 0 : -EIO;
+}
+
+static int dev_get(const struct opts *o, void *dst, const void *src, size_t n)
+{
+	if (!o->mem_cuda) {
+		if (dst != src)
+			memmove(dst, src, n);
+		return 0;
+	}
+	return n == 0 || cu.memcpy_(dst, src, n, CUDART_D2H) == 0 ? 0 : -EIO;
 }
 
 /* ---------------------------------------------------- half-precision types */
@@ -397,6 +475,8 @@ static uint64_t next_size(const struct opts *o, uint64_t s)
 struct rank_result {
 	double us[2];
 	uint64_t wrong[2];
+	double nccl_us[2]; /* --peer nccl: the same calls through NCCL */
+	uint64_t nccl_wrong[2];
 };
 
 static int gather_results(const struct run *r, struct rank_result *mine, struct rank_result *total)
@@ -414,6 +494,8 @@ static int gather_results(const struct run *r, struct rank_result *mine, struct 
 		for (int k = 0; k < 2; k++) {
 			total->us[k] = all[i].us[k] > total->us[k] ? all[i].us[k] : total->us[k];
 			total->wrong[k] += all[i].wrong[k];
+			total->nccl_us[k] = all[i].nccl_us[k] > total->nccl_us[k] ? all[i].nccl_us[k] : total->nccl_us[k];
+			total->nccl_wrong[k] += all[i].nccl_wrong[k];
 		}
 	free(all);
 	return 0;
@@ -432,7 +514,8 @@ struct prim {
 	weft_rsem_t *rsem;
 	uint64_t sent, seen; /* last token signalled to the peer / awaited here */
 	size_t half;
-	unsigned char *buf;
+	unsigned char *buf;  /* what weft moves: host or device memory */
+	unsigned char *host; /* where the host fills and checks it (buf for host memory) */
 	weft_mem_t *mem;
 	weft_rmem_t *rmem;
 };
@@ -443,10 +526,14 @@ static int prim_bufs_setup(struct prim *p, size_t half)
 	/* Registration of 0 bytes is not a thing; a 0-byte benchmark moves nothing anyway. */
 	half = half ? half : 1;
 	p->half = half;
-	p->buf = alloc_buf(2 * half);
-	if (!p->buf)
-		return fail(p->r, -ENOMEM, "allocating %zu bytes", 2 * half);
-	rc = weft_mem_register(p->r->comm, p->buf, 2 * half, WEFT_MEM_HOST, &p->mem);
+	const struct opts *o = p->r->o;
+	p->buf = dev_alloc(o, 2 * half);
+	p->host = o->mem_cuda ? alloc_buf(2 * half) : p->buf;
+	if (!p->buf || !p->host) {
+		rc = fail(p->r, -ENOMEM, "allocating %zu bytes of %s memory", 2 * half, o->mem_cuda ? "cuda" : "host");
+		goto err_free;
+	}
+	rc = weft_mem_register(p->r->comm, p->buf, 2 * half, o->mem_cuda ? WEFT_MEM_CUDA : WEFT_MEM_HOST, &p->mem);
 	if (rc != 0) {
 		fail(p->r, rc, "weft_mem_register of %zu bytes", 2 * half);
 		goto err_free;
@@ -462,8 +549,10 @@ err_dereg:
 	weft_mem_deregister(p->mem);
 	p->mem = NULL;
 err_free:
-	free(p->buf);
-	p->buf = NULL;
+	if (p->host != p->buf)
+		free(p->host);
+	dev_free(o, p->buf);
+	p->buf = p->host = NULL;
 	return rc;
 }
 
@@ -475,10 +564,12 @@ static int prim_bufs_teardown(struct prim *p)
 		fail(p->r, rc, "weft_flush");
 	weft_rmem_release(p->rmem);
 	weft_mem_deregister(p->mem);
-	free(p->buf);
+	if (p->host != p->buf)
+		free(p->host);
+	dev_free(p->r->o, p->buf);
 	p->rmem = NULL;
 	p->mem = NULL;
-	p->buf = NULL;
+	p->buf = p->host = NULL;
 	return rc;
 }
 
@@ -612,6 +703,31 @@ static uint64_t count_wrong_bytes(const unsigned char *got, size_t len, uint64_t
 	return wrong;
 }
 
+/* Random bytes at off of this rank's buffer, written through the host view. */
+static int prim_fill(struct prim *p, size_t off, size_t size, uint64_t seed)
+{
+	random_bytes(p->host + off, size, seed);
+	int rc = dev_put(p->r->o, p->buf + off, p->host + off, size);
+	return rc ? fail(p->r, rc, "copying %zu bytes to the device", size) : 0;
+}
+
+static int prim_poison(struct prim *p, size_t size)
+{
+	poison(p->host, size);
+	int rc = dev_put(p->r->o, p->buf, p->host, size);
+	return rc ? fail(p->r, rc, "copying %zu bytes to the device", size) : 0;
+}
+
+/* Wrong bytes at the start of this rank's buffer against stream seed. */
+static int prim_count(struct prim *p, size_t size, uint64_t seed, uint64_t *wrong)
+{
+	int rc = dev_get(p->r->o, p->host, p->buf, size);
+	if (rc)
+		return fail(p->r, rc, "copying %zu bytes from the device", size);
+	*wrong = count_wrong_bytes(p->host, size, seed);
+	return 0;
+}
+
 /* One checked transfer per direction the benchmark uses: random bytes into a
  * poisoned destination, compared by the receiver. The total is on rank 0. */
 static int check_prim(struct prim *p, size_t size, int both_ways, uint64_t *wrong)
@@ -625,18 +741,18 @@ static int check_prim(struct prim *p, size_t size, int both_ways, uint64_t *wron
 
 	if (o->fresh && (rc = prim_bufs_setup(p, size)) != 0)
 		return rc;
-	poison(p->buf, size);
+	if ((rc = prim_poison(p, size)) != 0)
+		goto out;
 	if (r->rank == 1) {
 		if ((rc = weft_comm_send(r->comm, 0, TAG_READY, &ready, 1)) != 0) {
 			fail(r, rc, "weft_comm_send to rank 0");
 			goto out;
 		}
-		if ((rc = prim_wait(p)) != 0)
+		if ((rc = prim_wait(p)) != 0 || (rc = prim_count(p, size, seed0, &w1)) != 0)
 			goto out;
-		w1 = count_wrong_bytes(p->buf, size, seed0);
 		if (both_ways) {
-			random_bytes(p->buf + p->half, size, seed1);
-			if ((rc = prim_put(p, 0, p->half, size)) != 0 || (rc = prim_signal_flushed(p)) != 0)
+			if ((rc = prim_fill(p, p->half, size, seed1)) != 0 || (rc = prim_put(p, 0, p->half, size)) != 0 ||
+			    (rc = prim_signal_flushed(p)) != 0)
 				goto out;
 		}
 		if ((rc = weft_comm_send(r->comm, 0, TAG_WRONG, &w1, sizeof(w1))) != 0)
@@ -646,13 +762,12 @@ static int check_prim(struct prim *p, size_t size, int both_ways, uint64_t *wron
 			fail(r, rc, "weft_comm_recv from rank 1");
 			goto out;
 		}
-		random_bytes(p->buf + p->half, size, seed0);
-		if ((rc = prim_put(p, 0, p->half, size)) != 0 || (rc = prim_signal_flushed(p)) != 0)
+		if ((rc = prim_fill(p, p->half, size, seed0)) != 0 || (rc = prim_put(p, 0, p->half, size)) != 0 ||
+		    (rc = prim_signal_flushed(p)) != 0)
 			goto out;
 		if (both_ways) {
-			if ((rc = prim_wait(p)) != 0)
+			if ((rc = prim_wait(p)) != 0 || (rc = prim_count(p, size, seed1, &w0)) != 0)
 				goto out;
-			w0 = count_wrong_bytes(p->buf, size, seed1);
 		}
 		if ((rc = weft_comm_recv(r->comm, 1, TAG_WRONG, &w1, sizeof(w1))) != 0) {
 			fail(r, rc, "weft_comm_recv from rank 1");
@@ -800,25 +915,65 @@ static double busbw_factor(enum coll c, int n)
 	}
 }
 
+/* The same call through NCCL (--peer nccl). */
+static int nccl_call(const struct run *r, const struct coll_shape *s, const void *sbuf, void *rbuf)
+{
+	const struct opts *o = r->o;
+	int t = o->type->nccl, op = nccl_redops[o->op], n = r->nranks, rc, erc;
+	void *c = r->nccl, *st = r->stream;
+	switch (o->coll) {
+	case C_ALLREDUCE: rc = nccl.all_reduce(sbuf, rbuf, s->count, t, op, c, st); break;
+	case C_ALLGATHER: rc = nccl.all_gather(sbuf, rbuf, s->count, t, c, st); break;
+	case C_REDUCE_SCATTER: rc = nccl.reduce_scatter(sbuf, rbuf, s->count, t, op, c, st); break;
+	case C_BROADCAST: rc = nccl.broadcast(sbuf, rbuf, s->count, t, o->root, c, st); break;
+	case C_REDUCE: rc = nccl.reduce(sbuf, rbuf, s->count, t, op, o->root, c, st); break;
+	case C_ALLTOALL: rc = nccl.alltoall(sbuf, rbuf, s->count, t, c, st); break;
+	case C_SENDRECV:
+		rc = nccl.group_start();
+		if (rc == 0)
+			rc = nccl.send(sbuf, s->count, t, (r->rank + 1) % n, c, st);
+		if (rc == 0)
+			rc = nccl.recv(rbuf, s->count, t, (r->rank + n - 1) % n, c, st);
+		erc = nccl.group_end();
+		rc = rc ? rc : erc;
+		break;
+	default: return -EINVAL;
+	}
+	if (rc != 0)
+		return fail(r, -EIO, "NCCL %s: %s", colls[o->coll].name, nccl.error_string(rc));
+	return 0;
+}
+
+enum lib { LIB_WEFT, LIB_NCCL };
+static const char *const lib_names[] = {"weft", "nccl"};
+
+static int coll_call(const struct run *r, const struct coll_shape *s, const void *sbuf, void *rbuf);
+
+static int lib_call(const struct run *r, enum lib lib, const struct coll_shape *s, const void *sbuf, void *rbuf)
+{
+	return lib == LIB_NCCL ? nccl_call(r, s, sbuf, rbuf) : coll_call(r, s, sbuf, rbuf);
+}
+
 static int coll_call(const struct run *r, const struct coll_shape *s, const void *sbuf, void *rbuf)
 {
 	const struct opts *o = r->o;
 	enum weft_datatype t = o->type->type;
 	int rc, n = r->nranks;
+	void *st = r->stream;
 	switch (o->coll) {
-	case C_ALLREDUCE: return weft_allreduce(sbuf, rbuf, s->count, t, o->op, r->comm, NULL);
-	case C_ALLGATHER: return weft_allgather(sbuf, rbuf, s->count, t, r->comm, NULL);
-	case C_REDUCE_SCATTER: return weft_reduce_scatter(sbuf, rbuf, s->count, t, o->op, r->comm, NULL);
-	case C_BROADCAST: return weft_broadcast(sbuf, rbuf, s->count, t, o->root, r->comm, NULL);
-	case C_REDUCE: return weft_reduce(sbuf, rbuf, s->count, t, o->op, o->root, r->comm, NULL);
-	case C_ALLTOALL: return weft_alltoall(sbuf, rbuf, s->count, t, r->comm, NULL);
+	case C_ALLREDUCE: return weft_allreduce(sbuf, rbuf, s->count, t, o->op, r->comm, st);
+	case C_ALLGATHER: return weft_allgather(sbuf, rbuf, s->count, t, r->comm, st);
+	case C_REDUCE_SCATTER: return weft_reduce_scatter(sbuf, rbuf, s->count, t, o->op, r->comm, st);
+	case C_BROADCAST: return weft_broadcast(sbuf, rbuf, s->count, t, o->root, r->comm, st);
+	case C_REDUCE: return weft_reduce(sbuf, rbuf, s->count, t, o->op, o->root, r->comm, st);
+	case C_ALLTOALL: return weft_alltoall(sbuf, rbuf, s->count, t, r->comm, st);
 	case C_SENDRECV:
 		/* nccl-tests' pattern: send to the next rank, receive from the previous. */
 		if ((rc = weft_group_start()) != 0)
 			return rc;
-		rc = weft_send(sbuf, s->count, t, (r->rank + 1) % n, r->comm, NULL);
+		rc = weft_send(sbuf, s->count, t, (r->rank + 1) % n, r->comm, st);
 		if (rc == 0)
-			rc = weft_recv(rbuf, s->count, t, (r->rank + n - 1) % n, r->comm, NULL);
+			rc = weft_recv(rbuf, s->count, t, (r->rank + n - 1) % n, r->comm, st);
 		int erc = weft_group_end();
 		return rc ? rc : erc;
 	default: return -EINVAL;
@@ -826,45 +981,71 @@ static int coll_call(const struct run *r, const struct coll_shape *s, const void
 }
 
 /* The buffers of one call. In place, one buffer serves both, laid out as the
- * API's in-place rules say. */
+ * API's in-place rules say. With --mem cuda each buffer has a host mirror
+ * where the input is laid out and the output read back. */
 struct coll_bufs {
 	unsigned char *send, *recv; /* what the call gets */
 	unsigned char *alloc[2];
+	unsigned char *host[2]; /* host views of alloc[] (alloc[] itself for host memory) */
+	size_t len[2];
 };
+
+static void coll_bufs_free(const struct opts *o, struct coll_bufs *b)
+{
+	for (int k = 0; k < 2; k++) {
+		if (b->host[k] != b->alloc[k])
+			free(b->host[k]);
+		dev_free(o, b->alloc[k]);
+	}
+	memset(b, 0, sizeof(*b));
+}
 
 static int coll_bufs_make(const struct run *r, const struct coll_shape *s, int inplace, struct coll_bufs *b)
 {
-	size_t ts = r->o->type->size;
+	const struct opts *o = r->o;
+	size_t ts = o->type->size;
 	memset(b, 0, sizeof(*b));
 	if (inplace) {
-		size_t n = s->send_n > s->recv_n ? s->send_n : s->recv_n;
-		b->alloc[0] = alloc_buf(n * ts);
-		if (!b->alloc[0])
-			return fail(r, -ENOMEM, "allocating %zu bytes", n * ts);
-		b->send = b->recv = b->alloc[0];
-		if (r->o->coll == C_ALLGATHER)
-			b->send = b->recv + (size_t)r->rank * s->count * ts;
-		else if (r->o->coll == C_REDUCE_SCATTER)
-			b->recv = b->send + (size_t)r->rank * s->count * ts;
+		b->len[0] = (s->send_n > s->recv_n ? s->send_n : s->recv_n) * ts;
+	} else {
+		b->len[0] = s->send_n * ts;
+		b->len[1] = s->recv_n * ts;
+	}
+	for (int k = 0; k < (inplace ? 1 : 2); k++) {
+		b->alloc[k] = dev_alloc(o, b->len[k]);
+		b->host[k] = o->mem_cuda ? alloc_buf(b->len[k]) : b->alloc[k];
+		if (!b->alloc[k] || !b->host[k]) {
+			coll_bufs_free(o, b);
+			return fail(r, -ENOMEM, "allocating %zu bytes of %s memory", b->len[k], o->mem_cuda ? "cuda" : "host");
+		}
+	}
+	if (!inplace) {
+		b->send = b->alloc[0];
+		b->recv = b->alloc[1];
 		return 0;
 	}
-	b->alloc[0] = alloc_buf(s->send_n * ts);
-	b->alloc[1] = alloc_buf(s->recv_n * ts);
-	if (!b->alloc[0] || !b->alloc[1]) {
-		free(b->alloc[0]);
-		free(b->alloc[1]);
-		return fail(r, -ENOMEM, "allocating %zu + %zu bytes", s->send_n * ts, s->recv_n * ts);
-	}
-	b->send = b->alloc[0];
-	b->recv = b->alloc[1];
+	b->send = b->recv = b->alloc[0];
+	if (o->coll == C_ALLGATHER)
+		b->send = b->recv + (size_t)r->rank * s->count * ts;
+	else if (o->coll == C_REDUCE_SCATTER)
+		b->recv = b->send + (size_t)r->rank * s->count * ts;
 	return 0;
 }
 
-static void coll_bufs_free(struct coll_bufs *b)
+/* The host view of a pointer into one of b's buffers. */
+static unsigned char *coll_host(const struct coll_bufs *b, const unsigned char *p)
 {
-	free(b->alloc[0]);
-	free(b->alloc[1]);
-	memset(b, 0, sizeof(*b));
+	int k = b->alloc[1] && p >= b->alloc[1] && p < b->alloc[1] + b->len[1];
+	return b->host[k] + (p - b->alloc[k]);
+}
+
+/* Copies the host views to the device (--mem cuda). */
+static int coll_bufs_upload(const struct run *r, const struct coll_bufs *b)
+{
+	for (int k = 0; k < 2; k++)
+		if (b->alloc[k] && dev_put(r->o, b->alloc[k], b->host[k], b->len[k]) != 0)
+			return fail(r, -EIO, "copying %zu bytes to the device", b->len[k]);
+	return 0;
 }
 
 /* Whether this rank's output is defined (reduce writes on the root only). */
@@ -904,8 +1085,8 @@ static void coll_expected(const struct run *r, const struct pattern *p, const st
 }
 
 /* Lays out this rank's input for one checked call and poisons the output. */
-static void coll_prepare(const struct run *r, const struct pattern *p, const struct coll_shape *s, int inplace,
-			 struct coll_bufs *b)
+static int coll_prepare(const struct run *r, const struct pattern *p, const struct coll_shape *s, int inplace,
+			struct coll_bufs *b)
 {
 	size_t ts = p->t->size;
 	int in_rank = r->rank;
@@ -914,72 +1095,204 @@ static void coll_prepare(const struct run *r, const struct pattern *p, const str
 	if (inplace) {
 		/* The output region may overlap the input: poison first, then write the input. */
 		size_t n = s->send_n > s->recv_n ? s->send_n : s->recv_n;
-		poison(b->alloc[0], n * ts);
+		poison(b->host[0], n * ts);
 		if (r->o->coll != C_BROADCAST || r->rank == r->o->root)
-			pattern_fill(p, b->send, in_rank, 0, s->send_n);
+			pattern_fill(p, coll_host(b, b->send), in_rank, 0, s->send_n);
 	} else {
-		pattern_fill(p, b->send, in_rank, 0, s->send_n);
-		poison(b->recv, s->recv_n * ts);
+		pattern_fill(p, coll_host(b, b->send), in_rank, 0, s->send_n);
+		poison(coll_host(b, b->recv), s->recv_n * ts);
 	}
+	return coll_bufs_upload(r, b);
 }
 
-/* Times one mode (out of place or in place) of one size and checks it. */
-static int coll_measure(const struct run *r, const struct coll_shape *s, const struct pattern *p, int inplace,
-			const void *want, double *us, uint64_t *wrong)
+/* Waits for what this rank enqueued (--mem cuda); host calls completed already. */
+static int coll_sync(const struct run *r)
+{
+	if (!r->stream || cu.stream_sync(r->stream) == 0)
+		return 0;
+	return fail(r, -EIO, "cudaStreamSynchronize");
+}
+
+/* --graph N: o->iters calls captured in one CUDA graph, launched N times and
+ * timed with CUDA events, as nccl-tests' -G does. Returns us per call. */
+static int coll_time_graph(const struct run *r, enum lib lib, const struct coll_shape *s, const struct coll_bufs *b,
+			   double *us)
+{
+	const struct opts *o = r->o;
+	void *g = NULL, *exec = NULL, *ev[2] = {NULL, NULL};
+	int rc = 0;
+	if (cu.begin_capture(r->stream, CUDART_CAPTURE_RELAXED) != 0)
+		return fail(r, -EIO, "cudaStreamBeginCapture");
+	for (int it = 0; it < o->iters && rc == 0; it++)
+		if ((rc = lib_call(r, lib, s, b->send, b->recv)) != 0)
+			fail(r, rc, "%s %s of %zu bytes under graph capture", lib_names[lib], colls[o->coll].name, s->bytes);
+	if (cu.end_capture(r->stream, &g) != 0 || !g)
+		return rc ? rc : fail(r, -EIO, "cudaStreamEndCapture");
+	if (rc == 0 && cu.instantiate(&exec, g, 0) != 0)
+		rc = fail(r, -EIO, "cudaGraphInstantiate");
+	if (rc == 0 && (cu.event_create(&ev[0]) != 0 || cu.event_create(&ev[1]) != 0))
+		rc = fail(r, -EIO, "cudaEventCreate");
+	/* One launch to warm the graph up, then the timed ones. */
+	if (rc == 0 && (cu.graph_launch(exec, r->stream) != 0 || (rc = coll_sync(r)) != 0))
+		rc = rc ? rc : fail(r, -EIO, "cudaGraphLaunch");
+	if (rc == 0 && (rc = weft_comm_barrier(r->comm)) != 0)
+		fail(r, rc, "weft_comm_barrier");
+	if (rc == 0) {
+		cu.event_record(ev[0], r->stream);
+		for (int l = 0; l < o->graph && rc == 0; l++)
+			if (cu.graph_launch(exec, r->stream) != 0)
+				rc = fail(r, -EIO, "cudaGraphLaunch");
+		cu.event_record(ev[1], r->stream);
+		float ms = 0;
+		if (rc == 0 && (cu.event_sync(ev[1]) != 0 || cu.event_elapsed(&ms, ev[0], ev[1]) != 0))
+			rc = fail(r, -EIO, "timing the graph launches with CUDA events");
+		*us = o->graph && o->iters ? ms * 1e3 / ((double)o->graph * o->iters) : 0;
+	}
+	for (int k = 0; k < 2; k++)
+		if (ev[k])
+			cu.event_destroy(ev[k]);
+	if (exec)
+		cu.exec_destroy(exec);
+	cu.graph_destroy(g);
+	return rc;
+}
+
+/* Times one mode (out of place or in place) of one size and checks it. Host
+ * memory: wall clock over the calls. Device memory: CUDA events around calls
+ * enqueued on the stream after warm-up, or graph launches (--graph). */
+static int coll_measure(const struct run *r, enum lib lib, const struct coll_shape *s, const struct pattern *p,
+			int inplace, const void *want, double *us, uint64_t *wrong)
 {
 	const struct opts *o = r->o;
 	struct coll_bufs b, fresh;
 	int rc;
 	double t0 = 0;
+	void *ev[2] = {NULL, NULL};
 	const char *mode = inplace ? "in place" : "out of place";
 
 	if ((rc = coll_bufs_make(r, s, inplace, &b)) != 0)
 		return rc;
 	/* Defined contents for the timed calls, so that no float op meets garbage. */
-	coll_prepare(r, p, s, inplace, &b);
-	for (int it = -o->warmup; it < o->iters; it++) {
+	if ((rc = coll_prepare(r, p, s, inplace, &b)) != 0)
+		goto out;
+	if (o->mem_cuda && !o->fresh && (cu.event_create(&ev[0]) != 0 || cu.event_create(&ev[1]) != 0)) {
+		rc = fail(r, -EIO, "cudaEventCreate");
+		goto out;
+	}
+	int timed_iters = o->graph > 0 ? 0 : o->iters;
+	for (int it = -o->warmup; it < timed_iters; it++) {
 		if (it == 0) {
+			if ((rc = coll_sync(r)) != 0)
+				goto out;
 			if ((rc = weft_comm_barrier(r->comm)) != 0) {
 				fail(r, rc, "weft_comm_barrier");
 				goto out;
 			}
 			t0 = now_us();
+			if (ev[0])
+				cu.event_record(ev[0], r->stream);
 		}
 		if (o->fresh) {
 			/* New buffers before the old are freed, so their addresses differ. */
 			if ((rc = coll_bufs_make(r, s, inplace, &fresh)) != 0)
 				goto out;
-			coll_bufs_free(&b);
+			coll_bufs_free(o, &b);
 			b = fresh;
 		}
-		rc = coll_call(r, s, b.send, b.recv);
+		rc = lib_call(r, lib, s, b.send, b.recv);
 		if (rc != 0) {
-			fail(r, rc, "%s %s of %zu bytes (%s)", colls[o->coll].name, mode, s->bytes, o->type->name);
+			fail(r, rc, "%s %s %s of %zu bytes (%s)", lib_names[lib], colls[o->coll].name, mode, s->bytes,
+			     o->type->name);
 			goto out;
 		}
 	}
-	*us = o->iters ? (now_us() - t0) / o->iters : 0;
+	if (o->graph > 0) {
+		if ((rc = coll_sync(r)) != 0 || (rc = coll_time_graph(r, lib, s, &b, us)) != 0)
+			goto out;
+	} else if (ev[0]) {
+		float ms = 0;
+		cu.event_record(ev[1], r->stream);
+		if (cu.event_sync(ev[1]) != 0 || cu.event_elapsed(&ms, ev[0], ev[1]) != 0) {
+			rc = fail(r, -EIO, "timing with CUDA events");
+			goto out;
+		}
+		*us = o->iters ? ms * 1e3 / o->iters : 0;
+	} else {
+		if ((rc = coll_sync(r)) != 0)
+			goto out;
+		*us = o->iters ? (now_us() - t0) / o->iters : 0;
+	}
 
 	*wrong = 0;
 	if (o->check) {
 		if (o->fresh) {
 			if ((rc = coll_bufs_make(r, s, inplace, &fresh)) != 0)
 				goto out;
-			coll_bufs_free(&b);
+			coll_bufs_free(o, &b);
 			b = fresh;
 		}
-		coll_prepare(r, p, s, inplace, &b);
-		rc = coll_call(r, s, b.send, b.recv);
+		if ((rc = coll_prepare(r, p, s, inplace, &b)) != 0)
+			goto out;
+		rc = lib_call(r, lib, s, b.send, b.recv);
 		if (rc != 0) {
-			fail(r, rc, "checked %s %s of %zu bytes (%s)", colls[o->coll].name, mode, s->bytes,
-			     o->type->name);
+			fail(r, rc, "checked %s %s %s of %zu bytes (%s)", lib_names[lib], colls[o->coll].name, mode,
+			     s->bytes, o->type->name);
 			goto out;
 		}
-		if (coll_has_output(r))
-			*wrong = count_wrong(p->t, p->op, p->reduces, b.recv, want, s->recv_n);
+		if ((rc = coll_sync(r)) != 0)
+			goto out;
+		if (coll_has_output(r)) {
+			unsigned char *h = coll_host(&b, b.recv);
+			if (dev_get(o, h, b.recv, s->recv_n * o->type->size) != 0) {
+				rc = fail(r, -EIO, "copying the output from the device");
+				goto out;
+			}
+			*wrong = count_wrong(p->t, p->op, p->reduces, h, want, s->recv_n);
+		}
 	}
 out:
-	coll_bufs_free(&b);
+	for (int k = 0; k < 2; k++)
+		if (ev[k])
+			cu.event_destroy(ev[k]);
+	coll_bufs_free(o, &b);
+	return rc;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* One mode of one size: --repeat timed runs, weft and NCCL alternating, each
+ * library's median kept. */
+static int coll_measure_repeated(const struct run *r, const struct coll_shape *s, const struct pattern *p,
+				 int inplace, const void *want, struct rank_result *mine)
+{
+	const struct opts *o = r->o;
+	int n = o->repeat, rc = 0;
+	double *t = calloc(2 * (size_t)n, sizeof(*t));
+	if (!t)
+		return fail(r, -ENOMEM, "allocating %d timings", n);
+	for (int k = 0; k < n && rc == 0; k++) {
+		uint64_t w = 0;
+		if ((rc = coll_measure(r, LIB_WEFT, s, p, inplace, want, &t[k], &w)) != 0)
+			break;
+		mine->wrong[inplace] += w;
+		if (!o->peer_nccl)
+			continue;
+		w = 0;
+		if ((rc = coll_measure(r, LIB_NCCL, s, p, inplace, want, &t[n + k], &w)) != 0)
+			break;
+		mine->nccl_wrong[inplace] += w;
+	}
+	if (rc == 0) {
+		qsort(t, (size_t)n, sizeof(*t), cmp_double);
+		qsort(t + n, (size_t)n, sizeof(*t), cmp_double);
+		mine->us[inplace] = t[n / 2];
+		mine->nccl_us[inplace] = t[n + n / 2];
+	}
+	free(t);
 	return rc;
 }
 
@@ -989,21 +1302,39 @@ static int run_coll(const struct run *r, double *bw_sum, int *bw_n, uint64_t *wr
 	const struct coll_info *ci = &colls[o->coll];
 	int rc = 0;
 	void *want = NULL;
+	int peer = o->peer_nccl;
 
 	if (r->rank == 0) {
+		const char *blank = peer ? "                  " : "";
 		printf("#\n");
-		printf("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n",
-		       "", "", "", "", "");
-		printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s \n", "size", "count",
-		       "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-		printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s \n", "(B)", "(elements)",
-		       "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+		if (peer)
+			printf("# nccl: the same calls through NCCL, timed the same way; ratio = nccl time / weft time "
+			       "(above 1: weft is faster)%s\n",
+			       o->repeat > 1 ? "; times are medians of the alternating runs" : "");
+		printf("# %10s  %12s  %8s  %6s  %6s           out-of-place         %s              in-place          %s\n",
+		       "", "", "", "", "", blank, blank);
+		printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s", "size", "count", "type", "redop", "root", "time",
+		       "algbw", "busbw", "#wrong");
+		if (peer)
+			printf("  %7s  %6s", "nccl", "ratio");
+		printf("  %7s  %6s  %6s  %6s", "time", "algbw", "busbw", "#wrong");
+		if (peer)
+			printf("  %7s  %6s", "nccl", "ratio");
+		printf("\n# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s", "(B)", "(elements)", "", "", "", "(us)",
+		       "(GB/s)", "(GB/s)", "");
+		if (peer)
+			printf("  %7s  %6s", "(us)", "");
+		printf("  %7s  %6s  %6s  %6s", "(us)", "(GB/s)", "(GB/s)", "");
+		if (peer)
+			printf("  %7s  %6s", "(us)", "");
+		printf("\n");
 		fflush(stdout);
 	}
 	for (uint64_t size = o->min_bytes; size <= o->max_bytes; size = next_size(o, size)) {
 		struct coll_shape s;
 		struct pattern p;
-		struct rank_result mine = {{0, 0}, {0, 0}}, all;
+		struct rank_result mine, all;
+		memset(&mine, 0, sizeof(mine));
 		coll_shape(o, r->nranks, size, &s);
 		pattern_init(&p, o, r->nranks, size);
 		if (o->check) {
@@ -1016,7 +1347,7 @@ static int run_coll(const struct run *r, double *bw_sum, int *bw_n, uint64_t *wr
 				coll_expected(r, &p, &s, want);
 		}
 		for (int ip = 0; ip < 2 && rc == 0; ip++)
-			rc = coll_measure(r, &s, &p, ip, want, &mine.us[ip], &mine.wrong[ip]);
+			rc = coll_measure_repeated(r, &s, &p, ip, want, &mine);
 		free(want);
 		want = NULL;
 		if (rc != 0)
@@ -1030,15 +1361,20 @@ static int run_coll(const struct run *r, double *bw_sum, int *bw_n, uint64_t *wr
 				char ts[32], ws[32];
 				double algbw = all.us[ip] > 0 ? s.bytes / (all.us[ip] * 1e3) : 0;
 				double busbw = algbw * busbw_factor(o->coll, r->nranks);
+				uint64_t wrong = all.wrong[ip] + all.nccl_wrong[ip];
 				print_time(all.us[ip], ts, sizeof(ts));
 				if (o->check)
-					snprintf(ws, sizeof(ws), "%6" PRIu64, all.wrong[ip]);
+					snprintf(ws, sizeof(ws), "%6" PRIu64, wrong);
 				else
 					snprintf(ws, sizeof(ws), "%6s", "N/A");
 				printf("  %7s  %6.2f  %6.2f  %6s", ts, algbw, busbw, ws);
+				if (peer) {
+					print_time(all.nccl_us[ip], ts, sizeof(ts));
+					printf("  %7s  %6.2f", ts, all.us[ip] > 0 ? all.nccl_us[ip] / all.us[ip] : 0);
+				}
 				*bw_sum += busbw;
 				(*bw_n)++;
-				*wrong_total += all.wrong[ip];
+				*wrong_total += wrong;
 			}
 			printf("\n");
 			fflush(stdout);
@@ -1098,11 +1434,71 @@ static void print_footer(const struct run *r, double bw_sum, int bw_n, uint64_t 
 	fflush(stdout);
 }
 
+/* --peer nccl: loads NCCL (WEFT_PERF_NCCL_LIB, else libnccl.so.2) and makes
+ * this rank's communicator, its id shared over weft's bootstrap. Refused
+ * unless NCCL_NVLS_ENABLE=0: NVLink multicast must never run here. */
+static int nccl_setup(struct run *r)
+{
+	const char *nvls = getenv("NCCL_NVLS_ENABLE");
+	if (!nvls || strcmp(nvls, "0") != 0)
+		return fail(r, -EPERM, "--peer nccl: set NCCL_NVLS_ENABLE=0 first (NVLink multicast stays off)");
+	const char *path = getenv("WEFT_PERF_NCCL_LIB");
+	if (!path || !*path)
+		path = "libnccl.so.2";
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		return fail(r, -ENOENT, "--peer nccl: cannot load %s: %s (set WEFT_PERF_NCCL_LIB)", path, dlerror());
+	static const struct {
+		const char *name;
+		size_t off;
+	} syms[] = {
+#define SYM(field, name) {name, offsetof(struct nccl_dl, field)}
+		SYM(get_unique_id, "ncclGetUniqueId"),   SYM(comm_init_rank, "ncclCommInitRank"),
+		SYM(comm_destroy, "ncclCommDestroy"),    SYM(all_reduce, "ncclAllReduce"),
+		SYM(all_gather, "ncclAllGather"),        SYM(reduce_scatter, "ncclReduceScatter"),
+		SYM(broadcast, "ncclBroadcast"),         SYM(reduce, "ncclReduce"),
+		SYM(alltoall, "ncclAlltoAll"),           SYM(send, "ncclSend"),
+		SYM(recv, "ncclRecv"),                   SYM(group_start, "ncclGroupStart"),
+		SYM(group_end, "ncclGroupEnd"),          SYM(error_string, "ncclGetErrorString"),
+		SYM(get_version, "ncclGetVersion"),
+#undef SYM
+	};
+	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+		void *f = dlsym(h, syms[i].name);
+		if (!f)
+			return fail(r, -ENOENT, "--peer nccl: %s has no %s", path, syms[i].name);
+		*(void **)((char *)&nccl + syms[i].off) = f;
+	}
+	struct nccl_id id, *all = calloc((size_t)r->nranks, sizeof(id));
+	if (!all)
+		return fail(r, -ENOMEM, "allocating the NCCL ids");
+	memset(&id, 0, sizeof(id));
+	int rc = r->rank == 0 ? nccl.get_unique_id(&id) : 0;
+	if (rc != 0) {
+		free(all);
+		return fail(r, -EIO, "ncclGetUniqueId: %s", nccl.error_string(rc));
+	}
+	if ((rc = weft_comm_allgather(r->comm, &id, all, sizeof(id))) != 0) {
+		free(all);
+		return fail(r, rc, "sharing the NCCL id");
+	}
+	rc = nccl.comm_init_rank(&r->nccl, r->nranks, all[0], r->rank);
+	free(all);
+	if (rc != 0)
+		return fail(r, -EIO, "ncclCommInitRank: %s", nccl.error_string(rc));
+	int v = 0;
+	nccl.get_version(&v);
+	if (r->rank == 0)
+		printf("# peer: NCCL %d.%d.%d from %s\n", v / 10000, v / 100 % 100, v % 100, path);
+	return 0;
+}
+
 /* Everything one rank does. Returns 0, or an error already reported; data
  * errors (#wrong) make rank 0 return 1. */
-static int run_rank(const struct opts *o, weft_comm_t *comm)
+static int run_rank(const struct opts *o, weft_comm_t *comm, void *stream)
 {
-	struct run r = {.o = o, .comm = comm, .rank = weft_comm_rank(comm), .nranks = weft_comm_size(comm)};
+	struct run r = {
+		.o = o, .comm = comm, .rank = weft_comm_rank(comm), .nranks = weft_comm_size(comm), .stream = stream};
 	int rc = 0;
 	uint64_t wrong_all = 0;
 
@@ -1140,7 +1536,11 @@ static int run_rank(const struct opts *o, weft_comm_t *comm)
 		}
 		double bw_sum = 0;
 		int bw_n = 0;
+		if (o->peer_nccl && (rc = nccl_setup(&r)) != 0)
+			return rc;
 		rc = run_coll(&r, &bw_sum, &bw_n, &wrong_all);
+		if (r.nccl)
+			nccl.comm_destroy(r.nccl);
 		if (rc != 0)
 			return rc;
 		print_footer(&r, bw_sum, bw_n, wrong_all, "bus bandwidth");
@@ -1154,7 +1554,10 @@ static int run_rank(const struct opts *o, weft_comm_t *comm)
 			uint64_t wrong = 0;
 			if (r.rank == 0)
 				printf("#\n");
-			rc = run_prim(&r, o->ntransports ? o->transports[i] : NULL, &bw_sum, &bw_n, &wrong);
+			/* Device memory: nvlink unless named, since the core orders
+			 * transports by latency, not by the memory they reach. */
+			const char *tp = o->ntransports ? o->transports[i] : o->mem_cuda ? "nvlink" : NULL;
+			rc = run_prim(&r, tp, &bw_sum, &bw_n, &wrong);
 			if (rc != 0)
 				return rc;
 			print_footer(&r, bw_sum, bw_n, wrong, "bandwidth");
@@ -1171,9 +1574,64 @@ static int run_rank(const struct opts *o, weft_comm_t *comm)
 
 /* ------------------------------------------------------------- launching */
 
+/* --mem cuda, in each rank's process before its communicator exists (CUDA
+ * must not be touched before --np forks): the runtime, the GPU of the local
+ * rank, and the stream every call is enqueued on. 0, or 1 after a message. */
+static int cuda_rank_setup(const struct opts *o, int local_rank, void **stream)
+{
+	*stream = NULL;
+	if (!o->mem_cuda)
+		return 0;
+	const char *why = "";
+	int rc = cudart_dl_load(&cu, &why);
+	if (rc != 0) {
+		fprintf(stderr, "weft-perf: --mem cuda: %s\n", why);
+		return 1;
+	}
+	int ndev = 0;
+	cu.device_count(&ndev);
+	int dev = local_rank % ndev;
+	if ((rc = cu.set_device(dev)) != 0 || (rc = cu.stream_create(stream)) != 0) {
+		fprintf(stderr, "weft-perf: rank with local rank %d: GPU %d: %s\n", local_rank, dev, cu.error_string(rc));
+		return 1;
+	}
+	return 0;
+}
+
+/* --np with --mem cuda: whether the ranks will find a GPU, asked in a child
+ * so that this parent never initializes CUDA before it forks. One message
+ * instead of one per rank. */
+static int cuda_probe_forked(void)
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0)
+		return 0; /* the ranks will tell */
+	if (pid == 0) {
+		const char *why = "";
+		int rc = cudart_dl_load(&cu, &why);
+		if (rc != 0)
+			fprintf(stderr, "weft-perf: --mem cuda: %s\n", why);
+		_exit(rc ? 1 : 0);
+	}
+	int st = 0;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+}
+
+static void cuda_rank_teardown(void *stream)
+{
+	if (stream)
+		cu.stream_destroy(stream);
+}
+
 static int run_one_process(const struct opts *o)
 {
 	weft_comm_t *comm = NULL;
+	void *stream = NULL;
+	if (cuda_rank_setup(o, cudart_dl_local_rank(0), &stream) != 0)
+		return 1;
 	int rc = weft_comm_create_from_env(&comm);
 	if (rc == -ENOENT) {
 		fprintf(stderr, "weft-perf: no launcher environment found (mpirun, srun or torchrun); "
@@ -1182,9 +1640,10 @@ static int run_one_process(const struct opts *o)
 	}
 	if (rc != 0) {
 		fail(NULL, rc, "weft_comm_create_from_env");
+		cuda_rank_teardown(stream);
 		return 1;
 	}
-	rc = run_rank(o, comm);
+	rc = run_rank(o, comm, stream);
 	if (rc < 0) {
 		/* Tell the peers at once rather than through their liveness timeout. */
 		weft_comm_abort(comm);
@@ -1192,19 +1651,24 @@ static int run_one_process(const struct opts *o)
 	int drc = weft_comm_destroy(comm);
 	if (rc == 0 && drc != 0)
 		rc = fail(NULL, drc, "weft_comm_destroy");
+	cuda_rank_teardown(stream);
 	return rc == 0 ? 0 : 1;
 }
 
 static int child_main(const struct opts *o, const struct weft_unique_id *id, int rank)
 {
 	weft_comm_t *comm = NULL;
+	void *stream = NULL;
+	if (cuda_rank_setup(o, rank, &stream) != 0)
+		return 1;
 	int rc = weft_comm_create(id, o->np, rank, &comm);
 	if (rc != 0) {
 		struct run r = {.rank = rank};
 		fail(&r, rc, "weft_comm_create (rank %d of %d)", rank, o->np);
+		cuda_rank_teardown(stream);
 		return 1;
 	}
-	rc = run_rank(o, comm);
+	rc = run_rank(o, comm, stream);
 	if (rc < 0)
 		weft_comm_abort(comm);
 	int drc = weft_comm_destroy(comm);
@@ -1212,6 +1676,7 @@ static int child_main(const struct opts *o, const struct weft_unique_id *id, int
 		struct run r = {.rank = rank};
 		rc = fail(&r, drc, "weft_comm_destroy");
 	}
+	cuda_rank_teardown(stream);
 	return rc == 0 ? 0 : 1;
 }
 
@@ -1365,11 +1830,19 @@ static void usage(FILE *out)
 		"                            the core chooses; naming another one is refused.\n"
 		"      --np N                fork N local ranks (default: one rank per process, from the\n"
 		"                            launcher's environment: mpirun, srun, torchrun)\n"
-		"      --mem host|cuda       buffer memory (default host; cuda is not supported yet)\n"
+		"      --mem host|cuda       buffer memory (default host). cuda: one GPU per rank (the local\n"
+		"                            rank's), calls on a stream timed with CUDA events; put and\n"
+		"                            pingpong use nvlink unless --transport names another\n"
 		"      --fresh-buffers       allocate (and for put/pingpong register) new buffers every\n"
 		"                            iteration; the time includes that\n"
-		"      --graph N             capture N iterations in a CUDA graph (only with --mem cuda)\n"
+		"      --graph N             with --mem cuda: capture the -n iterations in a CUDA graph and\n"
+		"                            time N launches of it (nccl-tests' -G); time per call\n"
 		"      --window N            put: most puts in flight per weft_flush (default 64)\n"
+		"      --peer nccl           with --mem cuda: run every call through NCCL too (dlopen'ed:\n"
+		"                            WEFT_PERF_NCCL_LIB, else libnccl.so.2; needs NCCL_NVLS_ENABLE=0),\n"
+		"                            timed the same way, and print its time and the ratio\n"
+		"      --repeat R            time each size and mode R times (weft and the peer\n"
+		"                            alternating) and print the medians (default 1)\n"
 		"      --seed N              seed of the data pattern (default 1)\n"
 		"  -h, --help                print this help\n"
 		"\n"
@@ -1444,6 +1917,8 @@ enum {
 	OPT_GRAPH,
 	OPT_WINDOW,
 	OPT_SEED,
+	OPT_PEER,
+	OPT_REPEAT,
 };
 
 static const struct option long_opts[] = {
@@ -1467,6 +1942,8 @@ static const struct option long_opts[] = {
 	{"graph", required_argument, NULL, OPT_GRAPH},
 	{"window", required_argument, NULL, OPT_WINDOW},
 	{"seed", required_argument, NULL, OPT_SEED},
+	{"peer", required_argument, NULL, OPT_PEER},
+	{"repeat", required_argument, NULL, OPT_REPEAT},
 	{NULL, 0, NULL, 0},
 };
 
@@ -1499,9 +1976,10 @@ static void parse_args(int argc, char **argv, struct opts *o)
 	o->root = 0;
 	o->bench = BENCH_COLL;
 	o->coll = C_ALLREDUCE;
-	o->graph = -1;
+	o->graph = -1; /* not given; 0 is refused below by parse_int's range */
 	o->window = 64;
 	o->seed = 1;
+	o->repeat = 1;
 
 	size_t pos = 0;
 	for (int i = 0; i < argc && pos < sizeof(o->cmdline) - 1; i++)
@@ -1609,9 +2087,15 @@ static void parse_args(int argc, char **argv, struct opts *o)
 				usage_error("%s: unknown memory type '%s' (host cuda)", flag, optarg);
 			break;
 		case OPT_FRESH: o->fresh = 1; break;
-		case OPT_GRAPH: o->graph = (int)parse_int(flag, optarg, 0, INT_MAX); break;
+		case OPT_GRAPH: o->graph = (int)parse_int(flag, optarg, 1, INT_MAX); break;
 		case OPT_WINDOW: o->window = (int)parse_int(flag, optarg, 1, 1 << 16); break;
 		case OPT_SEED: o->seed = (uint64_t)parse_int(flag, optarg, 0, LONG_MAX); break;
+		case OPT_PEER:
+			if (strcmp(optarg, "nccl") != 0)
+				usage_error("%s: unknown peer library '%s' (nccl)", flag, optarg);
+			o->peer_nccl = 1;
+			break;
+		case OPT_REPEAT: o->repeat = (int)parse_int(flag, optarg, 1, 1000); break;
 		case ':': usage_error("%s needs a value", argv[optind - 1]);
 		case '?':
 		default:
@@ -1628,11 +2112,15 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		usage_error("-b %" PRIu64 " is larger than -e %" PRIu64, o->min_bytes, o->max_bytes);
 	if (o->bench == BENCH_COLL && o->min_bytes < o->type->size && o->max_bytes < o->type->size)
 		usage_error("-e %" PRIu64 ": smaller than one %s element", o->max_bytes, o->type->name);
-	if (o->mem_cuda)
-		usage_error("--mem cuda: weft-perf does not run on device memory yet (the GPU pack is a later "
-			    "issue); use --mem host");
-	if (o->graph >= 0)
+	if (o->graph >= 0 && !o->mem_cuda)
 		usage_error("--graph needs --mem cuda (CUDA graphs capture device work only)");
+	if (o->graph >= 0 && o->bench != BENCH_COLL)
+		usage_error("--graph times collectives; --op %s drives transfers from the host",
+			    o->bench == BENCH_PUT ? "put" : "pingpong");
+	if (o->peer_nccl && (!o->mem_cuda || o->bench != BENCH_COLL))
+		usage_error("--peer nccl compares collectives on device memory: it needs --mem cuda and no --op");
+	if (o->graph >= 0 && o->fresh)
+		usage_error("--graph and --fresh-buffers exclude each other: a graph replays the buffers it captured");
 	if (o->np && o->bench != BENCH_COLL && o->np < 2)
 		usage_error("--np %d: --op %s needs at least 2 ranks", o->np,
 			    o->bench == BENCH_PUT ? "put" : "pingpong");
@@ -1646,6 +2134,8 @@ int main(int argc, char **argv)
 	parse_args(argc, argv, &o);
 	/* Rank 0 prints as it goes; keep the lines whole when several ranks share a pipe. */
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (o.np && o.mem_cuda && cuda_probe_forked() != 0)
+		return 1;
 	if (o.np)
 		return run_forked(&o);
 	return run_one_process(&o);
