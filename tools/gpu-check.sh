@@ -6,13 +6,15 @@
 #              algo-gpu with 2 ranks, rings only, 3 and 4 ranks several per GPU)
 #   bench      weft-gpu-bench: nvlink put bandwidth and ping-pong latency
 #   algo-bench weft-algo-gpu-bench, with NCCL's column when PyTorch's NCCL is found
+#   perf       weft-perf --mem cuda: collectives against NCCL in the same run
+#              (--peer nccl, plain and --graph), put and pingpong over nvlink
 #   nccl       weft-nccl-driver on device buffers: forked ranks, ncclCommInitAll
 #              with groups, and CUDA-graph-captured calls
 #   torch      tests/torch/weft_torch_check.py under torchrun with libweft_nccl preloaded
 # Default: build test bench nccl torch. Logs go to $OUT when set (the device
 # machine), else to build-gpu/logs. NVLink multicast stays off throughout.
 # A tree built elsewhere at the same path can be run without the build stage.
-# Usage: tools/gpu-check.sh [build] [test] [bench] [algo-bench] [nccl] [torch]
+# Usage: tools/gpu-check.sh [build] [test] [bench] [algo-bench] [perf] [nccl] [torch]
 set -uo pipefail
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$src" || exit
@@ -68,7 +70,7 @@ do_build() {
 			# shellcheck disable=SC2086 # a list of target names
 			cmake --build "$bdir" -j "$jobs" --target ${WEFT_GPU_TARGETS:-weft-plugin-nvlink weft-plugin-algo-gpu \
 				weft-plugin-shm test_nvlink_gpu test_devchan_gpu test_nvlink_nodev test_algo_gpu \
-				test_algo_gpu_sched weft-gpu-bench weft-algo-gpu-bench weft-info weft_nccl weft-nccl-driver}
+				test_algo_gpu_sched weft-gpu-bench weft-algo-gpu-bench weft-info weft-perf weft_nccl weft-nccl-driver}
 		fi &&
 		tools/check-no-multicast.sh "$bdir"
 }
@@ -116,6 +118,23 @@ do_algo_bench() {
 		"${WEFT_ALGO_BENCH_BYTES:-1073741824}"
 }
 
+# weft-perf on device memory. WEFT_PERF_ARGS adds flags (e.g. --repeat 5 for
+# a record); the sizes and collectives default to a quick sweep.
+do_perf() {
+	local p="$bdir/bin/weft-perf" t=${WEFT_PERF_STAGE_TIMEOUT:-120} lib
+	lib=$(find_nccl)
+	echo "NCCL library: ${lib:-not found}"
+	export WEFT_PERF_NCCL_LIB=$lib LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+	local peer=()
+	[[ -n $lib ]] && peer=(--peer nccl)
+	# shellcheck disable=SC2086 # extra flags
+	timeout "$t" "$p" --np 2 --mem cuda -d half -b 1K -e 1G -f 8 "${peer[@]}" ${WEFT_PERF_ARGS:-} &&
+		timeout "$t" "$p" --np 2 --mem cuda -d half -b 1K -e 64M -f 8 --graph 5 "${peer[@]}" ${WEFT_PERF_ARGS:-} &&
+		timeout "$t" "$p" --np 2 --mem cuda --collective all_gather -b 1K -e 1G -f 8 "${peer[@]}" &&
+		timeout "$t" "$p" --np 2 --mem cuda --op put -b 1K -e 1G -f 8 &&
+		timeout "$t" "$p" --np 2 --mem cuda --op pingpong -b 8 -e 1M -f 8
+}
+
 # The NCCL API on device buffers, every collective the driver knows, values
 # checked: one process per GPU, two ranks in one process through groups, and
 # graph-captured calls replayed.
@@ -141,6 +160,7 @@ for s in "${stages[@]}"; do
 	test) stage test do_test ;;
 	bench) stage bench do_bench ;;
 	algo-bench) stage algo-bench do_algo_bench ;;
+	perf) stage perf do_perf ;;
 	nccl) stage nccl do_nccl ;;
 	torch) stage torch do_torch ;;
 	*) echo "gpu-check: unknown stage $s" >&2; exit 2 ;;
