@@ -1,0 +1,114 @@
+/* weft-info --topo and --select as a user sees them (core/topo.c, tpsel.c):
+ * the NUMA view (hwloc, or a line saying the build has none), the NVML line,
+ * each transport's probed devices, and the transport order per peer class
+ * with the rule or the score behind each place. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "testlib.h"
+
+#ifndef TT_WEFT_INFO
+#error "TT_WEFT_INFO (path of weft-info) must be defined"
+#endif
+
+static char *dir;
+
+/* Runs weft-info with a config text (NULL: empty) and arguments. */
+static char *info(const char *conf, const char *args, int *status)
+{
+	char *path = wt_write_file(dir, "weft.conf", conf ? conf : "");
+	ck_assert_ptr_nonnull(path);
+	char cmd[8192];
+	snprintf(cmd, sizeof(cmd), "WEFT_CONFIG='%s' '%s' %s 2>&1", path, TT_WEFT_INFO, args);
+	free(path);
+	char *out = wt_run_capture(cmd, status);
+	ck_assert_ptr_nonnull(out);
+	return out;
+}
+
+#define HAS(out, s) ck_assert_msg(strstr((out), (s)) != NULL, "output lacks '%s':\n%s", (s), (out))
+
+START_TEST(topo_shows_numa_nvml_and_devices)
+{
+	int st = 0;
+	char *out = info(NULL, "--topo", &st);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "weft-info --topo failed:\n%s", out);
+#ifdef TT_HWLOC
+	HAS(out, "numa (hwloc ");
+	HAS(out, "this process runs on node(s)");
+#else
+	HAS(out, "numa: weft was built without hwloc");
+#endif
+	ck_assert_msg(strstr(out, "nvlink: no NVML") || strstr(out, "nvlink (NVML): "), "no NVML line:\n%s", out);
+	/* shm declares its figures; they are shown as declared. */
+	HAS(out, "  shm: 1 device(s)");
+	HAS(out, "link shm      latency 0.2 us     bandwidth 8 GB/s");
+	HAS(out, "reaches same-process,same-host peers; memory host");
+	free(out);
+}
+END_TEST
+
+START_TEST(select_shows_scores)
+{
+	int st = 0;
+	char *out = info(NULL, "--select --np 4", &st);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "weft-info --select failed:\n%s", out);
+	HAS(out, "([transport] has no rules: scores decide)");
+	HAS(out, "  same-host peers:\n    (ranks 1..3)\n    1. shm      score 8.39 us for 64 KiB");
+	HAS(out, "latency 10 us (assumed), 1 GB/s (assumed)");
+	HAS(out, "Algorithm choice for 4 ranks, host memory");
+	free(out);
+}
+END_TEST
+
+START_TEST(select_shows_rules)
+{
+	int st = 0;
+	char *out = info("[transport]\nforbid shm when peer=same-host\nuse ucx when peer=same-host\n"
+			 "require ofi when peer=other-host\n",
+			 "--select", &st);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "weft-info --select failed:\n%s", out);
+	HAS(out, "  same-host peers:\n    (ranks 1..1)\n    1. ucx      'use ucx' at ");
+	HAS(out, ":3 [pinned]\n    2. ofi      score");
+	HAS(out, "  other-host peers:\n    1. ofi      required by ");
+	/* The forbidden shm is not offered to same-host peers at all. */
+	char *a = strstr(out, "  same-host peers:"), *b = a ? strstr(a, "  other-host peers:") : NULL;
+	ck_assert_ptr_nonnull(b);
+	*b = '\0';
+	ck_assert_msg(!strstr(a, ". shm "), "shm offered to same-host peers though forbidden:\n%s", a);
+	free(out);
+}
+END_TEST
+
+START_TEST(select_names_missing_required)
+{
+	int st = 0;
+	char *out = info("[transport]\nrequire ucxx when peer=other-host\n", "--select", &st);
+	HAS(out, "[transport] names 'ucxx', which is no transport; did you mean 'ucx'?");
+	HAS(out, "  other-host peers:\n    ERROR: 'ucxx' is required (");
+	HAS(out, "it is not installed (no libweft-ucxx.so on the search path");
+	free(out);
+}
+END_TEST
+
+int main(void)
+{
+	dir = wt_mkdtemp("topo");
+	if (!dir)
+		return 1;
+	Suite *s = suite_create("topo");
+	TCase *tc = tcase_create("weft-info");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, topo_shows_numa_nvml_and_devices);
+	tcase_add_test(tc, select_shows_scores);
+	tcase_add_test(tc, select_shows_rules);
+	tcase_add_test(tc, select_names_missing_required);
+	suite_add_tcase(s, tc);
+	int rc = wt_run_suite(s);
+	wt_rmdir(dir);
+	free(dir);
+	return rc;
+}
