@@ -69,35 +69,6 @@ struct nvl_ep {
 	int posted; /* operations since the last completed flush */
 };
 
-/* Blob section, little-endian fixed layout (x86-64 and aarch64 hosts). */
-#define NVL_MAGIC 0x314c564eu /* "NVL1" */
-struct nvl_wire {
-	uint32_t magic;
-	uint16_t version;
-	uint16_t kind;
-	uint64_t host_hash;
-	uint64_t pid;
-	int32_t device;
-	int32_t nchunks;
-	uint64_t ptr;       /* the registered start in the exporter's address space */
-	uint64_t len;       /* registered length */
-	uint64_t offset;    /* ptr - export base */
-	uint64_t export_id;
-	uint64_t buffer_id;
-	uint64_t export_size;
-	unsigned char ipc[64];
-	uint64_t chunk[]; /* nchunks sizes (VMM) */
-};
-
-struct nvl_addr {
-	uint32_t magic;
-	int32_t rank;
-	int32_t device;
-	uint32_t pad;
-	uint64_t pid;
-	uint64_t host_hash;
-};
-
 static uint64_t hash_str(const char *s)
 {
 	uint64_t h = 1469598103934665603ull; /* FNV-1a */
@@ -337,25 +308,29 @@ static int nvl_mem_serialize(void *ctx, void *handle, void *buf, size_t *len)
 		*len = need;
 		return -ENOSPC;
 	}
-	struct nvl_wire *w = buf;
-	memset(w, 0, need);
-	w->magic = NVL_MAGIC;
-	w->version = 1;
-	w->kind = x ? (uint16_t)x->kind : NVL_KIND_HOST;
-	w->host_hash = tc->host_hash;
-	w->pid = (uint64_t)getpid();
-	w->device = tc->dev;
-	w->nchunks = n;
-	w->ptr = (uint64_t)(uintptr_t)mh->ptr;
-	w->len = mh->len;
+	/* Built aside and copied: a blob section has no alignment. */
+	struct nvl_wire w;
+	memset(&w, 0, sizeof(w));
+	w.magic = NVL_MAGIC;
+	w.version = 1;
+	w.kind = x ? (uint16_t)x->kind : NVL_KIND_HOST;
+	w.host_hash = tc->host_hash;
+	w.pid = (uint64_t)getpid();
+	w.device = tc->dev;
+	w.nchunks = n;
+	w.ptr = (uint64_t)(uintptr_t)mh->ptr;
+	w.len = mh->len;
 	if (x) {
-		w->offset = (uintptr_t)mh->ptr - x->base;
-		w->export_id = x->id;
-		w->buffer_id = x->buffer_id;
-		w->export_size = x->size;
-		memcpy(w->ipc, x->ipc, sizeof(w->ipc));
-		for (int i = 0; i < n; i++)
-			w->chunk[i] = x->chunk[i];
+		w.offset = (uintptr_t)mh->ptr - x->base;
+		w.export_id = x->id;
+		w.buffer_id = x->buffer_id;
+		w.export_size = x->size;
+		memcpy(w.ipc, x->ipc, sizeof(w.ipc));
+	}
+	memcpy(buf, &w, sizeof(w));
+	for (int i = 0; i < n; i++) {
+		uint64_t c = x->chunk[i];
+		memcpy((unsigned char *)buf + sizeof(w) + (size_t)i * sizeof(c), &c, sizeof(c));
 	}
 	*len = need;
 	return 0;
@@ -378,7 +353,8 @@ static void import_put(struct nvl_ctx *tc, struct nvl_import *im)
 }
 
 /* Maps (or finds in the cache) the peer's export a section names. */
-static int import_get(struct nvl_ctx *tc, int peer, const struct nvl_wire *w, struct nvl_import **out)
+static int import_get(struct nvl_ctx *tc, int peer, const struct nvl_wire *w, const uint64_t *chunk,
+		      struct nvl_import **out)
 {
 	for (struct nvl_import *im = tc->imports; im; im = im->next) {
 		if (im->peer == peer && im->peer_pid == w->pid && im->export_id == w->export_id &&
@@ -404,7 +380,7 @@ static int import_get(struct nvl_ctx *tc, int peer, const struct nvl_wire *w, st
 		int fds[NVL_MAX_CHUNKS];
 		im->nchunks = w->nchunks;
 		for (int i = 0; i < w->nchunks; i++)
-			im->chunk[i] = w->chunk[i];
+			im->chunk[i] = chunk[i];
 		rc = nvl_fd_fetch(tc->tag, peer, w->export_id, fds, w->nchunks);
 		if (rc == 0) {
 			rc = grt_vmm_import_fds(fds, im->chunk, im->nchunks, tc->dev, &im->base);
@@ -427,24 +403,14 @@ static int import_get(struct nvl_ctx *tc, int peer, const struct nvl_wire *w, st
 static int nvl_mem_import(void *ctx, int peer, const void *buf, size_t len, void **out)
 {
 	struct nvl_ctx *tc = ctx;
-	const struct nvl_wire *w = buf;
-	if (!buf || len < sizeof(*w) || w->magic != NVL_MAGIC || w->version != 1 || w->kind < NVL_KIND_IPC ||
-	    w->kind > NVL_KIND_HOST || w->nchunks < 0 || w->nchunks > NVL_MAX_CHUNKS ||
-	    len != sizeof(*w) + (size_t)w->nchunks * sizeof(uint64_t) ||
-	    (w->kind == NVL_KIND_VMM) != (w->nchunks > 0) || w->offset > w->export_size ||
-	    w->len > w->export_size - w->offset) {
-		NVL_ERR("mem_import: malformed section from rank %d (%zu bytes)", peer, len);
+	struct nvl_wire wire;
+	uint64_t chunk[NVL_MAX_CHUNKS];
+	char why[160];
+	if (nvl_wire_parse(buf, len, &wire, chunk, why, sizeof(why)) != 0) {
+		NVL_ERR("mem_import: malformed section from rank %d (%zu bytes): %s", peer, len, why);
 		return -WEFT_ERR_PROTOCOL;
 	}
-	if (w->kind == NVL_KIND_VMM) {
-		uint64_t sum = 0;
-		for (int i = 0; i < w->nchunks; i++)
-			sum += w->chunk[i];
-		if (sum != w->export_size) {
-			NVL_ERR("mem_import: rank %d's chunk sizes do not add up to its export", peer);
-			return -WEFT_ERR_PROTOCOL;
-		}
-	}
+	const struct nvl_wire *w = &wire;
 	if (w->host_hash != tc->host_hash)
 		return -EHOSTUNREACH;
 	int same_process = w->pid == (uint64_t)getpid();
@@ -461,7 +427,7 @@ static int nvl_mem_import(void *ctx, int peer, const void *buf, size_t len, void
 	if (same_process) {
 		r->ptr = (char *)(uintptr_t)w->ptr;
 	} else {
-		rc = import_get(tc, peer, w, &r->im);
+		rc = import_get(tc, peer, w, chunk, &r->im);
 		if (rc != 0) {
 			nvl_core->free(r);
 			return rc;
@@ -586,13 +552,9 @@ static int nvl_connect(void *handle, const void *peer_addr, size_t len)
 {
 	struct nvl_ep *ep = handle;
 	struct nvl_addr a;
-	if (len != sizeof(a)) {
-		NVL_ERR("connect: address of %zu bytes from rank %d, expected %zu", len, ep->peer, sizeof(a));
-		return -WEFT_ERR_PROTOCOL;
-	}
-	memcpy(&a, peer_addr, sizeof(a));
-	if (a.magic != NVL_MAGIC || a.rank != ep->peer || a.device < 0) {
-		NVL_ERR("connect: malformed address from rank %d", ep->peer);
+	char why[160];
+	if (nvl_addr_parse(peer_addr, len, ep->peer, &a, why, sizeof(why)) != 0) {
+		NVL_ERR("connect: malformed address from rank %d: %s", ep->peer, why);
 		return -WEFT_ERR_PROTOCOL;
 	}
 	if (a.host_hash != ep->tc->host_hash)

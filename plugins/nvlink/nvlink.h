@@ -4,6 +4,7 @@
 #define WEFT_NVLINK_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -35,6 +36,43 @@ struct nvl_export {
 };
 
 enum { NVL_KIND_IPC = 1, NVL_KIND_VMM = 2, NVL_KIND_HOST = 3 };
+
+/* Blob section, little-endian fixed layout (x86-64 and aarch64 hosts), then
+ * nchunks u64 chunk sizes (VMM). */
+#define NVL_MAGIC 0x314c564eu /* "NVL1" */
+struct nvl_wire {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t kind;
+	uint64_t host_hash;
+	uint64_t pid;
+	int32_t device;
+	int32_t nchunks;
+	uint64_t ptr;       /* the registered start in the exporter's address space */
+	uint64_t len;       /* registered length */
+	uint64_t offset;    /* ptr - export base */
+	uint64_t export_id;
+	uint64_t buffer_id;
+	uint64_t export_size;
+	unsigned char ipc[64];
+};
+
+/* Endpoint address. */
+struct nvl_addr {
+	uint32_t magic;
+	int32_t rank;
+	int32_t device;
+	uint32_t pad;
+	uint64_t pid;
+	uint64_t host_hash;
+};
+
+/* nvlink_wire.c: checks what a peer sent before anything uses it, copying it
+ * out (a section or address has no alignment). Pure functions, no device
+ * needed. Return 0, or -WEFT_ERR_PROTOCOL with the reason in why. */
+int nvl_wire_parse(const void *buf, size_t len, struct nvl_wire *w, uint64_t chunk[NVL_MAX_CHUNKS], char *why,
+		   size_t why_len);
+int nvl_addr_parse(const void *buf, size_t len, int peer_rank, struct nvl_addr *a, char *why, size_t why_len);
 
 /* The fd server: answers other processes' requests for an export's fds over an
  * abstract-namespace Unix socket named from the comm tag and rank. */

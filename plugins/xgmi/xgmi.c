@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../gpurt/gpurt.h"
+#include "xgmi_wire.h"
 
 static const struct weft_core_api *xg_core;
 
@@ -37,8 +38,6 @@ struct xg_export {
 	unsigned char ipc[GRT_IPC_HANDLE_BYTES];
 	int refs;
 };
-
-enum { XG_KIND_IPC = 1, XG_KIND_HOST = 3 }; /* 2 is nvlink's VMM kind: not used here */
 
 struct xg_ctx {
 	int rank, nranks;
@@ -80,34 +79,6 @@ struct xg_ep {
 	void *stream;
 	void *event;
 	int posted; /* operations since the last completed flush */
-};
-
-/* Blob section, little-endian fixed layout (x86-64 hosts). */
-#define XG_MAGIC 0x31494d47u /* "GMI1" */
-struct xg_wire {
-	uint32_t magic;
-	uint16_t version;
-	uint16_t kind;
-	uint64_t host_hash;
-	uint64_t pid;
-	int32_t device;
-	uint32_t pad;
-	uint64_t ptr;    /* the registered start in the exporter's address space */
-	uint64_t len;    /* registered length */
-	uint64_t offset; /* ptr - export base */
-	uint64_t export_id;
-	uint64_t buffer_id;
-	uint64_t export_size;
-	unsigned char ipc[GRT_IPC_HANDLE_BYTES];
-};
-
-struct xg_addr {
-	uint32_t magic;
-	int32_t rank;
-	int32_t device;
-	uint32_t pad;
-	uint64_t pid;
-	uint64_t host_hash;
 };
 
 static uint64_t hash_str(const char *s)
@@ -300,7 +271,9 @@ static int xg_mem_serialize(void *ctx, void *handle, void *buf, size_t *len)
 		*len = need;
 		return -ENOSPC;
 	}
-	struct xg_wire *w = buf;
+	/* Built aside and copied: a blob section has no alignment. */
+	struct xg_wire wire;
+	struct xg_wire *w = &wire;
 	memset(w, 0, need);
 	w->magic = XG_MAGIC;
 	w->version = 1;
@@ -319,6 +292,7 @@ static int xg_mem_serialize(void *ctx, void *handle, void *buf, size_t *len)
 	} else {
 		w->export_size = mh->len;
 	}
+	memcpy(buf, w, need);
 	*len = need;
 	return 0;
 }
@@ -371,13 +345,13 @@ static int import_get(struct xg_ctx *tc, int peer, const struct xg_wire *w, stru
 static int xg_mem_import(void *ctx, int peer, const void *buf, size_t len, void **out)
 {
 	struct xg_ctx *tc = ctx;
-	const struct xg_wire *w = buf;
-	if (!buf || len != sizeof(*w) || w->magic != XG_MAGIC || w->version != 1 ||
-	    (w->kind != XG_KIND_IPC && w->kind != XG_KIND_HOST) || w->offset > w->export_size ||
-	    w->len > w->export_size - w->offset) {
-		XG_ERR("mem_import: malformed section from rank %d (%zu bytes)", peer, len);
+	struct xg_wire wire;
+	char why[160];
+	if (xg_wire_parse(buf, len, &wire, why, sizeof(why)) != 0) {
+		XG_ERR("mem_import: malformed section from rank %d (%zu bytes): %s", peer, len, why);
 		return -WEFT_ERR_PROTOCOL;
 	}
+	const struct xg_wire *w = &wire;
 	if (w->host_hash != tc->host_hash)
 		return -EHOSTUNREACH;
 	int same_process = w->pid == (uint64_t)getpid();
@@ -519,13 +493,9 @@ static int xg_connect(void *handle, const void *peer_addr, size_t len)
 {
 	struct xg_ep *ep = handle;
 	struct xg_addr a;
-	if (len != sizeof(a)) {
-		XG_ERR("connect: address of %zu bytes from rank %d, expected %zu", len, ep->peer, sizeof(a));
-		return -WEFT_ERR_PROTOCOL;
-	}
-	memcpy(&a, peer_addr, sizeof(a));
-	if (a.magic != XG_MAGIC || a.rank != ep->peer || a.device < 0) {
-		XG_ERR("connect: malformed address from rank %d", ep->peer);
+	char why[160];
+	if (xg_addr_parse(peer_addr, len, ep->peer, &a, why, sizeof(why)) != 0) {
+		XG_ERR("connect: malformed address from rank %d: %s", ep->peer, why);
 		return -WEFT_ERR_PROTOCOL;
 	}
 	if (a.host_hash != ep->tc->host_hash)
