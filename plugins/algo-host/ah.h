@@ -10,6 +10,12 @@
 
 #define AH_NAME "algo-host"
 
+/* Bytes ahead of the scratch areas: a random canary the peers compare with
+ * what they read through their mapping of this rank's scratch. */
+#define AH_HDR 64
+/* Out-of-band tag of the canary message (below the core's reserved tags). */
+#define AH_TAG_CANARY 0x41480001u
+
 /* The services table weft_plugin_init received; valid until exit. */
 extern const struct weft_core_api *ah_core;
 
@@ -29,6 +35,9 @@ struct ah_peer {
 	weft_sem_t *free_sem;    /* raised by the peer: our chunks it has consumed */
 	weft_rsem_t *data_rsem;  /* the peer's data_sem for us */
 	weft_rsem_t *free_rsem;  /* the peer's free_sem for us */
+	char *rmap;              /* the peer's scratch slots for us, mapped into this
+				  * process and checked host-usable; NULL: put through staging */
+	weft_rmem_t *rdirect;    /* the peer's output buffer, during ah_direct_gather */
 	uint64_t tx_sent;        /* chunks sent to the peer */
 	uint64_t tx_flushed;     /* of those, how many are known complete (staging reusable) */
 	uint64_t rx_done;        /* chunks from the peer consumed */
@@ -47,6 +56,7 @@ struct ah_ctx {
 	size_t area;      /* chunk * nslots: one peer's part of scratch and staging */
 	char *transport;  /* NULL: the core chooses */
 	char *scratch;    /* nranks areas; area p receives from rank p */
+	char *scratch_base; /* AH_HDR bytes of header (the mapping canary), then scratch */
 	weft_mem_t *scratch_mem;
 	char *staging;    /* nranks areas; area p holds what goes to rank p */
 	weft_mem_t *staging_mem;
@@ -54,6 +64,12 @@ struct ah_ctx {
 	char *temp;       /* one chunk, for our own input when it would be overwritten */
 	struct ah_peer *peers;
 	int broken;       /* a transfer failed half-way: channels are out of step */
+	int map;          /* parameter map: copy straight into peers' mapped scratch */
+	uint64_t canary;  /* at scratch_base, see map_peer */
+	size_t direct_min; /* parameter direct_min: smallest part ah_direct_gather moves (0: never) */
+	size_t *doff, *dbytes; /* per rank, for ah_direct_gather */
+	uint64_t poll_ns; /* parameter poll_us: how long ah_wait polls a mapped peer's token */
+	int spin;         /* no more ranks than CPUs: a wait may spin before it yields */
 	/* One round's plan, indexed by peer (see ah_run). */
 	const void **tx_src;
 	size_t *tx_bytes;
@@ -79,7 +95,14 @@ int ah_ensure_all(struct ah_ctx *c);
  * in round t may depend on chunks received in earlier rounds only. That keeps
  * every rank at most one round ahead of what its slots allow: no deadlock. */
 typedef int (*ah_plan_fn)(void *arg, struct ah_ctx *c, uint64_t t);
+/* Waits for a token of peer p's (see engine.c for how). */
+int ah_wait(struct ah_ctx *c, struct ah_peer *p, weft_sem_t *sem, uint64_t value);
 int ah_run(struct ah_ctx *c, uint64_t rounds, ah_plan_fn plan, ah_plan_fn consume, void *arg);
+
+/* Each rank writes its part [off[p], +bytes[p]) of buf (len bytes on every
+ * rank) straight into every peer's buf, after registering and exchanging buf
+ * for this call (see engine.c). Collective: every rank calls it together. */
+int ah_direct_gather(struct ah_ctx *c, void *buf, size_t len, const size_t *off, const size_t *bytes);
 
 /* Reductions (reduce.c). */
 int ah_reduce_supported(enum weft_datatype t, enum weft_redop op);

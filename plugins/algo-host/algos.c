@@ -236,6 +236,13 @@ static int allreduce_rsag(void *state, const struct weft_coll_args *a)
 	struct rs_plan r = {.a = a, .bl = bl, .es = es, .cel = cel, .in = a->sendbuf, .out = mine};
 	if ((rc = ah_run(c, rounds, rs_plan_fn, rs_consume_fn, &r)))
 		return rc;
+	if (c->direct_min && blk_len(&bl, 0) * es >= c->direct_min) {
+		for (int p = 0; p < c->nranks; p++) {
+			c->doff[p] = blk_off(&bl, p) * es;
+			c->dbytes[p] = blk_len(&bl, p) * es;
+		}
+		return ah_direct_gather(c, a->recvbuf, a->count * es, c->doff, c->dbytes);
+	}
 	struct ag_plan g = {.bl = bl, .es = es, .cel = cel, .mine = mine, .out = a->recvbuf};
 	return ah_run(c, rounds, ag_plan_fn, NULL, &g);
 }
@@ -267,6 +274,13 @@ static int allgather_direct(void *state, const struct weft_coll_args *a)
 	char *own = (char *)a->recvbuf + (size_t)c->rank * a->count * es;
 	if ((const char *)a->sendbuf != own)
 		memmove(own, a->sendbuf, a->count * es);
+	if (c->direct_min && a->count * es >= c->direct_min) {
+		for (int p = 0; p < c->nranks; p++) {
+			c->doff[p] = (size_t)p * a->count * es;
+			c->dbytes[p] = a->count * es;
+		}
+		return ah_direct_gather(c, a->recvbuf, (size_t)c->nranks * a->count * es, c->doff, c->dbytes);
+	}
 	struct ag_plan g = {.bl = bl, .es = es, .cel = cel, .mine = own, .out = a->recvbuf};
 	return ah_run(c, div_up(a->count, cel), ag_plan_fn, NULL, &g);
 }
@@ -557,6 +571,12 @@ static const struct weft_param_decl ah_params[] = {
 	 "Bytes of receive slots per peer, registered once per communicator (at least two chunks)."},
 	{sizeof(struct weft_param_decl), AH_NAME, "small_max", WEFT_PARAM_SIZE, "64K",
 	 "Largest allreduce the one-shot algorithm serves; 0 turns it off."},
+	{sizeof(struct weft_param_decl), AH_NAME, "map", WEFT_PARAM_BOOL, "1",
+	 "Copy chunks straight into a peer's scratch where the transport maps it into this process (shm); 0 always puts through staging."},
+	{sizeof(struct weft_param_decl), AH_NAME, "direct_min", WEFT_PARAM_SIZE, "256K",
+	 "Smallest block (bytes per rank) that allgather and allreduce's allgather phase write straight into the peers' output buffers, registered for the call; 0 never."},
+	{sizeof(struct weft_param_decl), AH_NAME, "poll_us", WEFT_PARAM_SIZE, "20000",
+	 "Microseconds a wait for a peer whose scratch is mapped polls its token (spinning, then yielding the CPU) before the core's sleeping wait takes over; 0 never polls."},
 	{sizeof(struct weft_param_decl), AH_NAME, "transport", WEFT_PARAM_STRING, NULL,
 	 "Transport the pack connects through (e.g. ofi); unset lets the core choose per peer."},
 };

@@ -1,8 +1,14 @@
 /* algo-host: the per-communicator context (connections, scratch and staging
  * areas, semaphores; made once and shared by the pack's algorithms) and the
  * round engine that moves chunks through slots with flow control. */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <sys/random.h>
+#include <sched.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
@@ -62,6 +68,14 @@ static int read_params(struct ah_ctx *c)
 {
 	uint64_t chunk = 512 * 1024, scratch = 4 * 1024 * 1024;
 	const char *tp = NULL;
+	int map = 1;
+	uint64_t direct_min = 256 * 1024, poll_us = 20000;
+	ah_core->param_get(ah_core->self, AH_NAME, "poll_us", WEFT_PARAM_SIZE, &poll_us, NULL);
+	c->poll_ns = poll_us > UINT64_MAX / 1000 ? UINT64_MAX : poll_us * 1000;
+	ah_core->param_get(ah_core->self, AH_NAME, "map", WEFT_PARAM_BOOL, &map, NULL);
+	ah_core->param_get(ah_core->self, AH_NAME, "direct_min", WEFT_PARAM_SIZE, &direct_min, NULL);
+	c->map = map;
+	c->direct_min = direct_min > SIZE_MAX ? SIZE_MAX : (size_t)direct_min;
 	ah_core->param_get(ah_core->self, AH_NAME, "chunk", WEFT_PARAM_SIZE, &chunk, NULL);
 	ah_core->param_get(ah_core->self, AH_NAME, "scratch", WEFT_PARAM_SIZE, &scratch, NULL);
 	ah_core->param_get(ah_core->self, AH_NAME, "transport", WEFT_PARAM_STRING, &tp, NULL);
@@ -111,7 +125,7 @@ static void ctx_free(struct ah_ctx *c)
 	c->prim->mem_deregister(c->staging_mem);
 	c->prim->mem_deregister(c->scratch_mem);
 	ah_free_area(c, c->staging, c->staging_tp);
-	ah_free_area(c, c->scratch, c->scratch_tp);
+	ah_free_area(c, c->scratch_base, c->scratch_tp);
 	free(c->temp);
 	free(c->transport);
 	free(c->peers);
@@ -120,6 +134,8 @@ static void ctx_free(struct ah_ctx *c)
 	free(c->rx_bytes);
 	free(c->rx_ptr);
 	free(c->rx_dst);
+	free(c->doff);
+	free(c->dbytes);
 	free(c);
 }
 
@@ -133,6 +149,8 @@ static int ctx_create(const struct weft_algo_comm *ac, struct ah_ctx **out)
 	c->nranks = ac->nranks;
 	c->prim = ac->prim;
 	c->refs = 1;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	c->spin = ncpu > 0 && c->nranks <= ncpu;
 	int rc = read_params(c);
 	if (rc)
 		goto err_free;
@@ -146,16 +164,25 @@ static int ctx_create(const struct weft_algo_comm *ac, struct ah_ctx **out)
 	c->rx_bytes = calloc(n, sizeof(*c->rx_bytes));
 	c->rx_ptr = calloc(n, sizeof(*c->rx_ptr));
 	c->rx_dst = calloc(n, sizeof(*c->rx_dst));
+	c->doff = calloc(n, sizeof(*c->doff));
+	c->dbytes = calloc(n, sizeof(*c->dbytes));
 	c->temp = malloc(c->chunk);
-	c->scratch = ah_alloc_area(c, c->area * n, &c->scratch_tp);
+	c->scratch_base = ah_alloc_area(c, AH_HDR + c->area * n, &c->scratch_tp);
 	c->staging = ah_alloc_area(c, c->area * n, &c->staging_tp);
-	if (!c->peers || !c->tx_src || !c->tx_bytes || !c->rx_bytes || !c->rx_ptr || !c->rx_dst || !c->temp ||
-	    !c->scratch || !c->staging) {
+	if (!c->peers || !c->tx_src || !c->tx_bytes || !c->rx_bytes || !c->rx_ptr || !c->rx_dst || !c->temp || !c->doff || !c->dbytes ||
+	    !c->scratch_base || !c->staging) {
 		AH_LOG(WEFT_LOG_ERROR, "out of memory for %zu bytes of scratch and staging", 2 * c->area * n);
 		goto err_free;
 	}
+	c->scratch = c->scratch_base + AH_HDR;
+	/* The canary peers compare with what their mapping of our scratch shows
+	 * (see map_peer); never 0, which is what fresh memory holds. */
+	while (c->canary == 0)
+		if (getrandom(&c->canary, sizeof(c->canary), 0) != (ssize_t)sizeof(c->canary))
+			c->canary = ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)c;
+	memcpy(c->scratch_base, &c->canary, sizeof(c->canary));
 	/* One registration each for the life of the communicator, never per call. */
-	rc = c->prim->mem_register(c->comm, c->scratch, c->area * n, WEFT_MEM_HOST, &c->scratch_mem);
+	rc = c->prim->mem_register(c->comm, c->scratch_base, AH_HDR + c->area * n, WEFT_MEM_HOST, &c->scratch_mem);
 	if (rc) {
 		AH_LOG(WEFT_LOG_ERROR, "cannot register %zu bytes of scratch: %s", c->area * n, ah_strerror(rc));
 		goto err_free;
@@ -214,6 +241,60 @@ void ah_ctx_put(struct ah_ctx *c)
 		ctx_free(c);
 }
 
+/* Reads 8 bytes at ptr without trusting that it is host memory: a device
+ * address (GPU transports' mem_map) makes the syscall fail with EFAULT where a
+ * plain load would crash. */
+static int probe_read(const void *ptr, uint64_t *out)
+{
+	uint64_t v = 0;
+	struct iovec local = {.iov_base = &v, .iov_len = sizeof(v)};
+	struct iovec remote = {.iov_base = (void *)(uintptr_t)ptr, .iov_len = sizeof(v)};
+	if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != (ssize_t)sizeof(v))
+		return -errno;
+	*out = v;
+	return 0;
+}
+
+/* Looks for a host-usable mapping of the peer's scratch (shm maps its
+ * segments), so that a chunk is copied straight from the caller's buffer into
+ * the peer's slot: no staging copy, no put. The transport's mapping counts
+ * only when it shows the canary the peer sent us out of band, which proves it
+ * is that very memory and readable here. Both ranks of the pair exchange
+ * canaries whatever their mapping, so they stay in step; a rank that finds no
+ * usable mapping uses put through staging (what the peer does is its own
+ * choice: both paths land in the same slots). */
+static int map_peer(struct ah_ctx *c, int peer)
+{
+	struct ah_peer *p = &c->peers[peer];
+	const struct weft_prim_api *pr = c->prim;
+	if (!c->map || !WEFT_HAS_OP(pr, struct weft_prim_api, rmem_device_ptr) ||
+	    !WEFT_HAS_OP(pr, struct weft_prim_api, comm_send))
+		return 0;
+	uint64_t theirs = 0, seen = 0;
+	int rc = pr->comm_send(c->comm, peer, AH_TAG_CANARY, &c->canary, sizeof(c->canary));
+	if (rc == 0)
+		rc = pr->comm_recv(c->comm, peer, AH_TAG_CANARY, &theirs, sizeof(theirs));
+	if (rc) {
+		AH_LOG(WEFT_LOG_ERROR, "cannot exchange the scratch canary with rank %d: %s", peer, ah_strerror(rc));
+		return rc;
+	}
+	void *ptr = NULL;
+	rc = pr->rmem_device_ptr(p->conn, p->rscratch, &ptr);
+	if (rc || !ptr) {
+		AH_LOG(WEFT_LOG_DEBUG, "rank %d's scratch is not mapped here (%s): puts go through staging", peer,
+		       rc ? ah_strerror(rc) : "no address");
+		return 0;
+	}
+	if ((rc = probe_read(ptr, &seen)) || seen != theirs) {
+		AH_LOG(WEFT_LOG_DEBUG, "rank %d's scratch mapping is not host-usable here (%s): puts go through staging",
+		       peer, rc ? ah_strerror(rc) : "canary differs");
+		return 0;
+	}
+	p->rmap = (char *)ptr + AH_HDR + (size_t)c->rank * c->area;
+	AH_LOG(WEFT_LOG_DEBUG, "rank %d's scratch is mapped: chunks are copied straight into it", peer);
+	return 0;
+}
+
 int ah_ensure_peer(struct ah_ctx *c, int peer)
 {
 	struct ah_peer *p = &c->peers[peer];
@@ -234,6 +315,8 @@ int ah_ensure_peer(struct ah_ctx *c, int peer)
 		AH_LOG(WEFT_LOG_ERROR, "cannot set up channels with rank %d: %s", peer, ah_strerror(rc));
 		goto err_release;
 	}
+	if ((rc = map_peer(c, peer)))
+		goto err_release;
 	/* Fresh semaphores start at 0, matching the zeroed counters. */
 	p->tx_sent = p->tx_flushed = p->rx_done = p->free_sent = 0;
 	p->ready = 1;
@@ -257,6 +340,52 @@ int ah_ensure_all(struct ah_ctx *c)
 	return 0;
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Waits until sem reaches value. A mapped peer's token is a plain store into
+ * our memory (no progress needed to land it), so the wait polls it itself, as
+ * Open MPI's shared-memory path does: spinning when every rank of the comm
+ * has a CPU (a yield hands the CPU to any other runnable process, and getting
+ * it back costs a time slice on a busy host), yielding between polls when
+ * ranks outnumber CPUs (the peer may need this CPU). The core's wait sleeps
+ * after 0.2 ms, which adds up to a millisecond to a round whenever a peer
+ * loses its CPU for a moment. After poll_us (or for peers reached otherwise) the core's
+ * weft_sem_wait takes over: it progresses transports and sleeps. The comm's
+ * status is checked while polling, so a dead peer is still reported. */
+int ah_wait(struct ah_ctx *c, struct ah_peer *p, weft_sem_t *sem, uint64_t value)
+{
+	const struct weft_prim_api *pr = c->prim;
+	if (pr->sem_value(sem) >= value)
+		return 0;
+	if (p->rmap && c->poll_ns) {
+		uint64_t t0 = now_ns();
+		for (unsigned i = 1;; i++) {
+			if (pr->sem_value(sem) >= value)
+				return 0;
+			if (c->spin) {
+#if defined(__x86_64__) || defined(__i386__)
+				__builtin_ia32_pause();
+#endif
+			} else {
+				sched_yield();
+			}
+			if (i % 256 == 0) {
+				int rc = pr->comm_status(c->comm);
+				if (rc)
+					return rc;
+				if (now_ns() - t0 > c->poll_ns)
+					break;
+			}
+		}
+	}
+	return pr->sem_wait(sem, value);
+}
+
 static int send_chunk(struct ah_ctx *c, int peer, const void *src, size_t bytes)
 {
 	struct ah_peer *p = &c->peers[peer];
@@ -266,17 +395,29 @@ static int send_chunk(struct ah_ctx *c, int peer, const void *src, size_t bytes)
 	int rc;
 	if (n >= k) {
 		/* The peer's slot is ours again once it consumed chunk n - k... */
-		if ((rc = pr->sem_wait(p->free_sem, n - k + 1)))
+		if ((rc = ah_wait(c, p, p->free_sem, n - k + 1)))
 			return rc;
 		/* ...and our staging slot once the put that read it is complete. */
-		if (p->tx_flushed < n - k + 1) {
+		if (!p->rmap && p->tx_flushed < n - k + 1) {
 			if ((rc = pr->flush(p->conn)))
 				return rc;
 			p->tx_flushed = n;
 		}
 	}
+	if (p->rmap) {
+		/* One copy, straight into the peer's slot. The release fence (and
+		 * sfence: memcpy may use non-temporal stores) orders it before the
+		 * token, whatever the transport's signal does. */
+		memcpy(p->rmap + slot * c->chunk, src, bytes);
+#if defined(__x86_64__) || defined(__i386__)
+		__builtin_ia32_sfence();
+#endif
+		__atomic_thread_fence(__ATOMIC_RELEASE);
+		p->tx_sent = p->tx_flushed = n + 1;
+		return pr->signal(p->conn, p->data_rsem, n + 1);
+	}
 	size_t soff = (size_t)peer * c->area + slot * c->chunk;
-	size_t doff = (size_t)c->rank * c->area + slot * c->chunk;
+	size_t doff = AH_HDR + (size_t)c->rank * c->area + slot * c->chunk;
 	memcpy(c->staging + soff, src, bytes);
 	if ((rc = pr->put(p->conn, p->rscratch, doff, c->staging_mem, soff, bytes)))
 		return rc;
@@ -288,11 +429,98 @@ static int wait_chunk(struct ah_ctx *c, int peer, const void **ptr)
 {
 	struct ah_peer *p = &c->peers[peer];
 	uint64_t n = p->rx_done;
-	int rc = c->prim->sem_wait(p->data_sem, n + 1);
+	int rc = ah_wait(c, p, p->data_sem, n + 1);
 	if (rc)
 		return rc;
 	*ptr = c->scratch + (size_t)peer * c->area + (size_t)(n % c->nslots) * c->chunk;
 	return 0;
+}
+
+/* One more chunk from peer p is consumed. Where we map the peer's memory, our
+ * signal to it is a store into its pages that lands without its help, so
+ * "slot free" goes back at once and the sender never waits for us to reach
+ * the round (a second rendezvous per round). Elsewhere ah_run sends it lazily
+ * (see there). */
+static int consumed(struct ah_ctx *c, int peer)
+{
+	struct ah_peer *p = &c->peers[peer];
+	p->rx_done++;
+	if (!p->rmap)
+		return 0;
+	int rc = c->prim->signal(p->conn, p->free_rsem, p->rx_done);
+	if (rc == 0)
+		p->free_sent = p->rx_done;
+	return rc;
+}
+
+/* Every rank owns one part [off[p], off[p] + bytes[p]) of buf (len bytes, the
+ * same on every rank) and writes it straight into every peer's buf: one copy
+ * per byte, with no slot in between (for shm, process_vm_writev from our
+ * buffer into theirs). buf is registered and exchanged for this call alone,
+ * which costs a bootstrap round trip per peer: worth it for large parts only
+ * (the caller's threshold). Each part counts as one chunk of the pair's data
+ * stream (the token is raised after the put), so the engine's counters stay
+ * in step; it takes no slot. */
+int ah_direct_gather(struct ah_ctx *c, void *buf, size_t len, const size_t *off, const size_t *bytes)
+{
+	const struct weft_prim_api *pr = c->prim;
+	int n = c->nranks, me = c->rank, rc;
+	weft_mem_t *mem = NULL;
+	if (c->broken)
+		return c->broken;
+	if ((rc = pr->mem_register(c->comm, buf, len, WEFT_MEM_HOST, &mem))) {
+		AH_LOG(WEFT_LOG_ERROR, "cannot register the %zu-byte output buffer: %s", len, ah_strerror(rc));
+		return rc;
+	}
+	/* Ascending peers: the global (lower, higher) order of ah_ensure_all. */
+	for (int p = 0; p < n; p++) {
+		if (p != me && (rc = pr->mem_exchange(mem, p, &c->peers[p].rdirect))) {
+			AH_LOG(WEFT_LOG_ERROR, "cannot exchange the output buffer with rank %d: %s", p,
+			       ah_strerror(rc));
+			goto err_release;
+		}
+	}
+	for (int i = 1; i < n; i++) {
+		int p = (me + i) % n;
+		struct ah_peer *pp = &c->peers[p];
+		if (bytes[me] && (rc = pr->put(pp->conn, pp->rdirect, off[me], mem, off[me], bytes[me])))
+			goto err_broken;
+		if ((rc = pr->signal(pp->conn, pp->data_rsem, pp->tx_sent + 1)))
+			goto err_broken;
+		pp->tx_sent++;
+	}
+	for (int i = 1; i < n; i++) {
+		int p = (me - i + n) % n;
+		struct ah_peer *pp = &c->peers[p];
+		if ((rc = ah_wait(c, pp, pp->data_sem, pp->rx_done + 1)) || (rc = consumed(c, p)))
+			goto err_broken;
+	}
+	/* Our puts read buf and write the peers' buffers: both must be done
+	 * before the handles go (and the caller may reuse buf). */
+	for (int p = 0; p < n; p++) {
+		struct ah_peer *pp = &c->peers[p];
+		if (p != me && (rc = pr->flush(pp->conn)))
+			goto err_broken;
+		pp->tx_flushed = pp->tx_sent;
+	}
+	goto out_release;
+
+err_broken:
+	AH_LOG(WEFT_LOG_ERROR, "transfer failed: %s; the pack refuses further calls on this communicator",
+	       ah_strerror(rc));
+	c->broken = rc;
+	goto out_release;
+err_release:
+	/* The exchange is pairwise and blocking: a failed one leaves later
+	 * pairs out of step too. */
+	c->broken = rc;
+out_release:
+	for (int p = 0; p < n; p++) {
+		pr->rmem_release(c->peers[p].rdirect);
+		c->peers[p].rdirect = NULL;
+	}
+	pr->mem_deregister(mem);
+	return rc;
 }
 
 int ah_run(struct ah_ctx *c, uint64_t rounds, ah_plan_fn plan, ah_plan_fn consume, void *arg)
@@ -340,8 +568,8 @@ int ah_run(struct ah_ctx *c, uint64_t rounds, ah_plan_fn plan, ah_plan_fn consum
 					memcpy(c->rx_dst[p], c->rx_ptr[p], c->rx_bytes[p]);
 		}
 		for (int p = 0; p < n; p++)
-			if (c->rx_bytes[p])
-				c->peers[p].rx_done++;
+			if (c->rx_bytes[p] && (rc = consumed(c, p)))
+				goto err;
 	}
 	/* A host call completes before it returns: what this rank sent must have
 	 * reached its peers, because nothing moves this comm's data once the
