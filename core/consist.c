@@ -161,7 +161,7 @@ static const char *find_key(const char *text, const char *key, size_t klen, size
 	for (const char *l = text; l && *l;) {
 		const char *nl = strchr(l, '\n');
 		size_t ll = nl ? (size_t)(nl - l) : strlen(l);
-		if (ll > klen + 3 && strncmp(l, key, klen) == 0 && strncmp(l + klen, " = ", 3) == 0) {
+		if (ll >= klen + 3 && strncmp(l, key, klen) == 0 && strncmp(l + klen, " = ", 3) == 0) {
 			*vlen = ll - klen - 3;
 			return l + klen + 3;
 		}

@@ -10,6 +10,7 @@ if(TARGET weft-plugin-shm AND TARGET weft-plugin-ofi AND TARGET weft-plugin-ucx)
     LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/plugins-select OUTPUT_NAME weft-fakefast)
   weft_add_test(test_select SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_select.c LABELS mp TIMEOUT 300
     ENV WEFT_PLUGIN_PATH=${CMAKE_CURRENT_BINARY_DIR}/plugins-select)
-  add_dependencies(test_select weft-plugin-sel-fakefast weft-plugin-shm weft-plugin-ofi weft-plugin-ucx
+  target_compile_definitions(test_select PRIVATE TS_WEFT_INFO="$<TARGET_FILE:weft-info>")
+  add_dependencies(test_select weft-info weft-plugin-sel-fakefast weft-plugin-shm weft-plugin-ofi weft-plugin-ucx
     weft-plugin-algo-host)
 endif()

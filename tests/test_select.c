@@ -16,11 +16,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <weft/weft.h>
 
 #include "testlib.h"
+
+#ifndef TS_WEFT_INFO
+#error "TS_WEFT_INFO (path of weft-info) must be defined"
+#endif
 
 #define NR 2
 #define TIMEOUT_S 60
@@ -334,6 +339,65 @@ START_TEST(different_params_fail_creation)
 }
 END_TEST
 
+START_TEST(different_plugin_sets_fail_creation)
+{
+	/* Rank 1 does not search the folder with the test plugin. */
+	struct scenario sc = {.env = {{NULL}, {"WEFT_PLUGIN_PATH="}}, .create_rc = -WEFT_ERR_MISMATCH};
+	char *logs[NR];
+	run(&sc, logs);
+	for (int r = 0; r < NR; r++)
+		ck_assert_msg(strstr(logs[r], "plugin fakefast is 'transport, ABI ") &&
+				      strstr(logs[r], "' on rank 0 but absent on rank 1"),
+			      "rank %d did not name the difference:\n%s", r, logs[r]);
+	free_logs(logs);
+}
+END_TEST
+
+START_TEST(one_rank_missing_required_fails_all)
+{
+	/* Only rank 1 lacks the required transport; both fail, and rank 0 says why. */
+	const char *conf = "[transport]\nrequire fakefast\n";
+	struct scenario sc = {.conf = {conf, conf}, .env = {{NULL}, {"WEFT_PLUGIN_PATH="}},
+			      .create_rc = -WEFT_ERR_PLUGIN};
+	char *logs[NR];
+	run(&sc, logs);
+	ck_assert_msg(strstr(logs[0], "rank 1 could not set up: transport 'fakefast' is required"), "rank 0:\n%s",
+		      logs[0]);
+	ck_assert_msg(strstr(logs[1], "transport 'fakefast' is required") && strstr(logs[1], "not installed"),
+		      "rank 1:\n%s", logs[1]);
+	free_logs(logs);
+}
+END_TEST
+
+/* ------------------------------------------------- weft-info under a launcher */
+static int port_for_info;
+
+static int info_rank(int rank, int n, void *arg)
+{
+	(void)arg;
+	char cmd[8192];
+	snprintf(cmd, sizeof(cmd),
+		 "RANK=%d WORLD_SIZE=%d WEFT_CORE_BOOTSTRAP_ROOT=127.0.0.1:%d WEFT_CORE_BOOTSTRAP_SECRET=s3 "
+		 "WEFT_FAKEFAST_LATENCY_US=0.05 WEFT_FAKEFAST_BANDWIDTH_GBPS=50 '%s' --select 2>&1",
+		 rank, n, port_for_info, TS_WEFT_INFO);
+	int st = 0;
+	char *out = wt_run_capture(cmd, &st);
+	RCHECK(out, "no output");
+	char want[256];
+	snprintf(want, sizeof(want), "  rank %d of %d:\n  peer %d (same-host):\n    1. fakefast score ", rank, n,
+		 1 - rank);
+	RCHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0 && strstr(out, want), "weft-info --select gave:\n%s", out);
+	free(out);
+	return 0;
+}
+
+START_TEST(info_select_under_launcher)
+{
+	port_for_info = wt_free_port();
+	ck_assert_int_eq(wt_fork_ranks(NR, info_rank, NULL, TIMEOUT_S), 0);
+}
+END_TEST
+
 START_TEST(same_config_passes)
 {
 	/* The same non-empty config on both: creation succeeds (and the rule applies). */
@@ -367,6 +431,9 @@ int main(void)
 	tcase_add_test(tc, misspelled_name_warns);
 	tcase_add_test(tc, different_rules_fail_creation);
 	tcase_add_test(tc, different_params_fail_creation);
+	tcase_add_test(tc, different_plugin_sets_fail_creation);
+	tcase_add_test(tc, one_rank_missing_required_fails_all);
+	tcase_add_test(tc, info_select_under_launcher);
 	tcase_add_test(tc, same_config_passes);
 	suite_add_tcase(s, tc);
 	return wt_run_suite(s);
