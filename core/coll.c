@@ -599,6 +599,7 @@ struct grp_op {
 	struct weft_coll_args args;
 	int p2p;
 	struct weft_p2p_op op;
+	void *stream; /* of a point-to-point call */
 };
 
 static _Thread_local struct {
@@ -607,7 +608,7 @@ static _Thread_local struct {
 	size_t n, cap;
 } grp;
 
-static int grp_push(weft_comm_t *comm, const struct weft_coll_args *args, const struct weft_p2p_op *op)
+static int grp_push(weft_comm_t *comm, const struct weft_coll_args *args, const struct weft_p2p_op *op, void *stream)
 {
 	if (grp.n == grp.cap) {
 		size_t c = grp.cap ? grp.cap * 2 : 16;
@@ -627,11 +628,15 @@ static int grp_push(weft_comm_t *comm, const struct weft_coll_args *args, const 
 	if (op) {
 		g->p2p = 1;
 		g->op = *op;
+		g->stream = stream;
 	}
 	return 0;
 }
 
-static int run_p2p_batch(weft_comm_t *comm, struct weft_p2p_op *ops, size_t n)
+/* One fused batch on the stream of its first call (NULL: completes on the
+ * host), so point-to-point calls can be captured in a CUDA graph as
+ * collectives can. */
+static int run_p2p_batch(weft_comm_t *comm, struct weft_p2p_op *ops, size_t n, void *stream)
 {
 	uint64_t total = 0;
 	for (size_t i = 0; i < n; i++)
@@ -646,7 +651,7 @@ static int run_p2p_batch(weft_comm_t *comm, struct weft_p2p_op *ops, size_t n)
 		.op = WEFT_SUM,
 		.root = -1,
 		.mem_type = weft__coll_mem_type(comm, ops[0].buf),
-		.stream = NULL,
+		.stream = stream,
 		.bytes = total,
 	};
 	return coll_run(comm, &a);
@@ -693,13 +698,14 @@ WEFT_API int weft_group_end(void)
 		if (!ops[i].p2p || !ops[i].comm)
 			continue;
 		weft_comm_t *comm = ops[i].comm;
+		void *stream = ops[i].stream;
 		size_t nb = 0;
 		for (size_t j = i; j < n; j++)
 			if (ops[j].p2p && ops[j].comm == comm) {
 				batch[nb++] = ops[j].op;
 				ops[j].comm = NULL; /* taken */
 			}
-		int rc = run_p2p_batch(comm, batch, nb);
+		int rc = run_p2p_batch(comm, batch, nb, stream);
 		if (rc && !first)
 			first = rc;
 	}
@@ -770,7 +776,7 @@ static int bytes_of(size_t count, enum weft_datatype type, size_t mult, const ch
 static int submit(weft_comm_t *comm, const struct weft_coll_args *args)
 {
 	if (grp.depth > 0)
-		return grp_push(comm, args, NULL);
+		return grp_push(comm, args, NULL, NULL);
 	return coll_run(comm, args);
 }
 
@@ -897,13 +903,12 @@ static int p2p(const char *fn, int is_send, void *buf, size_t count, enum weft_d
 		return 0; /* both sides of a pair pass the same count, so both skip */
 	struct weft_p2p_op op = {.peer = peer, .is_send = is_send, .buf = buf, .bytes = (size_t)bytes};
 	if (grp.depth > 0)
-		return grp_push(comm, NULL, &op);
+		return grp_push(comm, NULL, &op, stream);
 	if (peer == weft_comm_rank(comm)) {
 		WEFT_ERROR("%s: a send or recv to the calling rank itself needs a group (weft_group_start/end)", fn);
 		return -EINVAL;
 	}
-	(void)stream;
-	return run_p2p_batch(comm, &op, 1);
+	return run_p2p_batch(comm, &op, 1, stream);
 }
 
 WEFT_API int weft_send(const void *buf, size_t count, enum weft_datatype type, int peer, weft_comm_t *comm,
