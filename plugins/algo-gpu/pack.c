@@ -497,11 +497,20 @@ static int sup_p2p(void *state, const struct weft_coll_args *a)
 {
 	struct wag_ctx *c = state;
 	const struct weft_p2p_op *ops = a->sendbuf;
-	if (a->mem_type != WEFT_MEM_CUDA || !ops || a->count == 0 || a->count > WAG_P2P_MAX_OPS)
+	if (a->mem_type != WEFT_MEM_CUDA || !ops || a->count == 0)
 		return -ENOTSUP;
+	/* Refusals the core then reports as "no algorithm serves": say why here. */
+	if (a->count > WAG_P2P_MAX_OPS) {
+		WAG_LOG(WEFT_LOG_WARN, "sendrecv-ring: a batch of %zu sends and receives exceeds its %d entries", a->count,
+			WAG_P2P_MAX_OPS);
+		return -ENOTSUP;
+	}
 	for (size_t i = 0; i < a->count; i++)
-		if (ops[i].peer < 0 || ops[i].peer >= c->nranks || !ops[i].buf || !wag_cuda_is_device_ptr(ops[i].buf))
+		if (ops[i].peer < 0 || ops[i].peer >= c->nranks || !ops[i].buf || !wag_cuda_is_device_ptr(ops[i].buf)) {
+			WAG_LOG(WEFT_LOG_WARN, "sendrecv-ring: entry %zu (peer %d) is not a CUDA device buffer of a rank of "
+					       "the communicator", i, ops[i].peer);
 			return -ENOTSUP;
+		}
 	return 0;
 }
 
