@@ -257,6 +257,272 @@ START_TEST(oneshot_segments)
 }
 END_TEST
 
+/* Reduce-scatter (count = one rank's block): rank r's output element e must
+ * reduce element q * count + e of every rank q's input exactly once. The ring
+ * replays tile t of block g as the kernel does (sender r writes block p's tile
+ * into p's slot, p reduces its own tile); the one-shot its segments. */
+static void replay_reduce_scatter(int n, uint64_t count, uint32_t esize, uint64_t tile_bytes, uint32_t maxb,
+				  int oneshot)
+{
+	struct wag_sched s;
+	REQ_EQ(wag_sched_init(count, 1, 0, esize, tile_bytes, maxb, &s), 0);
+	uint64_t gran = esize < 16 ? 16 / esize : 1;
+	uint32_t nb = oneshot ? maxb : s.nblocks;
+	struct sim m;
+	sim_init(&m, n, count);
+	for (uint32_t g = 0; g < nb; g++) {
+		uint64_t steps = oneshot ? 1 : wag_block_tiles(&s, g);
+		for (uint64_t i = 0; i < steps; i++) {
+			uint64_t o, l;
+			if (oneshot)
+				wag_segment(count, gran, nb, g, &o, &l);
+			else
+				wag_tile(&s, 0, g + i * s.nblocks, &o, &l);
+			/* sent[p][r]: input index rank r put into p's slot */
+			uint64_t sent[WAG_MAX_RANKS][WAG_MAX_RANKS];
+			for (int r = 0; r < n; r++)
+				for (int p = 0; p < n; p++)
+					sent[p][r] = wag_peer_block(count, p) + o;
+			for (int p = 0; p < n; p++) {
+				for (int r = 0; r < n; r++) {
+					uint64_t from = r == p ? wag_peer_block(count, p) + o : sent[p][r];
+					REQ_EQ(from, (uint64_t)p * count + o);
+					for (uint64_t e = 0; e < l; e++) {
+						m.contrib[p][o + e] |= 1u << r;
+						m.adds[p][r][o + e]++;
+					}
+				}
+				for (uint64_t e = 0; e < l; e++)
+					m.writes[p][o + e]++;
+			}
+		}
+	}
+	sim_check_and_free(&m, oneshot ? "reduce-scatter-oneshot" : "reduce-scatter-ring");
+}
+
+START_TEST(reduce_scatter_all_sizes)
+{
+	for (int n = 2; n <= WAG_MAX_RANKS; n++)
+		for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+			for (size_t e = 0; e < sizeof(esizes) / sizeof(esizes[0]); e++)
+				for (size_t b = 0; b < sizeof(blocks) / sizeof(blocks[0]); b++) {
+					replay_reduce_scatter(n, counts[c], esizes[e], 64, blocks[b], 1);
+					for (size_t t = 0; t < sizeof(tiles) / sizeof(tiles[0]); t++)
+						replay_reduce_scatter(n, counts[c], esizes[e], tiles[t], blocks[b], 0);
+				}
+}
+END_TEST
+
+/* Rooted collectives: broadcast (the root's tile reaches every other rank
+ * once, the root's own output comes from its input) and reduce (the root
+ * reduces every rank's tile once; nobody else writes its output). */
+static void replay_rooted(int n, uint64_t count, uint32_t esize, uint64_t tile_bytes, uint32_t maxb)
+{
+	struct wag_sched s;
+	REQ_EQ(wag_sched_init(count, 1, 0, esize, tile_bytes, maxb, &s), 0);
+	/* First, last and a middle root: the roles depend on nothing else. */
+	const int roots[3] = {0, n - 1, n / 2};
+	for (int ri = 0; ri < 3; ri++) {
+		int root = roots[ri];
+		uint8_t *bw[WAG_MAX_RANKS];
+		struct sim m;
+		sim_init(&m, n, count);
+		for (int r = 0; r < n; r++)
+			REQ(bw[r] = calloc(count + 1, 1), "%s:%d: check failed", __FILE__, __LINE__);
+		for (uint32_t g = 0; g < s.nblocks; g++)
+			for (uint64_t i = 0; i < wag_block_tiles(&s, g); i++) {
+				uint64_t o, l;
+				wag_tile(&s, 0, g + i * s.nblocks, &o, &l);
+				for (int r = 0; r < n; r++) {
+					int got = r == root;
+					for (int q = 0; q < n; q++)
+						got += wag_bcast_sends(q, root, r);
+					REQ_EQ(got, 1);
+					for (uint64_t e = o; e < o + l; e++)
+						bw[r][e]++;
+				}
+				/* reduce: what reaches the root */
+				for (int q = 0; q < n; q++) {
+					int to = 0;
+					for (int r = 0; r < n; r++)
+						to += wag_reduce_sends(q, root, r);
+					REQ_EQ(to, q == root ? 0 : 1);
+					REQ(q == root || wag_reduce_sends(q, root, root), "non-root %d does not send to the root", q);
+					for (uint64_t e = o; e < o + l; e++) {
+						m.contrib[root][e] |= 1u << q;
+						m.adds[root][q][e]++;
+					}
+				}
+				for (uint64_t e = o; e < o + l; e++)
+					m.writes[root][e]++;
+			}
+		for (int r = 0; r < n; r++) {
+			for (uint64_t e = 0; e < count; e++)
+				REQ(bw[r][e] == 1, "broadcast n=%d root=%d count=%llu: rank %d element %llu written %d times", n,
+				    root, (unsigned long long)count, r, (unsigned long long)e, bw[r][e]);
+			free(bw[r]);
+			if (r != root) /* only the root's result is checked: fill the others */
+				for (uint64_t e = 0; e < count; e++) {
+					m.contrib[r][e] = (1u << n) - 1;
+					m.writes[r][e] = 1;
+				}
+		}
+		sim_check_and_free(&m, "reduce");
+	}
+}
+
+START_TEST(rooted_all_sizes)
+{
+	for (int n = 2; n <= WAG_MAX_RANKS; n++)
+		for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+			for (size_t e = 0; e < sizeof(esizes) / sizeof(esizes[0]); e++)
+				for (size_t t = 0; t < sizeof(tiles) / sizeof(tiles[0]); t++)
+					for (size_t b = 0; b < sizeof(blocks) / sizeof(blocks[0]); b++)
+						replay_rooted(n, counts[c], esizes[e], tiles[t], blocks[b]);
+}
+END_TEST
+
+/* Alltoall in bytes (count = one block): rank r's output block p must hold
+ * rank p's input block r, every byte written once, ring and one-shot. */
+static void replay_alltoall(int n, uint64_t count, uint64_t tile_bytes, uint32_t maxb, int oneshot)
+{
+	struct wag_sched s;
+	REQ_EQ(wag_sched_init(count, 1, 0, 1, tile_bytes, maxb, &s), 0);
+	uint32_t nb = oneshot ? maxb : s.nblocks;
+	uint64_t total = count * (uint64_t)n;
+	uint64_t *src[WAG_MAX_RANKS]; /* which (rank, input index) landed: rank * total + index + 1 */
+	uint8_t *w[WAG_MAX_RANKS];
+	for (int r = 0; r < n; r++) {
+		REQ(src[r] = calloc(total + 1, sizeof(uint64_t)), "%s:%d: check failed", __FILE__, __LINE__);
+		REQ(w[r] = calloc(total + 1, 1), "%s:%d: check failed", __FILE__, __LINE__);
+	}
+	for (uint32_t g = 0; g < nb; g++) {
+		uint64_t steps = oneshot ? 1 : wag_block_tiles(&s, g);
+		for (uint64_t i = 0; i < steps; i++) {
+			uint64_t o, l;
+			if (oneshot)
+				wag_segment(count, 16, nb, g, &o, &l);
+			else
+				wag_tile(&s, 0, g + i * s.nblocks, &o, &l);
+			for (int r = 0; r < n; r++)     /* sender */
+				for (int q = 0; q < n; q++) { /* receiver (r itself: the local copy) */
+					uint64_t from = wag_peer_block(count, q) + o, to = wag_peer_block(count, r) + o;
+					for (uint64_t e = 0; e < l; e++) {
+						src[q][to + e] = (uint64_t)r * total + from + e + 1;
+						w[q][to + e]++;
+					}
+				}
+		}
+	}
+	for (int r = 0; r < n; r++) {
+		for (int p = 0; p < n; p++)
+			for (uint64_t e = 0; e < count; e++) {
+				uint64_t at = (uint64_t)p * count + e;
+				REQ(w[r][at] == 1, "alltoall n=%d count=%llu: rank %d byte %llu written %d times", n,
+				    (unsigned long long)count, r, (unsigned long long)at, w[r][at]);
+				REQ_EQ(src[r][at], (uint64_t)p * total + (uint64_t)r * count + e + 1);
+			}
+		free(src[r]);
+		free(w[r]);
+	}
+}
+
+START_TEST(alltoall_all_sizes)
+{
+	for (int n = 2; n <= WAG_MAX_RANKS; n++)
+		for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+			for (size_t b = 0; b < sizeof(blocks) / sizeof(blocks[0]); b++) {
+				replay_alltoall(n, counts[c], 64, blocks[b], 1);
+				for (size_t t = 0; t < sizeof(tiles) / sizeof(tiles[0]); t++)
+					replay_alltoall(n, counts[c], tiles[t], blocks[b], 0);
+			}
+}
+END_TEST
+
+/* Point to point: one channel (sender -> receiver) carries a stream of
+ * entries; the sender groups them into batches one way, the receiver
+ * another. Each side walks its batches as the kernel does (per block h, per
+ * entry, its tiles, one sequence number each, counters kept across batches);
+ * the tile at (h, seq) must be the same entry, offset and length on both
+ * sides, and every byte of every entry must move once. */
+struct p2p_tile {
+	uint32_t entry;
+	uint64_t off, len;
+};
+
+static size_t p2p_walk(const uint64_t *sizes, size_t nent, const size_t *cuts, size_t ncuts, uint64_t tile,
+		       uint32_t pb, struct p2p_tile *map, uint64_t maxseq)
+{
+	uint64_t ctr[64] = {0};
+	size_t begin = 0, moved = 0;
+	for (size_t b = 0; b <= ncuts; b++) {
+		size_t end = b < ncuts ? cuts[b] : nent;
+		for (uint32_t h = 0; h < pb; h++)
+			for (size_t k = begin; k < end; k++)
+				for (uint64_t i = 0; i < wag_p2p_block_tiles(sizes[k], tile, pb, h); i++) {
+					uint64_t o, l;
+					wag_p2p_tile(sizes[k], tile, pb, h, i, &o, &l);
+					REQ(l > 0, "p2p: empty tile");
+					REQ(ctr[h] < maxseq, "p2p: too many tiles");
+					map[h * maxseq + ctr[h]++] = (struct p2p_tile){(uint32_t)k, o, l};
+					moved += l;
+				}
+		begin = end;
+	}
+	return moved;
+}
+
+START_TEST(p2p_channels)
+{
+	uint64_t seed = 12345;
+	const uint64_t tiles_b[] = {256, 4096, 65536};
+	for (int iter = 0; iter < 400; iter++) {
+		uint64_t sizes[24];
+		size_t nent = 1 + (size_t)(seed % 24);
+		uint64_t sum = 0;
+		for (size_t k = 0; k < nent; k++) {
+			seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+			uint64_t r = seed >> 33;
+			sizes[k] = (r % 3 == 0) ? 1 + r % 17 : (r % 3 == 1) ? 1 + r % 5000 : 1 + r % 300000;
+			sum += sizes[k];
+		}
+		uint64_t tile = tiles_b[iter % 3];
+		uint32_t pb = 1 + (uint32_t)(iter % 5);
+		size_t cs[24], cr[24], ncs = 0, ncr = 0;
+		for (size_t k = 1; k < nent; k++) {
+			if ((seed >> (k % 60)) & 1)
+				cs[ncs++] = k;
+			if ((seed >> ((k + 7) % 60)) & 2)
+				cr[ncr++] = k;
+		}
+		uint64_t maxseq = 0;
+		for (size_t k = 0; k < nent; k++)
+			maxseq += (sizes[k] + tile - 1) / tile;
+		struct p2p_tile *ms = calloc(pb * maxseq + 1, sizeof(*ms)), *mr = calloc(pb * maxseq + 1, sizeof(*mr));
+		REQ(ms && mr, "%s:%d: out of memory", __FILE__, __LINE__);
+		REQ_EQ(p2p_walk(sizes, nent, cs, ncs, tile, pb, ms, maxseq), sum);
+		REQ_EQ(p2p_walk(sizes, nent, cr, ncr, tile, pb, mr, maxseq), sum);
+		for (uint64_t x = 0; x < pb * maxseq; x++)
+			REQ(ms[x].entry == mr[x].entry && ms[x].off == mr[x].off && ms[x].len == mr[x].len,
+			    "p2p iter %d: slot %llu differs between sender and receiver", iter, (unsigned long long)x);
+		/* every byte of every entry once */
+		for (size_t k = 0; k < nent; k++) {
+			uint8_t *cov = calloc(sizes[k], 1);
+			REQ(cov, "%s:%d: out of memory", __FILE__, __LINE__);
+			for (uint64_t x = 0; x < pb * maxseq; x++)
+				if (ms[x].len && ms[x].entry == k)
+					for (uint64_t b = ms[x].off; b < ms[x].off + ms[x].len; b++)
+						cov[b]++;
+			for (uint64_t b = 0; b < sizes[k]; b++)
+				REQ(cov[b] == 1, "p2p: entry %zu byte %llu moved %d times", k, (unsigned long long)b, cov[b]);
+			free(cov);
+		}
+		free(ms);
+		free(mr);
+	}
+}
+END_TEST
+
 START_TEST(sizes_and_errors)
 {
 	struct wag_sched s;
@@ -336,6 +602,16 @@ START_TEST(select_defaults)
 	ck_assert(has_range(out, "allreduce", "32 MiB", "1 GiB", "algo-gpu/allreduce-rsag"));
 	ck_assert(has_range(out, "allgather", "1 B", "1 MiB", "algo-gpu/allgather-oneshot"));
 	ck_assert(has_range(out, "allgather", "2 MiB", "1 GiB", "algo-gpu/allgather-ring"));
+	/* Every collective of the API is served on CUDA buffers. */
+	ck_assert(has_range(out, "reduce_scatter", "1 B", "16 MiB", "algo-gpu/reduce-scatter-oneshot"));
+	ck_assert(has_range(out, "reduce_scatter", "32 MiB", "1 GiB", "algo-gpu/reduce-scatter-ring"));
+	ck_assert(has_range(out, "broadcast", "1 B", "16 MiB", "algo-gpu/broadcast-oneshot"));
+	ck_assert(has_range(out, "broadcast", "32 MiB", "1 GiB", "algo-gpu/broadcast-ring"));
+	ck_assert(has_range(out, "reduce", "1 B", "16 MiB", "algo-gpu/reduce-oneshot"));
+	ck_assert(has_range(out, "reduce", "32 MiB", "1 GiB", "algo-gpu/reduce-ring"));
+	ck_assert(has_range(out, "alltoall", "1 B", "1 MiB", "algo-gpu/alltoall-oneshot"));
+	ck_assert(has_range(out, "alltoall", "2 MiB", "1 GiB", "algo-gpu/alltoall-ring"));
+	ck_assert(has_range(out, "sendrecv", "1 B", "1 GiB", "algo-gpu/sendrecv-ring"));
 	free(out);
 	/* Host buffers and more than 8 ranks are not the pack's. */
 	out = choices(2, WEFT_MEM_HOST);
@@ -359,6 +635,10 @@ START_TEST(select_thresholds)
 	ck_assert(has_range(out, "allreduce", "2 MiB", "1 GiB", "algo-gpu/allreduce-rsag"));
 	ck_assert(has_range(out, "allgather", "1 B", "1 GiB", "algo-gpu/allgather-ring"));
 	ck_assert_ptr_null(strstr(out, "allgather-oneshot"));
+	ck_assert(has_range(out, "reduce_scatter", "1 B", "1 MiB", "algo-gpu/reduce-scatter-oneshot"));
+	ck_assert(has_range(out, "reduce", "2 MiB", "1 GiB", "algo-gpu/reduce-ring"));
+	ck_assert(has_range(out, "alltoall", "1 B", "1 GiB", "algo-gpu/alltoall-ring"));
+	ck_assert_ptr_null(strstr(out, "alltoall-oneshot"));
 	free(out);
 }
 END_TEST
@@ -368,6 +648,16 @@ START_TEST(bad_parameter_declines)
 	/* A depth below 2 could deadlock the rings: the pack refuses to load. */
 	setenv("WEFT_CONFIG", "/dev/null", 1);
 	setenv("WEFT_ALGO_GPU_DEPTH", "1", 1);
+	char *out = choices(2, WEFT_MEM_CUDA);
+	ck_assert_ptr_null(strstr(out, "algo-gpu/"));
+	free(out);
+}
+END_TEST
+
+START_TEST(bad_p2p_blocks_declines)
+{
+	setenv("WEFT_CONFIG", "/dev/null", 1);
+	setenv("WEFT_ALGO_GPU_P2P_BLOCKS", "0", 1);
 	char *out = choices(2, WEFT_MEM_CUDA);
 	ck_assert_ptr_null(strstr(out, "algo-gpu/"));
 	free(out);
@@ -383,6 +673,10 @@ int main(void)
 	tcase_add_test(tc, rsag_all_sizes);
 	tcase_add_test(tc, allgather_all_sizes);
 	tcase_add_test(tc, oneshot_segments);
+	tcase_add_test(tc, reduce_scatter_all_sizes);
+	tcase_add_test(tc, rooted_all_sizes);
+	tcase_add_test(tc, alltoall_all_sizes);
+	tcase_add_test(tc, p2p_channels);
 	tcase_add_test(tc, sizes_and_errors);
 	suite_add_tcase(s, tc);
 #ifdef WAG_HAVE_PACK
@@ -390,6 +684,7 @@ int main(void)
 	tcase_add_test(tc, select_defaults);
 	tcase_add_test(tc, select_thresholds);
 	tcase_add_test(tc, bad_parameter_declines);
+	tcase_add_test(tc, bad_p2p_blocks_declines);
 	suite_add_tcase(s, tc);
 #endif
 	return wt_run_suite(s);

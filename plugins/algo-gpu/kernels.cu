@@ -1,9 +1,10 @@
-/* algo-gpu: the CUDA kernels (LL allreduce, one-shot allreduce and allgather,
- * pipelined reduce-scatter + allgather allreduce, ring-buffer allgather) and
- * their launchers. Ranges come from schedule.h; flags and per-block counters
- * live in device memory and advance here, so graph replays stay in step. */
+/* algo-gpu: the CUDA kernels (allreduce, allgather, reduce-scatter, reduce,
+ * broadcast, alltoall: one-shot and pipelined-ring variants; point-to-point
+ * rings) and their launchers. Ranges come from schedule.h; flags and per-block
+ * counters live in device memory and advance here, so graph replays stay in step. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <errno.h>
 #include <stdio.h>
@@ -63,6 +64,29 @@ WAG_DEV bool block_wait_peers(const wag_kargs &a, int kind, uint32_t g, uint64_t
 	int r = ok;
 	__syncthreads(); /* the next wait may rewrite ok */
 	return r != 0;
+}
+
+/* The block waits until peer q raised flag (kind, q, g) in this rank's scratch
+ * to at least v. false: aborted. */
+WAG_DEV bool block_wait_peer(const wag_kargs &a, int kind, int q, uint32_t g, uint64_t v)
+{
+	__shared__ int ok1;
+	if (threadIdx.x == 0)
+		ok1 = wait_geq(a, flag_at(a, a.rank, kind, q, g), v, q);
+	__syncthreads();
+	int r = ok1;
+	__syncthreads();
+	return r != 0;
+}
+
+/* After the block's stores: raise flag (kind, me, g) at peer q to v. */
+WAG_DEV void block_signal_peer(const wag_kargs &a, int kind, int q, uint32_t g, uint64_t v)
+{
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		__threadfence_system();
+		weft_st_release_sys(flag_at(a, q, kind, a.rank, g), v);
+	}
 }
 
 /* After the block's stores: raise flag (kind, me, g) at every peer to v,
@@ -131,6 +155,48 @@ template <> struct Tr<__nv_bfloat16> {
 	static __device__ A ld(__nv_bfloat16 x) { return __bfloat162float(x); }
 	static __device__ __nv_bfloat16 st(A x) { return __float2bfloat16_rn(x); }
 };
+/* Integers accumulate in their own type (wrapping); fp8 in float, rounded
+ * once (saturating to the largest finite value, as cuda_fp8.h converts). */
+#define WAG_TR_SAME(T)                                                  \
+	template <> struct Tr<T> {                                      \
+		typedef T A;                                            \
+		static __device__ A ld(T x) { return x; }               \
+		static __device__ T st(A x) { return x; }               \
+	};
+WAG_TR_SAME(int8_t)
+WAG_TR_SAME(uint8_t)
+WAG_TR_SAME(uint32_t)
+WAG_TR_SAME(int64_t)
+WAG_TR_SAME(uint64_t)
+template <> struct Tr<__nv_fp8_e4m3> {
+	typedef float A;
+	static __device__ A ld(__nv_fp8_e4m3 x) { return (float)x; }
+	static __device__ __nv_fp8_e4m3 st(A x) { return __nv_fp8_e4m3(x); }
+};
+template <> struct Tr<__nv_fp8_e5m2> {
+	typedef float A;
+	static __device__ A ld(__nv_fp8_e5m2 x) { return (float)x; }
+	static __device__ __nv_fp8_e5m2 st(A x) { return __nv_fp8_e5m2(x); }
+};
+
+/* One element loaded past L1 (peers write these buffers); fp8 has no
+ * __ldcg of its own, so its byte is loaded and reinterpreted. */
+template <typename T> WAG_DEV T ld_elem(const T *p)
+{
+	return __ldcg(p);
+}
+template <> __device__ __forceinline__ __nv_fp8_e4m3 ld_elem<__nv_fp8_e4m3>(const __nv_fp8_e4m3 *p)
+{
+	__nv_fp8_e4m3 r;
+	r.__x = __ldcg((const unsigned char *)p);
+	return r;
+}
+template <> __device__ __forceinline__ __nv_fp8_e5m2 ld_elem<__nv_fp8_e5m2>(const __nv_fp8_e5m2 *p)
+{
+	__nv_fp8_e5m2 r;
+	r.__x = __ldcg((const unsigned char *)p);
+	return r;
+}
 
 template <typename A> WAG_DEV A combine(int op, A x, A y)
 {
@@ -146,24 +212,32 @@ template <typename A> WAG_DEV A combine(int op, A x, A y)
 	}
 }
 
-/* Integers wrap, as two's complement hardware does, instead of overflowing. */
-template <> __device__ __forceinline__ int32_t combine<int32_t>(int op, int32_t x, int32_t y)
-{
-	switch (op) {
-	case WEFT_PROD:
-		return (int32_t)((uint32_t)x * (uint32_t)y);
-	case WEFT_MIN:
-		return y < x ? y : x;
-	case WEFT_MAX:
-		return y > x ? y : x;
-	default:
-		return (int32_t)((uint32_t)x + (uint32_t)y);
+/* Integers wrap, as two's complement hardware does, instead of overflowing:
+ * sums and products in the unsigned type of the same width, truncated back. */
+#define WAG_INT_COMBINE(S, U)                                                           \
+	template <> __device__ __forceinline__ S combine<S>(int op, S x, S y)          \
+	{                                                                               \
+		switch (op) {                                                           \
+		case WEFT_PROD:                                                         \
+			return (S)(U)((U)x * (U)y);                                     \
+		case WEFT_MIN:                                                          \
+			return y < x ? y : x;                                           \
+		case WEFT_MAX:                                                          \
+			return y > x ? y : x;                                           \
+		default:                                                                \
+			return (S)(U)((U)x + (U)y);                                     \
+		}                                                                       \
 	}
-}
+WAG_INT_COMBINE(int8_t, uint8_t)
+WAG_INT_COMBINE(uint8_t, uint8_t)
+WAG_INT_COMBINE(int32_t, uint32_t)
+WAG_INT_COMBINE(uint32_t, uint32_t)
+WAG_INT_COMBINE(int64_t, uint64_t)
+WAG_INT_COMBINE(uint64_t, uint64_t)
 
 template <typename A> WAG_DEV A finish(int op, A x, int n)
 {
-	return op == WEFT_AVG ? x / (A)n : x;
+	return op == WEFT_AVG ? (A)(x / (A)n) : x;
 }
 
 /* dst (and every non-NULL pdst[q]) = src[0] op src[1] op ... in rank order,
@@ -205,11 +279,11 @@ WAG_DEV void reduce_range(int op, int n, const T *const (&src)[WAG_MAX_RANKS], T
 				((uint4 *)pdst[q])[i] = o;
 	}
 	for (uint64_t j = nv * E + threadIdx.x; j < len; j += blockDim.x) {
-		A acc = Tr<T>::ld(__ldcg(src[0] + j));
+		A acc = Tr<T>::ld(ld_elem(src[0] + j));
 #pragma unroll
 		for (int q = 1; q < WAG_MAX_RANKS; q++)
 			if (q < n)
-				acc = combine<A>(op, acc, Tr<T>::ld(__ldcg(src[q] + j)));
+				acc = combine<A>(op, acc, Tr<T>::ld(ld_elem(src[q] + j)));
 		T o = Tr<T>::st(finish<A>(op, acc, n));
 		dst[j] = o;
 #pragma unroll
@@ -307,11 +381,34 @@ WAG_DEV char *os_at(const wag_kargs &a, int owner, uint64_t half, int sender)
 	return a.scr[owner] + a.lay.os + (half * a.nranks + sender) * a.lay.os_slot;
 }
 
+/* The epoch of this one-shot call: the same on every block (os_done keeps the
+ * counters equal), so a call writes one half of every peer's one-shot area.
+ * Why it must be one: the writes of call c land in the half that call c-2
+ * read, and only call c-1's wait on the peer (which then had started c-1, so
+ * finished c-2 entirely, every block) makes that safe; per-block epochs
+ * would let a call with fewer blocks reuse a half another block still reads. */
+WAG_DEV uint64_t os_epoch(const wag_kargs &a, uint32_t g)
+{
+	return *local_at(a, WAG_L_OS, g) + 1;
+}
+
+/* End of a one-shot call: every block records the epoch; block 0 also for the
+ * blocks this call did not launch (no block of this kernel reads those). */
+WAG_DEV void os_done(const wag_kargs &a, uint32_t g, uint64_t c)
+{
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		*local_at(a, WAG_L_OS, g) = c;
+		if (g == 0)
+			for (uint32_t b = a.nblocks; b < a.lay.maxb; b++)
+				*local_at(a, WAG_L_OS, b) = c;
+	}
+}
+
 template <typename T> __global__ void __launch_bounds__(WAG_TPB) k_allreduce_oneshot(wag_kargs a)
 {
 	uint32_t g = blockIdx.x;
-	uint64_t *ep = local_at(a, WAG_L_OS, g);
-	uint64_t c = *ep + 1, half = c & 1;
+	uint64_t c = os_epoch(a, g), half = c & 1;
 	int me = a.rank, n = a.nranks;
 	uint64_t off, len;
 	wag_segment(a.count, 16 / sizeof(T), a.nblocks, g, &off, &len);
@@ -331,17 +428,14 @@ template <typename T> __global__ void __launch_bounds__(WAG_TPB) k_allreduce_one
 		pdst[q] = NULL;
 	}
 	reduce_range<T>(a.op, n, src, (T *)a.out + off, pdst, len, a.vec != 0);
-	__syncthreads();
-	if (threadIdx.x == 0)
-		*ep = c;
+	os_done(a, g, c);
 }
 
 /* Allgather in bytes: count is one rank's block in bytes. */
 __global__ void __launch_bounds__(WAG_TPB) k_allgather_oneshot(wag_kargs a)
 {
 	uint32_t g = blockIdx.x;
-	uint64_t *ep = local_at(a, WAG_L_OS, g);
-	uint64_t c = *ep + 1, half = c & 1;
+	uint64_t c = os_epoch(a, g), half = c & 1;
 	int me = a.rank, n = a.nranks;
 	uint64_t off, len;
 	wag_segment(a.count, 16, a.nblocks, g, &off, &len);
@@ -361,9 +455,7 @@ __global__ void __launch_bounds__(WAG_TPB) k_allgather_oneshot(wag_kargs a)
 	for (int q = 0; q < WAG_MAX_RANKS; q++)
 		if (q < n && q != me)
 			copy_range(out + (uint64_t)q * a.count + off, os_at(a, me, half, q) + off, len);
-	__syncthreads();
-	if (threadIdx.x == 0)
-		*ep = c;
+	os_done(a, g, c);
 }
 
 /* ------------------------------------------ pipelined rings (large sizes)
@@ -441,8 +533,11 @@ template <typename T> __global__ void __launch_bounds__(WAG_TPB) k_allreduce_rsa
 	}
 }
 
-/* Allgather in bytes through the allgather ring: s is one rank's block. */
-__global__ void __launch_bounds__(WAG_TPB) k_allgather_ring(wag_kargs a)
+/* Allgather in bytes through the allgather ring: s is one rank's block. As
+ * alltoall (A2A): peer q gets block q of the input instead of the whole input;
+ * in place works because block g reads tile t of every input block (sending
+ * it) in an earlier iteration than it writes tile t of the output blocks. */
+template <bool A2A> __global__ void __launch_bounds__(WAG_TPB) k_allgather_ring(wag_kargs a)
 {
 	uint32_t g = blockIdx.x;
 	const wag_sched &s = a.s;
@@ -452,7 +547,7 @@ __global__ void __launch_bounds__(WAG_TPB) k_allgather_ring(wag_kargs a)
 	uint64_t D = a.lay.depth;
 	const char *in = (const char *)a.in;
 	char *out = (char *)a.out;
-	char *mine = out + (uint64_t)me * a.count;
+	char *mine = out + wag_peer_block(a.count, me);
 	for (uint64_t i = 0; i < nt + 1; i++) {
 		if (i < nt) {
 			uint64_t t = g + i * s.nblocks, seq = ag0 + i, off, len;
@@ -462,9 +557,11 @@ __global__ void __launch_bounds__(WAG_TPB) k_allgather_ring(wag_kargs a)
 #pragma unroll
 			for (int q = 0; q < WAG_MAX_RANKS; q++)
 				if (q < n && q != me)
-					copy_range(ring_at(a, q, a.lay.ag, me, g, seq), in + off, len);
-			if (mine != in)
-				copy_range(mine + off, in + off, len);
+					copy_range(ring_at(a, q, a.lay.ag, me, g, seq),
+						   in + (A2A ? wag_peer_block(a.count, q) : 0) + off, len);
+			const char *own = in + (A2A ? wag_peer_block(a.count, me) : 0);
+			if (mine != own)
+				copy_range(mine + off, own + off, len);
 			block_signal_peers(a, WAG_F_AG_READY, g, seq + 1);
 		}
 		if (i >= 1) {
@@ -475,13 +572,330 @@ __global__ void __launch_bounds__(WAG_TPB) k_allgather_ring(wag_kargs a)
 #pragma unroll
 			for (int q = 0; q < WAG_MAX_RANKS; q++)
 				if (q < n && q != me)
-					copy_range(out + (uint64_t)q * a.count + off, ring_at(a, me, a.lay.ag, q, g, seq), len);
+					copy_range(out + wag_peer_block(a.count, q) + off, ring_at(a, me, a.lay.ag, q, g, seq),
+						   len);
 			block_signal_peers(a, WAG_F_AG_CRED, g, seq + 1);
 		}
 	}
 	__syncthreads();
 	if (threadIdx.x == 0)
 		*local_at(a, WAG_L_AG, g) = ag0 + nt;
+}
+
+/* ------------------------------------------ reduce-scatter, reduce, broadcast,
+ * alltoall. One-shot variants share the one-shot area and epoch (os_epoch):
+ * every block of every rank raises its flag at every peer and waits for every
+ * peer's, also where it moves nothing (a non-root of broadcast, the root of
+ * reduce), so each call is the step that makes the next call's writes safe.
+ * Ring variants share the reduce-scatter (RS) or allgather (AG) ring with the
+ * allreduce and allgather kernels: per block one sequence number per tile,
+ * READY raised by the writer at the readers it wrote to, CRED raised by every
+ * reader after reading, and by every rank at the end for the whole call (what
+ * it read nothing of counts as consumed), so writers of later calls, which
+ * wait for CRED from every peer, see every rank's credit. */
+
+/* Reduce-scatter, one-shot: count is one rank's block (elements). Block g
+ * pushes segment g of block q of the input to peer q, then reduces segment g
+ * of its own block from every rank in rank order. */
+template <typename T> __global__ void __launch_bounds__(WAG_TPB) k_reduce_scatter_oneshot(wag_kargs a)
+{
+	uint32_t g = blockIdx.x;
+	uint64_t c = os_epoch(a, g), half = c & 1;
+	int me = a.rank, n = a.nranks;
+	uint64_t off, len;
+	wag_segment(a.count, 16 / sizeof(T), a.nblocks, g, &off, &len);
+	const T *in = (const T *)a.in;
+#pragma unroll
+	for (int q = 0; q < WAG_MAX_RANKS; q++)
+		if (q < n && q != me)
+			copy_range(os_at(a, q, half, me) + off * sizeof(T), in + wag_peer_block(a.count, q) + off,
+				   len * sizeof(T));
+	block_signal_peers(a, WAG_F_OS, g, c);
+	if (!block_wait_peers(a, WAG_F_OS, g, c))
+		return;
+	const T *mine = in + wag_peer_block(a.count, me) + off;
+	const T *src[WAG_MAX_RANKS];
+	T *pdst[WAG_MAX_RANKS];
+#pragma unroll
+	for (int q = 0; q < WAG_MAX_RANKS; q++) {
+		src[q] = q < n && q != me ? (const T *)os_at(a, me, half, q) + off : mine;
+		pdst[q] = NULL;
+	}
+	reduce_range<T>(a.op, n, src, (T *)a.out + off, pdst, len, a.vec != 0);
+	os_done(a, g, c);
+}
+
+/* Reduce, one-shot: every non-root pushes segment g to the root; the root
+ * reduces it in rank order. recvbuf is touched on the root only. */
+template <typename T> __global__ void __launch_bounds__(WAG_TPB) k_reduce_oneshot(wag_kargs a)
+{
+	uint32_t g = blockIdx.x;
+	uint64_t c = os_epoch(a, g), half = c & 1;
+	int me = a.rank, n = a.nranks, root = a.root;
+	uint64_t off, len;
+	wag_segment(a.count, 16 / sizeof(T), a.nblocks, g, &off, &len);
+	const T *in = (const T *)a.in + off;
+	if (wag_reduce_sends(me, root, root))
+		copy_range(os_at(a, root, half, me) + off * sizeof(T), in, len * sizeof(T));
+	block_signal_peers(a, WAG_F_OS, g, c);
+	if (!block_wait_peers(a, WAG_F_OS, g, c))
+		return;
+	if (me == root) {
+		const T *src[WAG_MAX_RANKS];
+		T *pdst[WAG_MAX_RANKS];
+#pragma unroll
+		for (int q = 0; q < WAG_MAX_RANKS; q++) {
+			src[q] = q < n && q != me ? (const T *)os_at(a, me, half, q) + off : in;
+			pdst[q] = NULL;
+		}
+		reduce_range<T>(a.op, n, src, (T *)a.out + off, pdst, len, a.vec != 0);
+	}
+	os_done(a, g, c);
+}
+
+/* Broadcast, one-shot, in bytes: the root pushes segment g to every peer. */
+__global__ void __launch_bounds__(WAG_TPB) k_broadcast_oneshot(wag_kargs a)
+{
+	uint32_t g = blockIdx.x;
+	uint64_t c = os_epoch(a, g), half = c & 1;
+	int me = a.rank, n = a.nranks, root = a.root;
+	uint64_t off, len;
+	wag_segment(a.count, 16, a.nblocks, g, &off, &len);
+	char *out = (char *)a.out + off;
+	if (me == root) {
+		const char *in = (const char *)a.in + off;
+#pragma unroll
+		for (int q = 0; q < WAG_MAX_RANKS; q++)
+			if (q < n && wag_bcast_sends(me, root, q))
+				copy_range(os_at(a, q, half, me) + off, in, len);
+		if (out != in)
+			copy_range(out, in, len);
+	}
+	block_signal_peers(a, WAG_F_OS, g, c);
+	if (!block_wait_peers(a, WAG_F_OS, g, c))
+		return;
+	if (me != root)
+		copy_range(out, os_at(a, me, half, root) + off, len);
+	os_done(a, g, c);
+}
+
+/* Alltoall, one-shot, in bytes: count is one block. Block g pushes segment g
+ * of input block q to peer q, then copies segment g of what each peer sent
+ * into output block q; in place works since the same block reads segment g of
+ * input block q before it writes segment g of output block q. */
+__global__ void __launch_bounds__(WAG_TPB) k_alltoall_oneshot(wag_kargs a)
+{
+	uint32_t g = blockIdx.x;
+	uint64_t c = os_epoch(a, g), half = c & 1;
+	int me = a.rank, n = a.nranks;
+	uint64_t off, len;
+	wag_segment(a.count, 16, a.nblocks, g, &off, &len);
+	const char *in = (const char *)a.in;
+	char *out = (char *)a.out;
+#pragma unroll
+	for (int q = 0; q < WAG_MAX_RANKS; q++)
+		if (q < n && q != me)
+			copy_range(os_at(a, q, half, me) + off, in + wag_peer_block(a.count, q) + off, len);
+	if (out != in)
+		copy_range(out + wag_peer_block(a.count, me) + off, in + wag_peer_block(a.count, me) + off, len);
+	block_signal_peers(a, WAG_F_OS, g, c);
+	if (!block_wait_peers(a, WAG_F_OS, g, c))
+		return;
+#pragma unroll
+	for (int q = 0; q < WAG_MAX_RANKS; q++)
+		if (q < n && q != me)
+			copy_range(out + wag_peer_block(a.count, q) + off, os_at(a, me, half, q) + off, len);
+	os_done(a, g, c);
+}
+
+/* Reduce-scatter through the RS ring: s tiles one rank's block. Iteration i
+ * sends tile i of every peer's block to that peer and reduces tile i-1 of the
+ * own block, as the first half of k_allreduce_rsag. */
+template <typename T> __global__ void __launch_bounds__(WAG_TPB) k_reduce_scatter_ring(wag_kargs a)
+{
+	uint32_t g = blockIdx.x;
+	const wag_sched &s = a.s;
+	int me = a.rank, n = a.nranks;
+	uint64_t nt = wag_block_tiles(&s, g);
+	uint64_t rs0 = *local_at(a, WAG_L_RS, g);
+	uint64_t D = a.lay.depth;
+	const T *in = (const T *)a.in;
+	T *out = (T *)a.out;
+	for (uint64_t i = 0; i < nt + 1; i++) {
+		if (i < nt) {
+			uint64_t t = g + i * s.nblocks, seq = rs0 + i, off, len;
+			wag_tile(&s, 0, t, &off, &len);
+			if (seq + 1 > D && !block_wait_peers(a, WAG_F_RS_CRED, g, seq + 1 - D))
+				return;
+#pragma unroll
+			for (int q = 0; q < WAG_MAX_RANKS; q++)
+				if (q < n && q != me)
+					copy_range(ring_at(a, q, a.lay.rs, me, g, seq), in + wag_peer_block(a.count, q) + off,
+						   len * sizeof(T));
+			block_signal_peers(a, WAG_F_RS_READY, g, seq + 1);
+		}
+		if (i >= 1) {
+			uint64_t j = i - 1, t = g + j * s.nblocks, seq = rs0 + j, off, len;
+			wag_tile(&s, 0, t, &off, &len);
+			if (!block_wait_peers(a, WAG_F_RS_READY, g, seq + 1))
+				return;
+			const T *src[WAG_MAX_RANKS];
+			T *pdst[WAG_MAX_RANKS];
+#pragma unroll
+			for (int q = 0; q < WAG_MAX_RANKS; q++) {
+				src[q] = q < n && q != me ? (const T *)ring_at(a, me, a.lay.rs, q, g, seq)
+							  : in + wag_peer_block(a.count, me) + off;
+				pdst[q] = NULL;
+			}
+			reduce_range<T>(a.op, n, src, out + off, pdst, len, a.vec != 0);
+			block_signal_peers(a, WAG_F_RS_CRED, g, seq + 1);
+		}
+	}
+	__syncthreads();
+	if (threadIdx.x == 0)
+		*local_at(a, WAG_L_RS, g) = rs0 + nt;
+}
+
+/* Reduce through the RS ring: every non-root sends each tile to the root
+ * (waiting only for the root's credit), the root reduces it in rank order. At
+ * the end every rank credits every peer for the whole call. */
+template <typename T> __global__ void __launch_bounds__(WAG_TPB) k_reduce_ring(wag_kargs a)
+{
+	uint32_t g = blockIdx.x;
+	const wag_sched &s = a.s;
+	int me = a.rank, n = a.nranks, root = a.root;
+	uint64_t nt = wag_block_tiles(&s, g);
+	uint64_t rs0 = *local_at(a, WAG_L_RS, g);
+	uint64_t D = a.lay.depth;
+	const T *in = (const T *)a.in;
+	for (uint64_t i = 0; i < nt; i++) {
+		uint64_t t = g + i * s.nblocks, seq = rs0 + i, off, len;
+		wag_tile(&s, 0, t, &off, &len);
+		if (me != root) {
+			if (seq + 1 > D && !block_wait_peer(a, WAG_F_RS_CRED, root, g, seq + 1 - D))
+				return;
+			if (wag_reduce_sends(me, root, root))
+				copy_range(ring_at(a, root, a.lay.rs, me, g, seq), in + off, len * sizeof(T));
+			block_signal_peer(a, WAG_F_RS_READY, root, g, seq + 1);
+		} else {
+			if (!block_wait_peers(a, WAG_F_RS_READY, g, seq + 1))
+				return;
+			const T *src[WAG_MAX_RANKS];
+			T *pdst[WAG_MAX_RANKS];
+#pragma unroll
+			for (int q = 0; q < WAG_MAX_RANKS; q++) {
+				src[q] = q < n && q != me ? (const T *)ring_at(a, me, a.lay.rs, q, g, seq) : in + off;
+				pdst[q] = NULL;
+			}
+			reduce_range<T>(a.op, n, src, (T *)a.out + off, pdst, len, a.vec != 0);
+			block_signal_peers(a, WAG_F_RS_CRED, g, seq + 1);
+		}
+	}
+	block_signal_peers(a, WAG_F_RS_CRED, g, rs0 + nt);
+	if (threadIdx.x == 0)
+		*local_at(a, WAG_L_RS, g) = rs0 + nt;
+}
+
+/* Broadcast through the AG ring, in bytes: the root writes each tile into
+ * every peer's ring (after every peer's credit), the others copy it out and
+ * credit the root. */
+__global__ void __launch_bounds__(WAG_TPB) k_broadcast_ring(wag_kargs a)
+{
+	uint32_t g = blockIdx.x;
+	const wag_sched &s = a.s;
+	int me = a.rank, n = a.nranks, root = a.root;
+	uint64_t nt = wag_block_tiles(&s, g);
+	uint64_t ag0 = *local_at(a, WAG_L_AG, g);
+	uint64_t D = a.lay.depth;
+	const char *in = (const char *)a.in;
+	char *out = (char *)a.out;
+	for (uint64_t i = 0; i < nt; i++) {
+		uint64_t t = g + i * s.nblocks, seq = ag0 + i, off, len;
+		wag_tile(&s, 0, t, &off, &len);
+		if (me == root) {
+			if (seq + 1 > D && !block_wait_peers(a, WAG_F_AG_CRED, g, seq + 1 - D))
+				return;
+#pragma unroll
+			for (int q = 0; q < WAG_MAX_RANKS; q++)
+				if (q < n && wag_bcast_sends(me, root, q))
+					copy_range(ring_at(a, q, a.lay.ag, me, g, seq), in + off, len);
+			if (out != in)
+				copy_range(out + off, in + off, len);
+			block_signal_peers(a, WAG_F_AG_READY, g, seq + 1);
+		} else {
+			if (!block_wait_peer(a, WAG_F_AG_READY, root, g, seq + 1))
+				return;
+			copy_range(out + off, ring_at(a, me, a.lay.ag, root, g, seq), len);
+			block_signal_peer(a, WAG_F_AG_CRED, root, g, seq + 1);
+		}
+	}
+	block_signal_peers(a, WAG_F_AG_CRED, g, ag0 + nt);
+	if (threadIdx.x == 0)
+		*local_at(a, WAG_L_AG, g) = ag0 + nt;
+}
+
+/* ------------------------------------------------------ point to point
+ * One channel per (peer, direction) of the batch, plus one for copies to this
+ * rank itself, each with pblocks CUDA blocks that run at once (so sends and
+ * receives of a batch progress together and no order of the calls can
+ * deadlock). Channel block h walks the channel's entries in batch order and
+ * moves their tiles h, h + pblocks, ... (schedule.h) through the P2P ring of
+ * (sender, h) in the receiver's scratch, one sequence number per tile: the
+ * sender waits for the receiver's credit of the slot, writes it and raises
+ * READY; the receiver waits for READY, copies out and raises CRED. Sequence
+ * counters are per (direction, peer, h), so batches of any grouping match. */
+
+WAG_DEV char *p2p_slot(const wag_kargs &a, int owner, int sender, uint32_t h, uint64_t seq)
+{
+	return a.scr[owner] + a.lay.p2p +
+	       (((uint64_t)sender * a.lay.pblocks + h) * a.lay.depth + seq % a.lay.depth) * a.lay.tile_bytes;
+}
+
+WAG_DEV uint64_t *p2p_counter(const wag_kargs &a, int dir, int peer, uint32_t h)
+{
+	return (uint64_t *)(a.scr[a.rank] + a.lay.p2p_local) + ((size_t)dir * WAG_MAX_RANKS + peer) * a.lay.maxb + h;
+}
+
+__global__ void __launch_bounds__(WAG_TPB) k_p2p(wag_kargs a, wag_p2p_args p)
+{
+	uint32_t P = a.lay.pblocks, ch = blockIdx.x / P, h = blockIdx.x % P;
+	int peer = p.ch_peer[ch], kind = p.ch_kind[ch], me = a.rank;
+	uint64_t T = a.lay.tile_bytes, D = a.lay.depth;
+	uint64_t *ctr = kind == WAG_P2P_SELF ? NULL
+					     : p2p_counter(a, kind == WAG_P2P_SEND ? WAG_P2P_TX : WAG_P2P_RX, peer, h);
+	uint64_t seq = ctr ? *ctr : 0;
+	for (uint32_t k = 0; k < p.nops; k++) {
+		if (p.ops[k].peer != peer || p.ops[k].kind != kind)
+			continue;
+		char *buf = p.ops[k].buf;
+		const char *src = p.ops[k].src;
+		uint64_t bytes = p.ops[k].bytes;
+		uint64_t nt = wag_p2p_block_tiles(bytes, T, P, h);
+		for (uint64_t i = 0; i < nt; i++) {
+			uint64_t off, len;
+			wag_p2p_tile(bytes, T, P, h, i, &off, &len);
+			if (kind == WAG_P2P_SELF) {
+				if (buf != src)
+					copy_range(buf + off, src + off, len);
+				continue;
+			}
+			if (kind == WAG_P2P_SEND) {
+				if (seq + 1 > D && !block_wait_peer(a, WAG_F_P2P_CRED, peer, h, seq + 1 - D))
+					return;
+				copy_range(p2p_slot(a, peer, me, h, seq), buf + off, len);
+				block_signal_peer(a, WAG_F_P2P_READY, peer, h, seq + 1);
+			} else {
+				if (!block_wait_peer(a, WAG_F_P2P_READY, peer, h, seq + 1))
+					return;
+				copy_range(buf + off, p2p_slot(a, me, peer, h, seq), len);
+				block_signal_peer(a, WAG_F_P2P_CRED, peer, h, seq + 1);
+			}
+			seq++;
+		}
+	}
+	__syncthreads();
+	if (threadIdx.x == 0 && ctr)
+		*ctr = seq;
 }
 
 /* ------------------------------------------------------------ launchers */
@@ -512,6 +926,27 @@ static int launched(const char *what, char *err, size_t errlen)
 			break;                                                                     \
 		case WEFT_INT32:                                                                   \
 			kern<int32_t><<<grid, tpb, 0, st>>>(*(a));                                 \
+			break;                                                                     \
+		case WEFT_INT8:                                                                    \
+			kern<int8_t><<<grid, tpb, 0, st>>>(*(a));                                  \
+			break;                                                                     \
+		case WEFT_UINT8:                                                                   \
+			kern<uint8_t><<<grid, tpb, 0, st>>>(*(a));                                 \
+			break;                                                                     \
+		case WEFT_UINT32:                                                                  \
+			kern<uint32_t><<<grid, tpb, 0, st>>>(*(a));                                \
+			break;                                                                     \
+		case WEFT_INT64:                                                                   \
+			kern<int64_t><<<grid, tpb, 0, st>>>(*(a));                                 \
+			break;                                                                     \
+		case WEFT_UINT64:                                                                  \
+			kern<uint64_t><<<grid, tpb, 0, st>>>(*(a));                                \
+			break;                                                                     \
+		case WEFT_FP8_E4M3:                                                                \
+			kern<__nv_fp8_e4m3><<<grid, tpb, 0, st>>>(*(a));                           \
+			break;                                                                     \
+		case WEFT_FP8_E5M2:                                                                \
+			kern<__nv_fp8_e5m2><<<grid, tpb, 0, st>>>(*(a));                           \
 			break;                                                                     \
 		default:                                                                           \
 			snprintf(err, errlen, "datatype %d has no kernel", (a)->dtype);            \
@@ -545,8 +980,73 @@ extern "C" int wag_launch_allgather_oneshot(const struct wag_kargs *a, void *str
 
 extern "C" int wag_launch_allgather_ring(const struct wag_kargs *a, void *stream, char *err, size_t errlen)
 {
-	k_allgather_ring<<<a->s.nblocks, WAG_TPB, 0, (cudaStream_t)stream>>>(*a);
+	k_allgather_ring<false><<<a->s.nblocks, WAG_TPB, 0, (cudaStream_t)stream>>>(*a);
 	return launched("allgather-ring", err, errlen);
+}
+
+extern "C" int wag_launch_reduce_scatter_oneshot(const struct wag_kargs *a, void *stream, char *err, size_t errlen)
+{
+	WAG_DISPATCH(k_reduce_scatter_oneshot, a->nblocks, WAG_TPB, a, (cudaStream_t)stream);
+	return launched("reduce-scatter-oneshot", err, errlen);
+}
+
+extern "C" int wag_launch_reduce_scatter_ring(const struct wag_kargs *a, void *stream, char *err, size_t errlen)
+{
+	WAG_DISPATCH(k_reduce_scatter_ring, a->s.nblocks, WAG_TPB, a, (cudaStream_t)stream);
+	return launched("reduce-scatter-ring", err, errlen);
+}
+
+extern "C" int wag_launch_reduce_oneshot(const struct wag_kargs *a, void *stream, char *err, size_t errlen)
+{
+	WAG_DISPATCH(k_reduce_oneshot, a->nblocks, WAG_TPB, a, (cudaStream_t)stream);
+	return launched("reduce-oneshot", err, errlen);
+}
+
+extern "C" int wag_launch_reduce_ring(const struct wag_kargs *a, void *stream, char *err, size_t errlen)
+{
+	WAG_DISPATCH(k_reduce_ring, a->s.nblocks, WAG_TPB, a, (cudaStream_t)stream);
+	return launched("reduce-ring", err, errlen);
+}
+
+extern "C" int wag_launch_broadcast_oneshot(const struct wag_kargs *a, void *stream, char *err, size_t errlen)
+{
+	k_broadcast_oneshot<<<a->nblocks, WAG_TPB, 0, (cudaStream_t)stream>>>(*a);
+	return launched("broadcast-oneshot", err, errlen);
+}
+
+extern "C" int wag_launch_broadcast_ring(const struct wag_kargs *a, void *stream, char *err, size_t errlen)
+{
+	k_broadcast_ring<<<a->s.nblocks, WAG_TPB, 0, (cudaStream_t)stream>>>(*a);
+	return launched("broadcast-ring", err, errlen);
+}
+
+extern "C" int wag_launch_alltoall_oneshot(const struct wag_kargs *a, void *stream, char *err, size_t errlen)
+{
+	k_alltoall_oneshot<<<a->nblocks, WAG_TPB, 0, (cudaStream_t)stream>>>(*a);
+	return launched("alltoall-oneshot", err, errlen);
+}
+
+extern "C" int wag_launch_alltoall_ring(const struct wag_kargs *a, void *stream, char *err, size_t errlen)
+{
+	k_allgather_ring<true><<<a->s.nblocks, WAG_TPB, 0, (cudaStream_t)stream>>>(*a);
+	return launched("alltoall-ring", err, errlen);
+}
+
+extern "C" int wag_launch_p2p(const struct wag_kargs *a, const struct wag_p2p_args *p, void *stream, char *err,
+			      size_t errlen)
+{
+	k_p2p<<<p->nch * a->lay.pblocks, WAG_TPB, 0, (cudaStream_t)stream>>>(*a, *p);
+	return launched("sendrecv-ring", err, errlen);
+}
+
+extern "C" int wag_cuda_is_device_ptr(const void *ptr)
+{
+	cudaPointerAttributes at;
+	if (cudaPointerGetAttributes(&at, ptr) != cudaSuccess) {
+		(void)cudaGetLastError(); /* not a CUDA pointer: clear the sticky-free error */
+		return 0;
+	}
+	return at.type == cudaMemoryTypeDevice || at.type == cudaMemoryTypeManaged;
 }
 
 extern "C" int wag_cuda_get_device(int *dev)

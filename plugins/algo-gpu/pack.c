@@ -18,7 +18,7 @@ static const struct weft_core_api *wag_core;
 /* The pack's parameters, read once in weft_plugin_init. */
 static struct {
 	uint64_t ll_max, oneshot_max, ag_oneshot_max, min_seg, tile;
-	int64_t oneshot_blocks, rsag_blocks, ag_blocks, depth;
+	int64_t oneshot_blocks, rsag_blocks, ag_blocks, depth, p2p_blocks;
 } cfg;
 
 /* ---------------------------------------------------- per-comm context */
@@ -78,6 +78,12 @@ static void layout(int nranks, int sms, struct wag_layout *l)
 	l->maxb = (uint32_t)(maxb ? maxb : 1);
 	l->depth = (uint32_t)cfg.depth;
 	l->tile_bytes = cfg.tile;
+	/* Every channel of a send/recv batch (a send and a receive per peer, and
+	 * the copies to itself) gets pblocks blocks, all resident at once. */
+	uint64_t pb = l->maxb / (2 * (uint64_t)nranks - 1);
+	if (pb > (uint64_t)cfg.p2p_blocks)
+		pb = (uint64_t)cfg.p2p_blocks;
+	l->pblocks = (uint32_t)(pb ? pb : 1);
 	l->ll_slot = round_up(2 * cfg.ll_max, 256);
 	l->os_slot = round_up(cfg.oneshot_max > cfg.ag_oneshot_max ? cfg.oneshot_max : cfg.ag_oneshot_max, 256);
 	uint64_t off = 0;
@@ -85,6 +91,8 @@ static void layout(int nranks, int sms, struct wag_layout *l)
 	off += round_up((uint64_t)WAG_F_COUNT * WAG_MAX_RANKS * l->maxb * 8, 256);
 	l->local = off;
 	off += round_up((uint64_t)WAG_L_COUNT * l->maxb * 8, 256);
+	l->p2p_local = off;
+	off += round_up(2ull * WAG_MAX_RANKS * l->maxb * 8, 256);
 	l->ll = off;
 	off += 2 * (uint64_t)nranks * l->ll_slot;
 	l->os = off;
@@ -93,6 +101,8 @@ static void layout(int nranks, int sms, struct wag_layout *l)
 	off += (uint64_t)nranks * l->maxb * l->depth * l->tile_bytes;
 	l->ag = off;
 	off += (uint64_t)nranks * l->maxb * l->depth * l->tile_bytes;
+	l->p2p = off;
+	off += (uint64_t)nranks * l->pblocks * l->depth * l->tile_bytes;
 	l->total = off;
 }
 
@@ -251,14 +261,43 @@ static size_t esize(enum weft_datatype t)
 	return (int)t >= 0 && t < WEFT_DATATYPE_COUNT ? sz[t] : 0;
 }
 
+/* Every datatype has a kernel (kernels.cu: WAG_DISPATCH); the op must be known. */
 static int reducible(enum weft_datatype t, enum weft_redop op)
 {
-	if ((int)op < 0 || op >= WEFT_REDOP_COUNT)
-		return 0;
-	return t == WEFT_FLOAT16 || t == WEFT_BFLOAT16 || t == WEFT_FLOAT32 || t == WEFT_FLOAT64 || t == WEFT_INT32;
+	return (int)op >= 0 && op < WEFT_REDOP_COUNT && esize(t) != 0;
 }
 
-enum wag_kind { WAG_AR_LL, WAG_AR_ONESHOT, WAG_AR_RSAG, WAG_AG_ONESHOT, WAG_AG_RING };
+enum wag_kind {
+	WAG_AR_LL,
+	WAG_AR_ONESHOT,
+	WAG_AR_RSAG,
+	WAG_AG_ONESHOT,
+	WAG_AG_RING,
+	WAG_RS_ONESHOT,
+	WAG_RS_RING,
+	WAG_RED_ONESHOT,
+	WAG_RED_RING,
+	WAG_BC_ONESHOT,
+	WAG_BC_RING,
+	WAG_A2A_ONESHOT,
+	WAG_A2A_RING,
+};
+
+static const char *const kind_name[] = {
+	[WAG_AR_LL] = "allreduce-ll",
+	[WAG_AR_ONESHOT] = "allreduce-oneshot",
+	[WAG_AR_RSAG] = "allreduce-rsag",
+	[WAG_AG_ONESHOT] = "allgather-oneshot",
+	[WAG_AG_RING] = "allgather-ring",
+	[WAG_RS_ONESHOT] = "reduce-scatter-oneshot",
+	[WAG_RS_RING] = "reduce-scatter-ring",
+	[WAG_RED_ONESHOT] = "reduce-oneshot",
+	[WAG_RED_RING] = "reduce-ring",
+	[WAG_BC_ONESHOT] = "broadcast-oneshot",
+	[WAG_BC_RING] = "broadcast-ring",
+	[WAG_A2A_ONESHOT] = "alltoall-oneshot",
+	[WAG_A2A_RING] = "alltoall-ring",
+};
 
 static int capacity_ok(const struct wag_ctx *c, enum wag_kind k, const struct weft_coll_args *a)
 {
@@ -268,6 +307,11 @@ static int capacity_ok(const struct wag_ctx *c, enum wag_kind k, const struct we
 		return bytes <= c->lay.ll_slot / 2 && ll_blocks(bytes) <= c->lay.maxb;
 	case WAG_AR_ONESHOT:
 	case WAG_AG_ONESHOT:
+	case WAG_RS_ONESHOT:
+	case WAG_RED_ONESHOT:
+	case WAG_BC_ONESHOT:
+	case WAG_A2A_ONESHOT:
+		/* One peer's share (a vector, or one rank's block) per slot. */
 		return bytes <= c->lay.os_slot;
 	default:
 		return 1;
@@ -279,7 +323,8 @@ static int supports_kind(void *state, const struct weft_coll_args *a, enum wag_k
 	struct wag_ctx *c = state;
 	if (a->mem_type != WEFT_MEM_CUDA || !esize(a->dtype))
 		return -ENOTSUP;
-	if (a->coll == WEFT_COLL_ALLREDUCE && !reducible(a->dtype, a->op))
+	if ((a->coll == WEFT_COLL_ALLREDUCE || a->coll == WEFT_COLL_REDUCE_SCATTER || a->coll == WEFT_COLL_REDUCE) &&
+	    !reducible(a->dtype, a->op))
 		return -ENOTSUP;
 	if (!capacity_ok(c, k, a))
 		return -ENOTSUP;
@@ -291,14 +336,33 @@ static int sup_os(void *s, const struct weft_coll_args *a) { return supports_kin
 static int sup_rsag(void *s, const struct weft_coll_args *a) { return supports_kind(s, a, WAG_AR_RSAG); }
 static int sup_agos(void *s, const struct weft_coll_args *a) { return supports_kind(s, a, WAG_AG_ONESHOT); }
 static int sup_agring(void *s, const struct weft_coll_args *a) { return supports_kind(s, a, WAG_AG_RING); }
+static int sup_rsos(void *s, const struct weft_coll_args *a) { return supports_kind(s, a, WAG_RS_ONESHOT); }
+static int sup_rsring(void *s, const struct weft_coll_args *a) { return supports_kind(s, a, WAG_RS_RING); }
+static int sup_redos(void *s, const struct weft_coll_args *a) { return supports_kind(s, a, WAG_RED_ONESHOT); }
+static int sup_redring(void *s, const struct weft_coll_args *a) { return supports_kind(s, a, WAG_RED_RING); }
+static int sup_bcos(void *s, const struct weft_coll_args *a) { return supports_kind(s, a, WAG_BC_ONESHOT); }
+static int sup_bcring(void *s, const struct weft_coll_args *a) { return supports_kind(s, a, WAG_BC_RING); }
+static int sup_a2aos(void *s, const struct weft_coll_args *a) { return supports_kind(s, a, WAG_A2A_ONESHOT); }
+static int sup_a2aring(void *s, const struct weft_coll_args *a) { return supports_kind(s, a, WAG_A2A_RING); }
+
+static uint32_t os_blocks(const struct wag_ctx *c, uint64_t bytes)
+{
+	uint32_t nb = wag_segments(bytes, (uint32_t)cfg.oneshot_blocks, cfg.min_seg);
+	return nb > c->lay.maxb ? c->lay.maxb : nb;
+}
+
+static uint32_t cap_blocks(const struct wag_ctx *c, int64_t want)
+{
+	return (uint32_t)want < c->lay.maxb ? (uint32_t)want : c->lay.maxb;
+}
 
 static int run(void *state, const struct weft_coll_args *a, enum wag_kind k)
 {
 	struct wag_ctx *c = state;
 	int rc = supports_kind(state, a, k);
 	if (rc) {
-		WAG_LOG(WEFT_LOG_ERROR, "this algorithm cannot serve %s of %zu elements of datatype %d (op %d)",
-			a->coll == WEFT_COLL_ALLREDUCE ? "allreduce" : "allgather", a->count, (int)a->dtype, (int)a->op);
+		WAG_LOG(WEFT_LOG_ERROR, "%s cannot serve %zu elements of datatype %d (op %d)", kind_name[k], a->count,
+			(int)a->dtype, (int)a->op);
 		return rc;
 	}
 	if (a->count == 0)
@@ -309,6 +373,7 @@ static int run(void *state, const struct weft_coll_args *a, enum wag_kind k)
 	ka.op = (int)a->op;
 	ka.in = a->sendbuf;
 	ka.out = a->recvbuf;
+	ka.root = a->root;
 	ka.vec = (((uintptr_t)a->sendbuf | (uintptr_t)a->recvbuf) & 15) == 0;
 	char err[256] = "";
 	if ((rc = wag_cuda_set_device(c->dev)))
@@ -350,6 +415,57 @@ static int run(void *state, const struct weft_coll_args *a, enum wag_kind k)
 		if (rc == 0)
 			rc = wag_launch_allgather_ring(&ka, a->stream, err, sizeof(err));
 		break;
+	case WAG_RS_ONESHOT:
+		/* count is one rank's block: every block must start aligned too. */
+		ka.count = a->count;
+		ka.vec = ka.vec && (a->count * es) % 16 == 0;
+		ka.nblocks = os_blocks(c, a->count * es);
+		rc = wag_launch_reduce_scatter_oneshot(&ka, a->stream, err, sizeof(err));
+		break;
+	case WAG_RS_RING:
+		ka.count = a->count;
+		ka.vec = ka.vec && (a->count * es) % 16 == 0;
+		rc = wag_sched_init(a->count, 1, 0, (uint32_t)es, c->lay.tile_bytes, cap_blocks(c, cfg.rsag_blocks), &ka.s);
+		if (rc == 0)
+			rc = wag_launch_reduce_scatter_ring(&ka, a->stream, err, sizeof(err));
+		break;
+	case WAG_RED_ONESHOT:
+		ka.count = a->count;
+		ka.nblocks = os_blocks(c, a->count * es);
+		rc = wag_launch_reduce_oneshot(&ka, a->stream, err, sizeof(err));
+		break;
+	case WAG_RED_RING:
+		ka.count = a->count;
+		rc = wag_sched_init(a->count, 1, 0, (uint32_t)es, c->lay.tile_bytes, cap_blocks(c, cfg.rsag_blocks), &ka.s);
+		if (rc == 0)
+			rc = wag_launch_reduce_ring(&ka, a->stream, err, sizeof(err));
+		break;
+	case WAG_BC_ONESHOT:
+		ka.count = a->count * es;
+		ka.vec = 0;
+		ka.nblocks = os_blocks(c, ka.count);
+		rc = wag_launch_broadcast_oneshot(&ka, a->stream, err, sizeof(err));
+		break;
+	case WAG_BC_RING:
+		ka.count = a->count * es;
+		ka.vec = 0;
+		rc = wag_sched_init(ka.count, 1, 0, 1, c->lay.tile_bytes, cap_blocks(c, cfg.ag_blocks), &ka.s);
+		if (rc == 0)
+			rc = wag_launch_broadcast_ring(&ka, a->stream, err, sizeof(err));
+		break;
+	case WAG_A2A_ONESHOT:
+		ka.count = a->count * es;
+		ka.vec = 0;
+		ka.nblocks = os_blocks(c, ka.count);
+		rc = wag_launch_alltoall_oneshot(&ka, a->stream, err, sizeof(err));
+		break;
+	case WAG_A2A_RING:
+		ka.count = a->count * es;
+		ka.vec = 0;
+		rc = wag_sched_init(ka.count, 1, 0, 1, c->lay.tile_bytes, cap_blocks(c, cfg.ag_blocks), &ka.s);
+		if (rc == 0)
+			rc = wag_launch_alltoall_ring(&ka, a->stream, err, sizeof(err));
+		break;
 	}
 	if (rc == 0 && !a->stream)
 		rc = wag_cuda_sync_stream(NULL, err, sizeof(err));
@@ -363,6 +479,117 @@ static int ex_os(void *s, const struct weft_coll_args *a) { return run(s, a, WAG
 static int ex_rsag(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_AR_RSAG); }
 static int ex_agos(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_AG_ONESHOT); }
 static int ex_agring(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_AG_RING); }
+static int ex_rsos(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_RS_ONESHOT); }
+static int ex_rsring(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_RS_RING); }
+static int ex_redos(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_RED_ONESHOT); }
+static int ex_redring(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_RED_RING); }
+static int ex_bcos(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_BC_ONESHOT); }
+static int ex_bcring(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_BC_RING); }
+static int ex_a2aos(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_A2A_ONESHOT); }
+static int ex_a2aring(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_A2A_RING); }
+
+/* ---------------------------------------------------------- send/recv
+ * A batch (struct weft_p2p_op, plugin.h) becomes one kernel: sends and
+ * receives keep the batch order per peer; a send to this rank itself pairs
+ * with its receive from itself in order, as a device copy. */
+
+static int sup_p2p(void *state, const struct weft_coll_args *a)
+{
+	struct wag_ctx *c = state;
+	const struct weft_p2p_op *ops = a->sendbuf;
+	if (a->mem_type != WEFT_MEM_CUDA || !ops || a->count == 0)
+		return -ENOTSUP;
+	/* Refusals the core then reports as "no algorithm serves": say why here. */
+	if (a->count > WAG_P2P_MAX_OPS) {
+		WAG_LOG(WEFT_LOG_WARN, "sendrecv-ring: a batch of %zu sends and receives exceeds its %d entries", a->count,
+			WAG_P2P_MAX_OPS);
+		return -ENOTSUP;
+	}
+	for (size_t i = 0; i < a->count; i++)
+		if (ops[i].peer < 0 || ops[i].peer >= c->nranks || !ops[i].buf || !wag_cuda_is_device_ptr(ops[i].buf)) {
+			WAG_LOG(WEFT_LOG_WARN, "sendrecv-ring: entry %zu (peer %d) is not a CUDA device buffer of a rank of "
+					       "the communicator", i, ops[i].peer);
+			return -ENOTSUP;
+		}
+	return 0;
+}
+
+static int ex_p2p(void *state, const struct weft_coll_args *a)
+{
+	struct wag_ctx *c = state;
+	const struct weft_p2p_op *ops = a->sendbuf;
+	size_t nops = a->count;
+	if (sup_p2p(state, a)) {
+		WAG_LOG(WEFT_LOG_ERROR,
+			"sendrecv-ring serves batches of 1 to %d sends and receives on CUDA device buffers of valid peers; "
+			"this one has %zu (or a buffer that is not device memory)",
+			WAG_P2P_MAX_OPS, nops);
+		return -ENOTSUP;
+	}
+	struct wag_p2p_args p;
+	memset(&p, 0, sizeof(p));
+	int tx[WAG_MAX_RANKS] = {0}, rx[WAG_MAX_RANKS] = {0}, self = 0;
+	size_t si = 0, ri = 0;
+	for (size_t i = 0; i < nops; i++) {
+		const struct weft_p2p_op *o = &ops[i];
+		if (o->peer != c->rank) {
+			p.ops[p.nops++] = (struct wag_p2p_op){
+				.buf = o->buf, .src = NULL, .bytes = o->bytes, .peer = o->peer,
+				.kind = o->is_send ? WAG_P2P_SEND : WAG_P2P_RECV,
+			};
+			*(o->is_send ? &tx[o->peer] : &rx[o->peer]) = 1;
+			continue;
+		}
+		if (!o->is_send)
+			continue;
+		/* The k-th send to itself meets the k-th receive from itself. */
+		while (ri < nops && (ops[ri].peer != c->rank || ops[ri].is_send))
+			ri++;
+		if (ri == nops || ops[ri].bytes != o->bytes) {
+			WAG_LOG(WEFT_LOG_ERROR, "sendrecv: the sends of rank %d to itself do not match its receives "
+						"from itself (count or sizes)", c->rank);
+			return -EINVAL;
+		}
+		p.ops[p.nops++] = (struct wag_p2p_op){
+			.buf = ops[ri].buf, .src = o->buf, .bytes = o->bytes, .peer = c->rank, .kind = WAG_P2P_SELF,
+		};
+		ri++;
+		si++;
+		self = 1;
+	}
+	size_t nrecv_self = 0;
+	for (size_t i = 0; i < nops; i++)
+		nrecv_self += ops[i].peer == c->rank && !ops[i].is_send;
+	if (nrecv_self != si) {
+		WAG_LOG(WEFT_LOG_ERROR, "sendrecv: rank %d receives from itself %zu times but sends to itself %zu times",
+			c->rank, nrecv_self, si);
+		return -EINVAL;
+	}
+	for (int q = 0; q < c->nranks; q++) {
+		if (tx[q]) {
+			p.ch_peer[p.nch] = q;
+			p.ch_kind[p.nch++] = WAG_P2P_SEND;
+		}
+		if (rx[q]) {
+			p.ch_peer[p.nch] = q;
+			p.ch_kind[p.nch++] = WAG_P2P_RECV;
+		}
+	}
+	if (self) {
+		p.ch_peer[p.nch] = c->rank;
+		p.ch_kind[p.nch++] = WAG_P2P_SELF;
+	}
+	char err[256] = "";
+	int rc;
+	if ((rc = wag_cuda_set_device(c->dev)))
+		return rc;
+	rc = wag_launch_p2p(&c->base, &p, a->stream, err, sizeof(err));
+	if (rc == 0 && !a->stream)
+		rc = wag_cuda_sync_stream(NULL, err, sizeof(err));
+	if (rc)
+		WAG_LOG(WEFT_LOG_ERROR, "%s", err[0] ? err : errname(rc));
+	return rc;
+}
 
 static int wag_setup(const struct weft_algo_comm *ac, void **state)
 {
@@ -400,8 +627,19 @@ WAG_ALGO(algo_os, "allreduce-oneshot", WEFT_COLL_ALLREDUCE, 20, sup_os, ex_os);
 WAG_ALGO(algo_rsag, "allreduce-rsag", WEFT_COLL_ALLREDUCE, 10, sup_rsag, ex_rsag);
 WAG_ALGO(algo_agos, "allgather-oneshot", WEFT_COLL_ALLGATHER, 20, sup_agos, ex_agos);
 WAG_ALGO(algo_agring, "allgather-ring", WEFT_COLL_ALLGATHER, 10, sup_agring, ex_agring);
+WAG_ALGO(algo_rsos, "reduce-scatter-oneshot", WEFT_COLL_REDUCE_SCATTER, 20, sup_rsos, ex_rsos);
+WAG_ALGO(algo_rsring, "reduce-scatter-ring", WEFT_COLL_REDUCE_SCATTER, 10, sup_rsring, ex_rsring);
+WAG_ALGO(algo_redos, "reduce-oneshot", WEFT_COLL_REDUCE, 20, sup_redos, ex_redos);
+WAG_ALGO(algo_redring, "reduce-ring", WEFT_COLL_REDUCE, 10, sup_redring, ex_redring);
+WAG_ALGO(algo_bcos, "broadcast-oneshot", WEFT_COLL_BROADCAST, 20, sup_bcos, ex_bcos);
+WAG_ALGO(algo_bcring, "broadcast-ring", WEFT_COLL_BROADCAST, 10, sup_bcring, ex_bcring);
+WAG_ALGO(algo_a2aos, "alltoall-oneshot", WEFT_COLL_ALLTOALL, 20, sup_a2aos, ex_a2aos);
+WAG_ALGO(algo_a2aring, "alltoall-ring", WEFT_COLL_ALLTOALL, 10, sup_a2aring, ex_a2aring);
+WAG_ALGO(algo_p2p, "sendrecv-ring", WEFT_COLL_SENDRECV, 10, sup_p2p, ex_p2p);
 
-static const struct weft_algo *const wag_algos[] = {&algo_ll, &algo_os, &algo_rsag, &algo_agos, &algo_agring, NULL};
+static const struct weft_algo *const wag_algos[] = {
+	&algo_ll,    &algo_os,    &algo_rsag,    &algo_agos,    &algo_agring,  &algo_rsos,  &algo_rsring,
+	&algo_redos, &algo_redring, &algo_bcos, &algo_bcring, &algo_a2aos, &algo_a2aring, &algo_p2p, NULL};
 
 static const struct weft_algo_ops wag_ops = {
 	.size = sizeof(struct weft_algo_ops),
@@ -433,6 +671,9 @@ static const struct weft_param_decl wag_params[] = {
 	P("allgather_blocks", WEFT_PARAM_INT, "64", "CUDA blocks of the ring allgather."),
 	P("tile", WEFT_PARAM_SIZE, "64K", "Bytes per pipeline tile (one ring slot) of the large-message kernels."),
 	P("depth", WEFT_PARAM_INT, "4", "Ring slots per peer and CUDA block (2 to 16)."),
+	P("p2p_blocks", WEFT_PARAM_INT, "4",
+	  "CUDA blocks per peer and direction of a send/recv batch (fewer where the blocks of every channel would "
+	  "not fit the block limit)."),
 };
 
 static int get_size(const char *key, uint64_t *v)
@@ -475,11 +716,12 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 	cfg.rsag_blocks = 64;
 	cfg.ag_blocks = 64;
 	cfg.depth = 4;
+	cfg.p2p_blocks = 4;
 	if (get_size("ll_max", &cfg.ll_max) || get_size("oneshot_max", &cfg.oneshot_max) ||
 	    get_size("allgather_oneshot_max", &cfg.ag_oneshot_max) || get_size("oneshot_min_segment", &cfg.min_seg) ||
 	    get_size("tile", &cfg.tile) || get_int("oneshot_blocks", &cfg.oneshot_blocks, 1, 1024) ||
 	    get_int("rsag_blocks", &cfg.rsag_blocks, 1, 1024) || get_int("allgather_blocks", &cfg.ag_blocks, 1, 1024) ||
-	    get_int("depth", &cfg.depth, 2, 16)) {
+	    get_int("depth", &cfg.depth, 2, 16) || get_int("p2p_blocks", &cfg.p2p_blocks, 1, 64)) {
 		WAG_LOG(WEFT_LOG_ERROR, "bad parameter; the pack declines to load");
 		return NULL;
 	}
@@ -499,5 +741,16 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 	if (cfg.ag_oneshot_max == 0)
 		algo_agos.mem_types = 0;
 	algo_agos.max_bytes = cfg.ag_oneshot_max;
+	/* The rooted and reduce-scatter one-shots follow the allreduce threshold,
+	 * alltoall (a data mover) the allgather one. */
+	struct weft_algo *os_like[] = {&algo_rsos, &algo_redos, &algo_bcos};
+	for (size_t i = 0; i < sizeof(os_like) / sizeof(os_like[0]); i++) {
+		if (cfg.oneshot_max == 0)
+			os_like[i]->mem_types = 0;
+		os_like[i]->max_bytes = cfg.oneshot_max;
+	}
+	if (cfg.ag_oneshot_max == 0)
+		algo_a2aos.mem_types = 0;
+	algo_a2aos.max_bytes = cfg.ag_oneshot_max;
 	return wag_descs;
 }

@@ -85,6 +85,47 @@ WAG_HD void wag_segment(uint64_t count, uint64_t gran, uint32_t nblocks, uint32_
 	wag_block(count, (int)nblocks, (int)g, gran, off, len);
 }
 
+/* Buffers of nranks blocks of count elements (reduce-scatter input, alltoall
+ * input and output, allgather output): rank q's block starts here. The
+ * pipelined kernels over such buffers tile one block (a wag_sched over count
+ * elements and one rank) and move tile t of block q at wag_peer_block + the
+ * tile's offset. */
+WAG_HD uint64_t wag_peer_block(uint64_t count, int q)
+{
+	return (uint64_t)q * count;
+}
+
+/* Who moves data in the rooted collectives. Broadcast: the root writes into
+ * every peer; reduce: every non-root writes into the root. */
+WAG_HD int wag_bcast_sends(int rank, int root, int q)
+{
+	return rank == root && q != root;
+}
+
+WAG_HD int wag_reduce_sends(int rank, int root, int q)
+{
+	return rank != root && q == root;
+}
+
+/* Point-to-point: an entry of bytes is cut into tiles of tile bytes; tile k
+ * goes through the channel's CUDA block k % nblocks, as that block's next
+ * sequence number. The mapping depends only on the entry's size, so sender
+ * and receiver agree however their calls were grouped. */
+WAG_HD uint64_t wag_p2p_block_tiles(uint64_t bytes, uint64_t tile, uint32_t nblocks, uint32_t h)
+{
+	uint64_t nt = (bytes + tile - 1) / tile;
+	return h < nt ? (nt - h + nblocks - 1) / nblocks : 0;
+}
+
+/* The i-th tile block h moves of an entry of bytes: offset and length. */
+WAG_HD void wag_p2p_tile(uint64_t bytes, uint64_t tile, uint32_t nblocks, uint32_t h, uint64_t i, uint64_t *off,
+			 uint64_t *len)
+{
+	uint64_t o = ((uint64_t)h + i * nblocks) * tile;
+	*off = o < bytes ? o : bytes;
+	*len = o >= bytes ? 0 : (bytes - o < tile ? bytes - o : tile);
+}
+
 #ifdef __cplusplus
 extern "C" {
 #endif

@@ -11,11 +11,33 @@
 
 #define WAG_NAME "algo-gpu"
 
-/* Flag arrays in every rank's scratch, written by peers: [kind][sender][block]. */
-enum { WAG_F_OS = 0, WAG_F_RS_READY, WAG_F_RS_CRED, WAG_F_AG_READY, WAG_F_AG_CRED, WAG_F_COUNT };
+/* Flag arrays in every rank's scratch, written by peers: [kind][sender][block].
+ * Each family of kernels has flags of its own, so calls of different
+ * collectives never read each other's flags: the one-shot family (OS), the
+ * reduce-scatter ring (RS), the allgather ring (AG) and the point-to-point
+ * rings (P2P; block = the channel's block h). */
+enum {
+	WAG_F_OS = 0,
+	WAG_F_RS_READY,
+	WAG_F_RS_CRED,
+	WAG_F_AG_READY,
+	WAG_F_AG_CRED,
+	WAG_F_P2P_READY,
+	WAG_F_P2P_CRED,
+	WAG_F_COUNT
+};
 /* Per-block counters in this rank's own part of scratch (no peer touches them):
- * [kind][block]. They advance inside kernels, so graph replays keep step. */
+ * [kind][block]. They advance inside kernels, so graph replays keep step. The
+ * one-shot epoch (WAG_L_OS) is kept equal across all blocks (block 0 also
+ * advances the blocks a call does not launch), so every one-shot call has one
+ * epoch and one half of the double buffer. */
 enum { WAG_L_LL = 0, WAG_L_OS, WAG_L_RS, WAG_L_AG, WAG_L_COUNT };
+/* Point-to-point sequence counters, [dir][peer][block h] in this rank's
+ * scratch: dir 0 counts tiles sent to peer, dir 1 tiles received from it. */
+enum { WAG_P2P_TX = 0, WAG_P2P_RX = 1 };
+
+/* Most entries of one send/recv batch one kernel takes (kernel parameters). */
+#define WAG_P2P_MAX_OPS 64
 
 #define WAG_LL_TPB 512  /* threads per LL block; one 8-byte packet each */
 #define WAG_TPB 512     /* threads per block of the other kernels */
@@ -32,6 +54,9 @@ struct wag_layout {
 	uint64_t os_slot;
 	uint64_t rs;        /* nranks * maxb * depth * tile_bytes */
 	uint64_t ag;
+	uint64_t p2p;       /* nranks * pblocks * depth * tile_bytes */
+	uint64_t p2p_local; /* 2 * WAG_MAX_RANKS * maxb uint64 */
+	uint32_t pblocks;   /* CUDA blocks per point-to-point channel (<= maxb) */
 	uint64_t tile_bytes;
 	uint64_t total;
 };
@@ -41,15 +66,39 @@ struct wag_kargs {
 	int nranks;
 	int dtype;  /* enum weft_datatype */
 	int op;     /* enum weft_redop */
-	int vec;    /* in and out 16-byte aligned */
+	int vec;    /* in and out (and every block of them) 16-byte aligned */
+	int root;   /* broadcast, reduce */
 	uint32_t nblocks;
 	const void *in;
 	void *out;
-	uint64_t count;   /* elements: allreduce the vector; allgather one rank's block */
+	uint64_t count;   /* elements: allreduce, broadcast, reduce the vector; allgather,
+			   * reduce-scatter, alltoall one rank's block (bytes where the
+			   * kernel moves bytes) */
 	char *scr[WAG_MAX_RANKS];                     /* scratch of every rank, mapped here */
 	const volatile uint32_t *abort[WAG_MAX_RANKS]; /* per peer, host-mapped */
 	struct wag_layout lay;
 	struct wag_sched s;
+};
+
+/* One entry of a point-to-point kernel: a send to peer, a receive from peer,
+ * or (peer = this rank) a copy from src to buf. */
+enum { WAG_P2P_SEND = 0, WAG_P2P_RECV = 1, WAG_P2P_SELF = 2 };
+struct wag_p2p_op {
+	char *buf;       /* send: read; recv, self: written */
+	const char *src; /* self: read */
+	uint64_t bytes;
+	int peer;
+	int kind;
+};
+
+/* A batch: channels (peer, kind) in a fixed order, pblocks CUDA blocks each;
+ * each channel walks its entries in batch order. */
+struct wag_p2p_args {
+	uint32_t nops;
+	uint32_t nch;
+	int ch_peer[2 * WAG_MAX_RANKS];
+	int ch_kind[2 * WAG_MAX_RANKS];
+	struct wag_p2p_op ops[WAG_P2P_MAX_OPS];
 };
 
 #ifdef __cplusplus
@@ -62,12 +111,23 @@ int wag_launch_allreduce_oneshot(const struct wag_kargs *a, void *stream, char *
 int wag_launch_allreduce_rsag(const struct wag_kargs *a, void *stream, char *err, size_t errlen);
 int wag_launch_allgather_oneshot(const struct wag_kargs *a, void *stream, char *err, size_t errlen);
 int wag_launch_allgather_ring(const struct wag_kargs *a, void *stream, char *err, size_t errlen);
+int wag_launch_reduce_scatter_oneshot(const struct wag_kargs *a, void *stream, char *err, size_t errlen);
+int wag_launch_reduce_scatter_ring(const struct wag_kargs *a, void *stream, char *err, size_t errlen);
+int wag_launch_reduce_oneshot(const struct wag_kargs *a, void *stream, char *err, size_t errlen);
+int wag_launch_reduce_ring(const struct wag_kargs *a, void *stream, char *err, size_t errlen);
+int wag_launch_broadcast_oneshot(const struct wag_kargs *a, void *stream, char *err, size_t errlen);
+int wag_launch_broadcast_ring(const struct wag_kargs *a, void *stream, char *err, size_t errlen);
+int wag_launch_alltoall_oneshot(const struct wag_kargs *a, void *stream, char *err, size_t errlen);
+int wag_launch_alltoall_ring(const struct wag_kargs *a, void *stream, char *err, size_t errlen);
+int wag_launch_p2p(const struct wag_kargs *a, const struct wag_p2p_args *p, void *stream, char *err, size_t errlen);
 /* Device, stream and sync helpers the host side needs (cudart is C++-linked here). */
 int wag_cuda_get_device(int *dev);
 int wag_cuda_set_device(int dev);
 int wag_cuda_sync_stream(void *stream, char *err, size_t errlen);
 int wag_cuda_sm_count(int dev, int *n);
 int wag_cuda_device_sync(void);
+/* 1 when ptr is device (or managed) memory of CUDA, else 0. */
+int wag_cuda_is_device_ptr(const void *ptr);
 #ifdef __cplusplus
 }
 #endif

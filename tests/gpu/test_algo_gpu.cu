@@ -1,10 +1,11 @@
-/* GPU tests of the algo-gpu pack through the public API: weft_allreduce and
- * weft_allgather on cudaMalloc buffers with a stream, forked ranks (one per
- * GPU, or several per GPU for 3 and 4 ranks), integer-valued random data
- * checked bit for bit against a CPU reference, outputs poisoned first and
- * guarded past their end, in place and out of place, and a captured graph
- * replayed 1,000 times with new data each time. Skips (77) without a GPU
- * unless WEFT_REQUIRE_GPU=1. */
+/* GPU tests of the algo-gpu pack through the public API: every collective
+ * (allreduce, allgather, reduce-scatter, reduce, broadcast, alltoall) and
+ * send/recv in groups and alone, on cudaMalloc buffers with a stream, forked
+ * ranks (one per GPU, or several per GPU for 3 and 4 ranks), integer-valued
+ * random data of every datatype and op checked bit for bit against a CPU
+ * reference, outputs poisoned first and guarded past their end, in place and
+ * out of place, and a captured graph of every collective replayed 1,000 times
+ * with new data each time. Skips (77) without a GPU unless WEFT_REQUIRE_GPU=1. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <weft/weft.h>
@@ -104,17 +106,47 @@ template <> struct H<__nv_bfloat16> {
 	static __host__ __device__ A to(__nv_bfloat16 x) { return __bfloat162float(x); }
 };
 
+/* Integers of the same width as the pack (which wraps): int8 and uint8 wrap
+ * through the conversion back to A; wider ones never overflow with this data
+ * (|sum| <= 64, |product| <= 256) except unsigned, which wraps by definition. */
+#define H_SAME(T, D)                                                                     \
+	template <> struct H<T> {                                                        \
+		typedef T A;                                                             \
+		static const enum weft_datatype type = D;                                \
+		static __host__ __device__ T from(A x) { return x; }                     \
+		static __host__ __device__ A to(T x) { return x; }                       \
+	};
+H_SAME(int8_t, WEFT_INT8)
+H_SAME(uint8_t, WEFT_UINT8)
+H_SAME(uint32_t, WEFT_UINT32)
+H_SAME(int64_t, WEFT_INT64)
+H_SAME(uint64_t, WEFT_UINT64)
+/* fp8 accumulates in float and rounds once, with cuda_fp8.h's conversion
+ * (host and device implement the same rounding). */
+template <> struct H<__nv_fp8_e4m3> {
+	typedef float A;
+	static const enum weft_datatype type = WEFT_FP8_E4M3;
+	static __host__ __device__ __nv_fp8_e4m3 from(A x) { return __nv_fp8_e4m3(x); }
+	static __host__ __device__ A to(__nv_fp8_e4m3 x) { return (float)x; }
+};
+template <> struct H<__nv_fp8_e5m2> {
+	typedef float A;
+	static const enum weft_datatype type = WEFT_FP8_E5M2;
+	static __host__ __device__ __nv_fp8_e5m2 from(A x) { return __nv_fp8_e5m2(x); }
+	static __host__ __device__ A to(__nv_fp8_e5m2 x) { return (float)x; }
+};
+
 template <typename A> static A h_combine(int op, A x, A y)
 {
 	switch (op) {
 	case WEFT_PROD:
-		return x * y;
+		return (A)(x * y);
 	case WEFT_MIN:
 		return y < x ? y : x;
 	case WEFT_MAX:
 		return y > x ? y : x;
 	default:
-		return x + y;
+		return (A)(x + y);
 	}
 }
 
@@ -127,7 +159,7 @@ template <typename T> static T reference(uint32_t seed, int n, uint64_t i, int o
 	for (int q = 1; q < n; q++)
 		acc = h_combine<A>(op, acc, H<T>::to(H<T>::from((A)gen(seed, q, i, op))));
 	if (op == WEFT_AVG)
-		acc = acc / (A)n;
+		acc = (A)(acc / (A)n);
 	return H<T>::from(acc);
 }
 
@@ -195,6 +227,305 @@ static int check_allgather(struct ctx *c, size_t count, enum weft_datatype type,
 	return 0;
 }
 
+/* Every rank's input is gen(seed, rank, i) over n * count elements; rank r
+ * gets the reduction of block r. In place: recvbuf = sendbuf + r * count. */
+template <typename T> static int check_reduce_scatter(struct ctx *c, size_t count, int op, int inplace, uint32_t seed)
+{
+	size_t es = sizeof(T), tot = count * (size_t)c->n, bytes = count * es, gbytes = (tot + GUARD) * es;
+	if (gbytes > c->cap)
+		RFAIL("case too large");
+	T *h = (T *)c->hbuf;
+	for (size_t i = 0; i < tot; i++)
+		h[i] = H<T>::from((typename H<T>::A)gen(seed, c->rank, i, op));
+	CK(cudaMemsetAsync(c->drecv, 0xA5, gbytes, c->st));
+	CK(cudaMemcpyAsync(inplace ? c->drecv : c->dsend, h, tot * es, cudaMemcpyHostToDevice, c->st));
+	char *out = (char *)c->drecv + (inplace ? (size_t)c->rank * bytes : 0);
+	OK(weft_reduce_scatter(inplace ? c->drecv : c->dsend, out, count, H<T>::type, (enum weft_redop)op, c->comm,
+			       c->st));
+	CK(cudaMemcpyAsync(c->hout, c->drecv, gbytes, cudaMemcpyDeviceToHost, c->st));
+	CK(cudaStreamSynchronize(c->st));
+	const T *o = (const T *)(c->hout + (inplace ? (size_t)c->rank * bytes : 0));
+	for (size_t i = 0; i < count; i++) {
+		T want = reference<T>(seed, c->n, (uint64_t)c->rank * count + i, op);
+		if (memcmp(&o[i], &want, es) != 0)
+			RFAIL("reduce_scatter %s %s count %zu %s: element %zu is %g, want %g", weft_datatype_name(H<T>::type),
+			      weft_redop_name((enum weft_redop)op), count, inplace ? "in place" : "out of place", i,
+			      (double)H<T>::to(o[i]), (double)H<T>::to(want));
+	}
+	/* Out of place, nothing past the output; in place, nothing past the input. */
+	for (size_t b = inplace ? tot * es : bytes; b < (inplace ? tot * es : bytes) + GUARD * es; b++)
+		if ((unsigned char)c->hout[b] != 0xA5)
+			RFAIL("reduce_scatter %s count %zu wrote past the end (byte %zu)", weft_datatype_name(H<T>::type), count,
+			      b);
+	return 0;
+}
+
+/* The root gets the reduction; every other rank's recvbuf stays as it was
+ * (poison out of place, its input in place). */
+template <typename T>
+static int check_reduce(struct ctx *c, size_t count, int op, int root, int inplace, uint32_t seed)
+{
+	size_t es = sizeof(T), bytes = count * es, gbytes = (count + GUARD) * es;
+	if (gbytes > c->cap)
+		RFAIL("case too large");
+	T *h = (T *)c->hbuf;
+	for (size_t i = 0; i < count; i++)
+		h[i] = H<T>::from((typename H<T>::A)gen(seed, c->rank, i, op));
+	CK(cudaMemsetAsync(c->drecv, 0xA5, gbytes, c->st));
+	CK(cudaMemcpyAsync(inplace ? c->drecv : c->dsend, h, bytes, cudaMemcpyHostToDevice, c->st));
+	OK(weft_reduce(inplace ? c->drecv : c->dsend, c->drecv, count, H<T>::type, (enum weft_redop)op, root, c->comm,
+		       c->st));
+	CK(cudaMemcpyAsync(c->hout, c->drecv, gbytes, cudaMemcpyDeviceToHost, c->st));
+	CK(cudaStreamSynchronize(c->st));
+	const T *o = (const T *)c->hout;
+	if (c->rank != root && !inplace) {
+		for (size_t b = 0; b < gbytes; b++)
+			if ((unsigned char)c->hout[b] != 0xA5)
+				RFAIL("reduce root %d count %zu: this non-root's recvbuf was written (byte %zu)", root, count, b);
+		return 0;
+	}
+	for (size_t i = 0; i < count; i++) {
+		T want = c->rank == root ? reference<T>(seed, c->n, i, op) : h[i];
+		if (memcmp(&o[i], &want, es) != 0)
+			RFAIL("reduce %s %s root %d count %zu %s: element %zu is %g, want %g", weft_datatype_name(H<T>::type),
+			      weft_redop_name((enum weft_redop)op), root, count, inplace ? "in place" : "out of place", i,
+			      (double)H<T>::to(o[i]), (double)H<T>::to(want));
+	}
+	for (size_t b = bytes; b < gbytes; b++)
+		if ((unsigned char)c->hout[b] != 0xA5)
+			RFAIL("reduce %s count %zu wrote past the end (byte %zu)", weft_datatype_name(H<T>::type), count,
+			      b - bytes);
+	return 0;
+}
+
+/* The root's bytes (hash of the root) reach every rank. */
+static int check_broadcast(struct ctx *c, size_t count, enum weft_datatype type, int root, int inplace, uint32_t seed)
+{
+	size_t bytes = count * weft_datatype_size(type), gbytes = bytes + GUARD;
+	if (gbytes > c->cap)
+		RFAIL("case too large");
+	for (size_t b = 0; b < bytes; b++)
+		c->hbuf[b] = (char)hash3(seed, (uint32_t)root, b);
+	CK(cudaMemsetAsync(c->drecv, 0xA5, gbytes, c->st));
+	if (c->rank == root)
+		CK(cudaMemcpyAsync(inplace ? c->drecv : c->dsend, c->hbuf, bytes, cudaMemcpyHostToDevice, c->st));
+	OK(weft_broadcast(inplace ? c->drecv : c->dsend, c->drecv, count, type, root, c->comm, c->st));
+	CK(cudaMemcpyAsync(c->hout, c->drecv, gbytes, cudaMemcpyDeviceToHost, c->st));
+	CK(cudaStreamSynchronize(c->st));
+	for (size_t b = 0; b < bytes; b++)
+		if (c->hout[b] != c->hbuf[b])
+			RFAIL("broadcast %s root %d count %zu %s: byte %zu is wrong", weft_datatype_name(type), root, count,
+			      inplace ? "in place" : "out of place", b);
+	for (size_t b = bytes; b < gbytes; b++)
+		if ((unsigned char)c->hout[b] != 0xA5)
+			RFAIL("broadcast count %zu wrote past the end", count);
+	return 0;
+}
+
+/* Rank r's input byte i is hash(r, i); its output block p must be rank p's
+ * input block r. In place: sendbuf == recvbuf. */
+static int check_alltoall(struct ctx *c, size_t count, enum weft_datatype type, int inplace, uint32_t seed)
+{
+	size_t blk = count * weft_datatype_size(type), total = blk * (size_t)c->n, gtotal = total + GUARD;
+	if (gtotal > c->cap)
+		RFAIL("case too large");
+	for (size_t b = 0; b < total; b++)
+		c->hbuf[b] = (char)hash3(seed, (uint32_t)c->rank, b);
+	CK(cudaMemsetAsync(c->drecv, 0xA5, gtotal, c->st));
+	CK(cudaMemcpyAsync(inplace ? c->drecv : c->dsend, c->hbuf, total, cudaMemcpyHostToDevice, c->st));
+	OK(weft_alltoall(inplace ? c->drecv : c->dsend, c->drecv, count, type, c->comm, c->st));
+	CK(cudaMemcpyAsync(c->hout, c->drecv, gtotal, cudaMemcpyDeviceToHost, c->st));
+	CK(cudaStreamSynchronize(c->st));
+	for (int p = 0; p < c->n; p++)
+		for (size_t b = 0; b < blk; b++)
+			if (c->hout[(size_t)p * blk + b] != (char)hash3(seed, (uint32_t)p, (size_t)c->rank * blk + b))
+				RFAIL("alltoall %s count %zu %s: byte %zu of the block from rank %d is wrong",
+				      weft_datatype_name(type), count, inplace ? "in place" : "out of place", b, p);
+	for (size_t b = total; b < gtotal; b++)
+		if ((unsigned char)c->hout[b] != 0xA5)
+			RFAIL("alltoall count %zu wrote past the end", count);
+	return 0;
+}
+
+/* ----------------------------------------------------------- send/recv
+ * Sends and receives of one rank are laid out in dsend / drecv as a list of
+ * (peer, bytes) messages; message k from s to d holds hash(seed + k, s * 8 + d, i).
+ * The pack launches point-to-point kernels on its own (the core passes no
+ * stream), so inputs are synchronized on c->st first and results are complete
+ * when the call returns. */
+
+struct msg {
+	int peer;
+	int is_send;
+	size_t bytes;
+	size_t off; /* in dsend (send) or drecv (recv) */
+	uint32_t tag; /* which message of the pair (k) */
+};
+
+static size_t msg_bytes(uint32_t seed, int s, int d, uint32_t k, size_t base)
+{
+	/* odd sizes that differ per pair and message, the same on both sides */
+	return base + hash3(seed + k, (uint32_t)(s * 8 + d), 99) % 97;
+}
+
+static int p2p_prepare(struct ctx *c, struct msg *m, int nm, uint32_t seed)
+{
+	size_t so = 0, ro = 0;
+	for (int i = 0; i < nm; i++) {
+		size_t *o = m[i].is_send ? &so : &ro;
+		m[i].off = *o;
+		*o += (m[i].bytes + 255) / 256 * 256 + (i % 3); /* misaligned starts too */
+	}
+	if (so + GUARD > c->cap || ro + GUARD > c->cap)
+		RFAIL("p2p case too large");
+	for (int i = 0; i < nm; i++)
+		if (m[i].is_send)
+			for (size_t b = 0; b < m[i].bytes; b++)
+				c->hbuf[m[i].off + b] = (char)hash3(seed + m[i].tag, (uint32_t)(c->rank * 8 + m[i].peer), b);
+	CK(cudaMemcpyAsync(c->dsend, c->hbuf, so, cudaMemcpyHostToDevice, c->st));
+	CK(cudaMemsetAsync(c->drecv, 0xA5, ro + GUARD, c->st));
+	CK(cudaStreamSynchronize(c->st));
+	return 0;
+}
+
+static int p2p_verify(struct ctx *c, const struct msg *m, int nm, uint32_t seed, const char *what)
+{
+	size_t ro = 0;
+	for (int i = 0; i < nm; i++)
+		if (!m[i].is_send && m[i].off + m[i].bytes > ro)
+			ro = m[i].off + m[i].bytes;
+	CK(cudaMemcpyAsync(c->hout, c->drecv, ro + GUARD, cudaMemcpyDeviceToHost, c->st));
+	CK(cudaStreamSynchronize(c->st));
+	/* Poison between and after messages must survive. */
+	char *seen = (char *)calloc(ro + GUARD, 1);
+	if (!seen)
+		RFAIL("out of memory");
+	for (int i = 0; i < nm; i++) {
+		if (m[i].is_send)
+			continue;
+		for (size_t b = 0; b < m[i].bytes; b++) {
+			seen[m[i].off + b] = 1;
+			if (c->hout[m[i].off + b] != (char)hash3(seed + m[i].tag, (uint32_t)(m[i].peer * 8 + c->rank), b)) {
+				free(seen);
+				RFAIL("%s: message %u from rank %d (%zu bytes): byte %zu is wrong", what, m[i].tag, m[i].peer,
+				      m[i].bytes, b);
+			}
+		}
+	}
+	for (size_t b = 0; b < ro + GUARD; b++)
+		if (!seen[b] && (unsigned char)c->hout[b] != 0xA5) {
+			free(seen);
+			RFAIL("%s: byte %zu outside every message was written", what, b);
+		}
+	free(seen);
+	return 0;
+}
+
+static int p2p_post(struct ctx *c, const struct msg *m)
+{
+	if (m->is_send)
+		return weft_send((char *)c->dsend + m->off, m->bytes, WEFT_UINT8, m->peer, c->comm, c->st);
+	return weft_recv((char *)c->drecv + m->off, m->bytes, WEFT_UINT8, m->peer, c->comm, c->st);
+}
+
+/* One group: every rank sends `per` messages to every rank (itself too) and
+ * receives as many from each, sizes around base; the order of the calls
+ * differs per rank (receives first on odd ranks). */
+static int check_p2p_all(struct ctx *c, size_t base, int per, uint32_t seed)
+{
+	struct msg m[2 * 8 * 4];
+	int nm = 0;
+	for (int pass = 0; pass < 2; pass++) {
+		int sends = (pass == 0) == (c->rank % 2 == 0);
+		for (int q = 0; q < c->n; q++)
+			for (int k = 0; k < per; k++) {
+				struct msg x = {q, sends, 0, 0, (uint32_t)k};
+				x.bytes = sends ? msg_bytes(seed, c->rank, q, (uint32_t)k, base)
+						: msg_bytes(seed, q, c->rank, (uint32_t)k, base);
+				m[nm++] = x;
+			}
+	}
+	if (p2p_prepare(c, m, nm, seed))
+		return 1;
+	OK(weft_group_start());
+	for (int i = 0; i < nm; i++) {
+		int rc = p2p_post(c, &m[i]);
+		if (rc) {
+			weft_group_end();
+			RFAIL("queuing message %d: %s", i, weft_strerror(rc));
+		}
+	}
+	OK(weft_group_end());
+	return p2p_verify(c, m, nm, seed, "all-pairs group");
+}
+
+/* One group per rank: send to the right, receive from the left (a ring). */
+static int check_p2p_shift(struct ctx *c, size_t base, uint32_t seed)
+{
+	int right = (c->rank + 1) % c->n, left = (c->rank + c->n - 1) % c->n;
+	struct msg m[2] = {{right, 1, msg_bytes(seed, c->rank, right, 0, base), 0, 0},
+			   {left, 0, msg_bytes(seed, left, c->rank, 0, base), 0, 0}};
+	if (p2p_prepare(c, m, 2, seed))
+		return 1;
+	OK(weft_group_start());
+	int r0 = p2p_post(c, &m[0]), r1 = p2p_post(c, &m[1]);
+	OK(weft_group_end());
+	OK(r0);
+	OK(r1);
+	return p2p_verify(c, m, 2, seed, "ring shift");
+}
+
+/* Without groups: rank 0 sends 3 messages to every other rank one call at a
+ * time, which receive them as one group of 3; then every other rank in turn
+ * sends 3 messages in one group, which rank 0 receives one call at a time.
+ * Large sizes make senders wait for the receivers' credits; the different
+ * groupings must still match. */
+static int check_p2p_blocking(struct ctx *c, size_t base, uint32_t seed)
+{
+	struct msg m[2 * 8 * 3];
+	int nm = 0;
+	for (int q = 1; q < c->n; q++)
+		for (int k = 0; k < 3; k++) {
+			if (c->rank == 0)
+				m[nm++] = (struct msg){q, 1, msg_bytes(seed, 0, q, (uint32_t)k, base), 0, (uint32_t)k};
+			else if (c->rank == q)
+				m[nm++] = (struct msg){0, 0, msg_bytes(seed, 0, q, (uint32_t)k, base), 0, (uint32_t)k};
+		}
+	int first_back = nm;
+	for (int q = 1; q < c->n; q++)
+		for (int k = 0; k < 3; k++) {
+			if (c->rank == 0)
+				m[nm++] = (struct msg){q, 0, msg_bytes(seed, q, 0, (uint32_t)k, base), 0, (uint32_t)k};
+			else if (c->rank == q)
+				m[nm++] = (struct msg){0, 1, msg_bytes(seed, q, 0, (uint32_t)k, base), 0, (uint32_t)k};
+		}
+	if (p2p_prepare(c, m, nm, seed))
+		return 1;
+	if (c->rank == 0) {
+		for (int i = 0; i < nm; i++)
+			OK(p2p_post(c, &m[i]));
+	} else {
+		OK(weft_group_start());
+		int rc = 0;
+		for (int i = 0; i < first_back; i++)
+			rc = rc ? rc : p2p_post(c, &m[i]);
+		OK(weft_group_end());
+		OK(rc);
+		OK(weft_group_start());
+		for (int i = first_back; i < nm; i++)
+			rc = rc ? rc : p2p_post(c, &m[i]);
+		OK(weft_group_end());
+		OK(rc);
+	}
+	return p2p_verify(c, m, nm, seed, "blocking send/recv");
+}
+
+static int check_p2p(struct ctx *c, size_t base, uint32_t *seed)
+{
+	return check_p2p_shift(c, base, (*seed)++) || check_p2p_all(c, base, 2, (*seed)++) ||
+	       check_p2p_blocking(c, base, (*seed)++);
+}
+
 static int ctx_open(struct ctx *c, int rank, int n, size_t cap)
 {
 	memset(c, 0, sizeof(*c));
@@ -237,6 +568,54 @@ template <typename T> static int all_ops(struct ctx *c, size_t count, uint32_t *
 	return 0;
 }
 
+/* Every reduction collective of one type: each op, in and out of place. */
+template <typename T> static int red_ops(struct ctx *c, size_t count, int root, int with_allreduce, uint32_t *seed)
+{
+	for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++)
+		for (int ip = 0; ip < 2; ip++)
+			if ((with_allreduce && check_allreduce<T>(c, count, ops[o], ip, (*seed)++)) ||
+			    check_reduce_scatter<T>(c, count, ops[o], ip, (*seed)++) ||
+			    check_reduce<T>(c, count, ops[o], root, ip, (*seed)++))
+				return 1;
+	return 0;
+}
+
+/* The data movers of one type: broadcast from every root, alltoall. */
+static int move_ops(struct ctx *c, size_t count, enum weft_datatype type, uint32_t *seed)
+{
+	for (int ip = 0; ip < 2; ip++) {
+		for (int root = 0; root < c->n; root++)
+			if (check_broadcast(c, count, type, root, ip, (*seed)++))
+				return 1;
+		if (check_alltoall(c, count, type, ip, (*seed)++))
+			return 1;
+	}
+	return 0;
+}
+
+#define EVERY_TYPE(F, ...)                                                                                          \
+	(F<float>(__VA_ARGS__) || F<__half>(__VA_ARGS__) || F<__nv_bfloat16>(__VA_ARGS__) || F<double>(__VA_ARGS__) || \
+	 F<int32_t>(__VA_ARGS__) || F<int8_t>(__VA_ARGS__) || F<uint8_t>(__VA_ARGS__) || F<uint32_t>(__VA_ARGS__) ||    \
+	 F<int64_t>(__VA_ARGS__) || F<uint64_t>(__VA_ARGS__) || F<__nv_fp8_e4m3>(__VA_ARGS__) ||                       \
+	 F<__nv_fp8_e5m2>(__VA_ARGS__))
+
+static const enum weft_datatype all_types[] = {WEFT_INT8,     WEFT_UINT8,    WEFT_INT32,    WEFT_UINT32,
+					      WEFT_INT64,    WEFT_UINT64,   WEFT_FLOAT16,  WEFT_BFLOAT16,
+					      WEFT_FLOAT32,  WEFT_FLOAT64,  WEFT_FP8_E4M3, WEFT_FP8_E5M2};
+
+/* A send to this rank itself with no matching receive is refused on every
+ * rank (-EINVAL), and nothing is launched. */
+static int check_p2p_unmatched_self(struct ctx *c)
+{
+	OK(weft_group_start());
+	int r0 = weft_send(c->dsend, 16, WEFT_UINT8, c->rank, c->comm, c->st);
+	int rc = weft_group_end();
+	OK(r0);
+	if (rc != -EINVAL)
+		RFAIL("an unmatched send to itself returned %d, want -EINVAL", rc);
+	return 0;
+}
+
 /* Sizes in bytes: 0, one element, odd, 64 KiB, 16 MiB, and past both
  * one-shot thresholds with an odd element count. */
 static int matrix_rank(int rank, int n, void *arg)
@@ -261,10 +640,38 @@ static int matrix_rank(int rank, int n, void *arg)
 				return 1;
 		}
 	}
-	/* Refusals: a type or op the pack lacks is -ENOTSUP, never a wrong result. */
-	int rc = weft_allreduce(c.dsend, c.drecv, 16, WEFT_INT8, WEFT_SUM, c.comm, c.st);
-	if (rc != -ENOTSUP)
-		RFAIL("int8 allreduce returned %d, want -ENOTSUP", rc);
+	/* Every collective, type and op at small and odd sizes (one-shot paths,
+	 * or the rings in the _rings entries); the root moves with the size. */
+	const size_t counts[] = {1, 3, 1023, 16411};
+	for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+		if (EVERY_TYPE(red_ops, &c, counts[k], (int)(k % 2), 1, &seed))
+			return 1;
+		for (size_t t = 0; t < sizeof(all_types) / sizeof(all_types[0]); t++)
+			if (move_ops(&c, counts[k], all_types[t], &seed))
+				return 1;
+	}
+	/* Past the one-shot thresholds (16 MiB; alltoall 1 MiB): the rings. */
+	const size_t big = (4u << 20) + 3; /* float32 elements: 16 MiB + 12 bytes */
+	for (int ip = 0; ip < 2; ip++)
+		if (check_reduce_scatter<float>(&c, big / 2, WEFT_SUM, ip, seed++) ||
+		    check_reduce_scatter<uint8_t>(&c, big * 2 + 1, WEFT_MAX, ip, seed++) ||
+		    check_reduce<float>(&c, big, WEFT_SUM, 0, ip, seed++) ||
+		    check_reduce<__nv_bfloat16>(&c, big * 2 + 5, WEFT_AVG, 1, ip, seed++) ||
+		    check_reduce<int64_t>(&c, big / 2 + 1, WEFT_PROD, 0, ip, seed++) ||
+		    check_allreduce<uint8_t>(&c, big * 4 + 7, WEFT_MAX, ip, seed++) ||
+		    check_allreduce<__nv_fp8_e5m2>(&c, big * 4 + 1, WEFT_SUM, ip, seed++) ||
+		    check_broadcast(&c, big, WEFT_FLOAT32, 0, ip, seed++) ||
+		    check_broadcast(&c, big * 4 + 1, WEFT_UINT8, 1, ip, seed++) ||
+		    check_alltoall(&c, (1u << 18) + 3, WEFT_FLOAT32, ip, seed++) ||
+		    check_alltoall(&c, (big * 4) / 2 + 1, WEFT_INT8, ip, seed++))
+			return 1;
+	/* Send/recv: tiny, odd, and past a channel's ring (senders wait for credit). */
+	const size_t bases[] = {1, 4099, (2u << 20) + 3};
+	for (size_t k = 0; k < sizeof(bases) / sizeof(bases[0]); k++)
+		if (check_p2p(&c, bases[k], &seed))
+			return 1;
+	if (check_p2p_unmatched_self(&c))
+		return 1;
 	return ctx_close(&c);
 }
 
@@ -280,12 +687,34 @@ static int small_matrix_rank(int rank, int n, void *arg)
 	 * sizes stay modest but still reach every algorithm. */
 	const size_t counts[] = {1, 5, 4097, 16384, 100003, (4u << 20) + 3};
 	for (size_t s = 0; s < sizeof(counts) / sizeof(counts[0]); s++)
-		for (int ip = 0; ip < 2; ip++)
+		for (int ip = 0; ip < 2; ip++) {
+			/* per-rank blocks stay within the buffers: n * block <= 16 MiB + a bit */
+			int big = counts[s] > (1u << 20);
+			size_t blk = big ? (1u << 20) + 3 : counts[s];
+			int root = (int)(s % (size_t)n);
 			if (check_allreduce<float>(&c, counts[s], WEFT_SUM, ip, seed++) ||
 			    check_allreduce<__nv_bfloat16>(&c, counts[s], WEFT_MAX, ip, seed++) ||
 			    check_allreduce<int32_t>(&c, counts[s], WEFT_AVG, ip, seed++) ||
-			    check_allgather(&c, counts[s] / (size_t)n + 1, WEFT_FLOAT32, ip, seed++))
+			    check_allgather(&c, counts[s] / (size_t)n + 1, WEFT_FLOAT32, ip, seed++) ||
+			    check_reduce_scatter<float>(&c, blk, WEFT_SUM, ip, seed++) ||
+			    check_reduce<float>(&c, counts[s], WEFT_SUM, root, ip, seed++) ||
+			    check_broadcast(&c, counts[s], WEFT_FLOAT32, root, ip, seed++) ||
+			    check_alltoall(&c, blk, WEFT_FLOAT32, ip, seed++))
 				return 1;
+			/* Ranks share GPUs here: the other types at the smaller sizes. */
+			if (!big && (check_allreduce<int8_t>(&c, counts[s], WEFT_PROD, ip, seed++) ||
+				     check_reduce_scatter<__nv_fp8_e4m3>(&c, blk, WEFT_MAX, ip, seed++) ||
+				     check_reduce_scatter<uint64_t>(&c, blk / 2 + 1, WEFT_MIN, ip, seed++) ||
+				     check_reduce<uint32_t>(&c, counts[s], WEFT_PROD, (root + 1) % n, ip, seed++) ||
+				     check_reduce<__half>(&c, counts[s], WEFT_AVG, (root + 2) % n, ip, seed++) ||
+				     check_broadcast(&c, counts[s] + 1, WEFT_UINT8, (root + 1) % n, ip, seed++) ||
+				     check_alltoall(&c, blk * 2 + 1, WEFT_INT8, ip, seed++)))
+				return 1;
+		}
+	const size_t bases[] = {3, 70001, (1u << 20) + 5};
+	for (size_t k = 0; k < sizeof(bases) / sizeof(bases[0]); k++)
+		if (check_p2p(&c, bases[k], &seed))
+			return 1;
 	return ctx_close(&c);
 }
 
@@ -295,18 +724,23 @@ __global__ void fill_kernel(float *p, size_t count, const uint32_t *seed, int ra
 		p[i] = (float)gen(*seed, rank, i, WEFT_SUM);
 }
 
-/* A graph holding a small and a medium allreduce and an allgather, each fed
- * by a kernel that draws new data from a seed the host changes before every
- * replay: 1,000 replays, each result checked. */
+/* A graph holding a small and a medium allreduce, an allgather, a
+ * reduce-scatter, a broadcast, an alltoall and a reduce, each fed by a kernel
+ * that draws new data from a seed the host changes before every replay:
+ * 1,000 replays, each result checked. */
 static int graph_rank(int rank, int n, void *arg)
 {
 	(void)arg;
 	struct ctx c;
-	const size_t n1 = 1000, n2 = 300001, ng = 4099;
+	const size_t n1 = 1000, n2 = 300001, ng = 4099, nrs = 777, nbc = 1001, na = 333, nred = 555;
+	const int bc_root = 1 % n, red_root = 0;
 	if (ctx_open(&c, rank, n, (8u << 20)))
 		return 1;
 	float *in1 = (float *)c.dsend, *in2 = in1 + 1024, *ing = in2 + n2 + 3;
+	float *inrs = ing + ng + 5, *inbc = inrs + nrs * n + 1, *ina = inbc + nbc + 2, *inred = ina + na * n + 3;
 	float *out1 = (float *)c.drecv, *out2 = out1 + 1024, *outg = out2 + n2 + 3;
+	float *outrs = outg + ng * n + 1, *outbc = outrs + nrs + 2, *outa = outbc + nbc + 3, *outred = outa + na * n + 1;
+	size_t recv_floats = (size_t)(outred + nred - out1);
 	uint32_t *dseed;
 	CK(cudaMalloc(&dseed, sizeof(uint32_t)));
 	/* Setup (connections, scratch) happens at a comm's first call: not while
@@ -314,6 +748,10 @@ static int graph_rank(int rank, int n, void *arg)
 	OK(weft_allreduce(in1, out1, n1, WEFT_FLOAT32, WEFT_SUM, c.comm, c.st));
 	OK(weft_allreduce(in2, out2, n2, WEFT_FLOAT32, WEFT_SUM, c.comm, c.st));
 	OK(weft_allgather(ing, outg, ng, WEFT_FLOAT32, c.comm, c.st));
+	OK(weft_reduce_scatter(inrs, outrs, nrs, WEFT_FLOAT32, WEFT_SUM, c.comm, c.st));
+	OK(weft_broadcast(inbc, outbc, nbc, WEFT_FLOAT32, bc_root, c.comm, c.st));
+	OK(weft_alltoall(ina, outa, na, WEFT_FLOAT32, c.comm, c.st));
+	OK(weft_reduce(inred, outred, nred, WEFT_FLOAT32, WEFT_SUM, red_root, c.comm, c.st));
 	CK(cudaStreamSynchronize(c.st));
 	cudaGraph_t graph;
 	cudaGraphExec_t exec;
@@ -321,21 +759,34 @@ static int graph_rank(int rank, int n, void *arg)
 	fill_kernel<<<64, 256, 0, c.st>>>(in1, n1, dseed, rank);
 	fill_kernel<<<64, 256, 0, c.st>>>(in2, n2, dseed, rank);
 	fill_kernel<<<64, 256, 0, c.st>>>(ing, ng, dseed, rank);
+	fill_kernel<<<64, 256, 0, c.st>>>(inrs, nrs * n, dseed, rank);
+	fill_kernel<<<64, 256, 0, c.st>>>(inbc, nbc, dseed, rank);
+	fill_kernel<<<64, 256, 0, c.st>>>(ina, na * n, dseed, rank);
+	fill_kernel<<<64, 256, 0, c.st>>>(inred, nred, dseed, rank);
 	int r1 = weft_allreduce(in1, out1, n1, WEFT_FLOAT32, WEFT_SUM, c.comm, c.st);
 	int r2 = weft_allreduce(in2, out2, n2, WEFT_FLOAT32, WEFT_SUM, c.comm, c.st);
 	int r3 = weft_allgather(ing, outg, ng, WEFT_FLOAT32, c.comm, c.st);
+	int r4 = weft_reduce_scatter(inrs, outrs, nrs, WEFT_FLOAT32, WEFT_SUM, c.comm, c.st);
+	int r5 = weft_broadcast(inbc, outbc, nbc, WEFT_FLOAT32, bc_root, c.comm, c.st);
+	int r6 = weft_alltoall(ina, outa, na, WEFT_FLOAT32, c.comm, c.st);
+	int r7 = weft_reduce(inred, outred, nred, WEFT_FLOAT32, WEFT_SUM, red_root, c.comm, c.st);
 	CK(cudaStreamEndCapture(c.st, &graph));
 	OK(r1);
 	OK(r2);
 	OK(r3);
+	OK(r4);
+	OK(r5);
+	OK(r6);
+	OK(r7);
 	CK(cudaGraphInstantiate(&exec, graph, 0));
 	float *h1 = (float *)c.hout, *h2 = h1 + 1024, *hg = h2 + n2 + 3;
+	float *hrs = hg + ng * n + 1, *hbc = hrs + nrs + 2, *ha = hbc + nbc + 3, *hred = ha + na * n + 1;
 	for (uint32_t it = 0; it < 1000; it++) {
 		uint32_t seed = 7000 + it;
 		CK(cudaMemcpyAsync(dseed, &seed, sizeof(seed), cudaMemcpyHostToDevice, c.st));
-		CK(cudaMemsetAsync(c.drecv, 0xA5, (n2 + 1024 + 3 + ng * n + 64) * 4, c.st));
+		CK(cudaMemsetAsync(c.drecv, 0xA5, (recv_floats + 64) * 4, c.st));
 		CK(cudaGraphLaunch(exec, c.st));
-		CK(cudaMemcpyAsync(c.hout, c.drecv, (n2 + 1024 + 3 + ng * n) * 4, cudaMemcpyDeviceToHost, c.st));
+		CK(cudaMemcpyAsync(c.hout, c.drecv, recv_floats * 4, cudaMemcpyDeviceToHost, c.st));
 		CK(cudaStreamSynchronize(c.st));
 		for (size_t i = 0; i < n1; i++)
 			if (h1[i] != reference<float>(seed, n, i, WEFT_SUM))
@@ -348,6 +799,23 @@ static int graph_rank(int rank, int n, void *arg)
 				if (hg[(size_t)q * ng + i] != (float)gen(seed, q, i, WEFT_SUM))
 					RFAIL("replay %u: allgather rank %d element %zu is %g", it, q, i,
 					      hg[(size_t)q * ng + i]);
+		for (size_t i = 0; i < nrs; i++)
+			if (hrs[i] != reference<float>(seed, n, (uint64_t)rank * nrs + i, WEFT_SUM))
+				RFAIL("replay %u: reduce_scatter element %zu is %g", it, i, hrs[i]);
+		for (size_t i = 0; i < nbc; i++)
+			if (hbc[i] != (float)gen(seed, bc_root, i, WEFT_SUM))
+				RFAIL("replay %u: broadcast element %zu is %g", it, i, hbc[i]);
+		for (int q = 0; q < n; q++)
+			for (size_t i = 0; i < na; i++)
+				if (ha[(size_t)q * na + i] != (float)gen(seed, q, (uint64_t)rank * na + i, WEFT_SUM))
+					RFAIL("replay %u: alltoall block of rank %d element %zu is %g", it, q, i,
+					      ha[(size_t)q * na + i]);
+		for (size_t i = 0; i < nred; i++) {
+			uint32_t poison;
+			memcpy(&poison, &hred[i], 4);
+			if (rank == red_root ? hred[i] != reference<float>(seed, n, i, WEFT_SUM) : poison != 0xA5A5A5A5u)
+				RFAIL("replay %u: reduce element %zu is %g", it, i, hred[i]);
+		}
 	}
 	CK(cudaGraphExecDestroy(exec));
 	CK(cudaGraphDestroy(graph));
@@ -369,7 +837,7 @@ static int run(int n, wt_rank_fn fn, int timeout)
 
 START_TEST(two_ranks_matrix)
 {
-	ck_assert_int_eq(run(2, matrix_rank, 400), 0);
+	ck_assert_int_eq(run(2, matrix_rank, 800), 0);
 }
 END_TEST
 
@@ -381,13 +849,13 @@ END_TEST
 
 START_TEST(three_ranks)
 {
-	ck_assert_int_eq(run(3, small_matrix_rank, 300), 0);
+	ck_assert_int_eq(run(3, small_matrix_rank, 420), 0);
 }
 END_TEST
 
 START_TEST(four_ranks)
 {
-	ck_assert_int_eq(run(4, small_matrix_rank, 300), 0);
+	ck_assert_int_eq(run(4, small_matrix_rank, 420), 0);
 }
 END_TEST
 
