@@ -17,3 +17,15 @@ foreach(tp ucx ofi)
     target_compile_definitions(test_conformance_require_${tp}_np3 PRIVATE weft_connect=wt_select_connect)
   endif()
 endforeach()
+
+# With no config, the two network-namespace "hosts" of tests/test_netns.c
+# (root only; skips otherwise) get a network transport chosen by the core:
+# ofi and ucx declare no figures for other hosts, so they tie on score and ofi
+# wins on name; shm declares it cannot reach them. The suite then checks that
+# libfabric's tcp provider carried the data over the veth.
+if(TARGET weft-plugin-ofi)
+  weft_add_test(test_netns_auto SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_netns.c LABELS netns TIMEOUT 150
+    LIBS weft-test-select-shim ENV WEFT_TEST_TRANSPORT=ofi)
+  target_compile_definitions(test_netns_auto PRIVATE weft_connect=wt_select_connect)
+  add_dependencies(test_netns_auto weft-plugin-ofi weft-plugin-shm weft-plugin-ucx)
+endif()
