@@ -10,9 +10,11 @@
 
 #define AH_NAME "algo-host"
 
-/* Bytes ahead of the scratch areas: a random canary the peers compare with
- * what they read through their mapping of this rank's scratch. */
-#define AH_HDR 64
+/* Ahead of the scratch areas, a header: a random canary (first 64 bytes) the
+ * peers compare with what they read through their mapping of this rank's
+ * scratch, then per rank q two 64-byte lines: the token q writes when it has
+ * sent us chunks, and the one it writes when it has consumed ours. */
+#define AH_HDR_BYTES(nranks) (64 + (size_t)(nranks) * 128)
 /* Out-of-band tag of the canary message (below the core's reserved tags). */
 #define AH_TAG_CANARY 0x41480001u
 
@@ -37,6 +39,11 @@ struct ah_peer {
 	weft_rsem_t *free_rsem;  /* the peer's free_sem for us */
 	char *rmap;              /* the peer's scratch slots for us, mapped into this
 				  * process and checked host-usable; NULL: put through staging */
+	/* Both ranks of the pair map each other: tokens are plain stores into
+	 * the headers (see engine.c), not semaphores. */
+	int fast;
+	uint64_t *rdata, *rfree; /* in the peer's header: our tokens for it */
+	uint64_t *ldata, *lfree; /* in our header: its tokens for us */
 	weft_rmem_t *rdirect;    /* the peer's output buffer, during ah_direct_gather */
 	uint64_t tx_sent;        /* chunks sent to the peer */
 	uint64_t tx_flushed;     /* of those, how many are known complete (staging reusable) */
@@ -56,7 +63,8 @@ struct ah_ctx {
 	size_t area;      /* chunk * nslots: one peer's part of scratch and staging */
 	char *transport;  /* NULL: the core chooses */
 	char *scratch;    /* nranks areas; area p receives from rank p */
-	char *scratch_base; /* AH_HDR bytes of header (the mapping canary), then scratch */
+	char *scratch_base; /* hdr bytes of header (canary, tokens), then scratch */
+	size_t hdr;         /* AH_HDR_BYTES(nranks) */
 	weft_mem_t *scratch_mem;
 	char *staging;    /* nranks areas; area p holds what goes to rank p */
 	weft_mem_t *staging_mem;
@@ -95,8 +103,6 @@ int ah_ensure_all(struct ah_ctx *c);
  * in round t may depend on chunks received in earlier rounds only. That keeps
  * every rank at most one round ahead of what its slots allow: no deadlock. */
 typedef int (*ah_plan_fn)(void *arg, struct ah_ctx *c, uint64_t t);
-/* Waits for a token of peer p's (see engine.c for how). */
-int ah_wait(struct ah_ctx *c, struct ah_peer *p, weft_sem_t *sem, uint64_t value);
 int ah_run(struct ah_ctx *c, uint64_t rounds, ah_plan_fn plan, ah_plan_fn consume, void *arg);
 
 /* Each rank writes its part [off[p], +bytes[p]) of buf (len bytes on every

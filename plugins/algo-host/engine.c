@@ -167,14 +167,15 @@ static int ctx_create(const struct weft_algo_comm *ac, struct ah_ctx **out)
 	c->doff = calloc(n, sizeof(*c->doff));
 	c->dbytes = calloc(n, sizeof(*c->dbytes));
 	c->temp = malloc(c->chunk);
-	c->scratch_base = ah_alloc_area(c, AH_HDR + c->area * n, &c->scratch_tp);
+	c->hdr = AH_HDR_BYTES(n);
+	c->scratch_base = ah_alloc_area(c, c->hdr + c->area * n, &c->scratch_tp);
 	c->staging = ah_alloc_area(c, c->area * n, &c->staging_tp);
 	if (!c->peers || !c->tx_src || !c->tx_bytes || !c->rx_bytes || !c->rx_ptr || !c->rx_dst || !c->temp || !c->doff || !c->dbytes ||
 	    !c->scratch_base || !c->staging) {
 		AH_LOG(WEFT_LOG_ERROR, "out of memory for %zu bytes of scratch and staging", 2 * c->area * n);
 		goto err_free;
 	}
-	c->scratch = c->scratch_base + AH_HDR;
+	c->scratch = c->scratch_base + c->hdr;
 	/* The canary peers compare with what their mapping of our scratch shows
 	 * (see map_peer); never 0, which is what fresh memory holds. */
 	while (c->canary == 0)
@@ -182,7 +183,7 @@ static int ctx_create(const struct weft_algo_comm *ac, struct ah_ctx **out)
 			c->canary = ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)c;
 	memcpy(c->scratch_base, &c->canary, sizeof(c->canary));
 	/* One registration each for the life of the communicator, never per call. */
-	rc = c->prim->mem_register(c->comm, c->scratch_base, AH_HDR + c->area * n, WEFT_MEM_HOST, &c->scratch_mem);
+	rc = c->prim->mem_register(c->comm, c->scratch_base, c->hdr + c->area * n, WEFT_MEM_HOST, &c->scratch_mem);
 	if (rc) {
 		AH_LOG(WEFT_LOG_ERROR, "cannot register %zu bytes of scratch: %s", c->area * n, ah_strerror(rc));
 		goto err_free;
@@ -290,8 +291,38 @@ static int map_peer(struct ah_ctx *c, int peer)
 		       peer, rc ? ah_strerror(rc) : "canary differs");
 		return 0;
 	}
-	p->rmap = (char *)ptr + AH_HDR + (size_t)c->rank * c->area;
+	p->rmap = (char *)ptr + c->hdr + (size_t)c->rank * c->area;
 	AH_LOG(WEFT_LOG_DEBUG, "rank %d's scratch is mapped: chunks are copied straight into it", peer);
+	return 0;
+}
+
+/* After map_peer: when both ranks map each other, the pair's tokens become
+ * plain stores into the headers, which costs a store and a load where a
+ * semaphore costs a call into the core on each side. Both sides must agree,
+ * so they tell each other what they found. */
+static int pair_mode(struct ah_ctx *c, int peer)
+{
+	struct ah_peer *p = &c->peers[peer];
+	const struct weft_prim_api *pr = c->prim;
+	if (!c->map || !WEFT_HAS_OP(pr, struct weft_prim_api, rmem_device_ptr) ||
+	    !WEFT_HAS_OP(pr, struct weft_prim_api, comm_send))
+		return 0; /* the same on both sides: map_peer exchanged nothing either */
+	uint8_t mine = p->rmap != NULL, theirs = 0;
+	int rc = pr->comm_send(c->comm, peer, AH_TAG_CANARY, &mine, 1);
+	if (rc == 0)
+		rc = pr->comm_recv(c->comm, peer, AH_TAG_CANARY, &theirs, 1);
+	if (rc) {
+		AH_LOG(WEFT_LOG_ERROR, "cannot agree on the channel mode with rank %d: %s", peer, ah_strerror(rc));
+		return rc;
+	}
+	if (!mine || !theirs)
+		return 0;
+	char *rbase = p->rmap - c->hdr - (size_t)c->rank * c->area;
+	p->rdata = (uint64_t *)(rbase + 64 + (size_t)c->rank * 128);
+	p->rfree = (uint64_t *)(rbase + 64 + (size_t)c->rank * 128 + 64);
+	p->ldata = (uint64_t *)(c->scratch_base + 64 + (size_t)peer * 128);
+	p->lfree = (uint64_t *)(c->scratch_base + 64 + (size_t)peer * 128 + 64);
+	p->fast = 1;
 	return 0;
 }
 
@@ -315,7 +346,7 @@ int ah_ensure_peer(struct ah_ctx *c, int peer)
 		AH_LOG(WEFT_LOG_ERROR, "cannot set up channels with rank %d: %s", peer, ah_strerror(rc));
 		goto err_release;
 	}
-	if ((rc = map_peer(c, peer)))
+	if ((rc = map_peer(c, peer)) || (rc = pair_mode(c, peer)))
 		goto err_release;
 	/* Fresh semaphores start at 0, matching the zeroed counters. */
 	p->tx_sent = p->tx_flushed = p->rx_done = p->free_sent = 0;
@@ -347,43 +378,79 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Waits until sem reaches value. A mapped peer's token is a plain store into
- * our memory (no progress needed to land it), so the wait polls it itself, as
- * Open MPI's shared-memory path does: spinning when every rank of the comm
- * has a CPU (a yield hands the CPU to any other runnable process, and getting
- * it back costs a time slice on a busy host), yielding between polls when
- * ranks outnumber CPUs (the peer may need this CPU). The core's wait sleeps
- * after 0.2 ms, which adds up to a millisecond to a round whenever a peer
- * loses its CPU for a moment. After poll_us (or for peers reached otherwise) the core's
- * weft_sem_wait takes over: it progresses transports and sleeps. The comm's
- * status is checked while polling, so a dead peer is still reported. */
-int ah_wait(struct ah_ctx *c, struct ah_peer *p, weft_sem_t *sem, uint64_t value)
+/* The pair's tokens. "data": chunks sent to the peer, raised by the sender;
+ * "free": chunks consumed, raised by the receiver. On a fast pair a token is
+ * an atomic store into the peer's header (release: after the chunk's bytes,
+ * or after we are done reading its slot) and a load from ours; otherwise a
+ * semaphore of the core. */
+enum tok { TOK_DATA, TOK_FREE };
+
+static int tok_raise(struct ah_ctx *c, struct ah_peer *p, enum tok t, uint64_t value)
+{
+	if (p->fast) {
+#if defined(__x86_64__) || defined(__i386__)
+		__builtin_ia32_sfence(); /* memcpy may have used non-temporal stores */
+#endif
+		__atomic_store_n(t == TOK_DATA ? p->rdata : p->rfree, value, __ATOMIC_RELEASE);
+		return 0;
+	}
+	return c->prim->signal(p->conn, t == TOK_DATA ? p->data_rsem : p->free_rsem, value);
+}
+
+static uint64_t tok_value(struct ah_ctx *c, struct ah_peer *p, enum tok t)
+{
+	if (p->fast)
+		return __atomic_load_n(t == TOK_DATA ? p->ldata : p->lfree, __ATOMIC_ACQUIRE);
+	return c->prim->sem_value(t == TOK_DATA ? p->data_sem : p->free_sem);
+}
+
+/* Waits until the token reaches value. A mapped peer's token is a plain store
+ * into our memory (no progress needed to land it), so the wait polls it
+ * itself, as Open MPI's shared-memory path does: spinning when every rank of
+ * the comm has a CPU (a yield hands the CPU to any other runnable process, and
+ * getting it back costs a time slice on a busy host), yielding between polls
+ * when ranks outnumber CPUs (the peer may need this CPU). The core's wait
+ * sleeps after 0.2 ms, which adds up to a millisecond to a round whenever a
+ * peer loses its CPU for a moment. The comm's status is checked while
+ * polling, so a dead peer is still reported. After poll_us the wait sleeps
+ * between polls (fast pairs) or hands over to the core's weft_sem_wait, which
+ * progresses transports and sleeps; peers reached otherwise go there at once. */
+static int tok_wait(struct ah_ctx *c, struct ah_peer *p, enum tok t, uint64_t value)
 {
 	const struct weft_prim_api *pr = c->prim;
-	if (pr->sem_value(sem) >= value)
+	if (tok_value(c, p, t) >= value)
 		return 0;
-	if (p->rmap && c->poll_ns) {
-		uint64_t t0 = now_ns();
+	if (p->rmap || p->fast) {
+		uint64_t t0 = now_ns(), limit = c->poll_ns;
+		unsigned sleep_us = 0;
 		for (unsigned i = 1;; i++) {
-			if (pr->sem_value(sem) >= value)
+			if (tok_value(c, p, t) >= value)
 				return 0;
-			if (c->spin) {
+			if (sleep_us) {
+				struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)sleep_us * 1000};
+				nanosleep(&ts, NULL);
+				if (sleep_us < 1000)
+					sleep_us *= 2;
+			} else if (c->spin) {
 #if defined(__x86_64__) || defined(__i386__)
 				__builtin_ia32_pause();
 #endif
 			} else {
 				sched_yield();
 			}
-			if (i % 256 == 0) {
+			if (i % 256 == 0 || sleep_us) {
 				int rc = pr->comm_status(c->comm);
 				if (rc)
 					return rc;
-				if (now_ns() - t0 > c->poll_ns)
-					break;
+				if (!sleep_us && now_ns() - t0 > limit) {
+					if (!p->fast)
+						break;
+					sleep_us = 1;
+				}
 			}
 		}
 	}
-	return pr->sem_wait(sem, value);
+	return pr->sem_wait(t == TOK_DATA ? p->data_sem : p->free_sem, value);
 }
 
 static int send_chunk(struct ah_ctx *c, int peer, const void *src, size_t bytes)
@@ -395,7 +462,7 @@ static int send_chunk(struct ah_ctx *c, int peer, const void *src, size_t bytes)
 	int rc;
 	if (n >= k) {
 		/* The peer's slot is ours again once it consumed chunk n - k... */
-		if ((rc = ah_wait(c, p, p->free_sem, n - k + 1)))
+		if ((rc = tok_wait(c, p, TOK_FREE, n - k + 1)))
 			return rc;
 		/* ...and our staging slot once the put that read it is complete. */
 		if (!p->rmap && p->tx_flushed < n - k + 1) {
@@ -414,10 +481,10 @@ static int send_chunk(struct ah_ctx *c, int peer, const void *src, size_t bytes)
 #endif
 		__atomic_thread_fence(__ATOMIC_RELEASE);
 		p->tx_sent = p->tx_flushed = n + 1;
-		return pr->signal(p->conn, p->data_rsem, n + 1);
+		return tok_raise(c, p, TOK_DATA, n + 1);
 	}
 	size_t soff = (size_t)peer * c->area + slot * c->chunk;
-	size_t doff = AH_HDR + (size_t)c->rank * c->area + slot * c->chunk;
+	size_t doff = c->hdr + (size_t)c->rank * c->area + slot * c->chunk;
 	memcpy(c->staging + soff, src, bytes);
 	if ((rc = pr->put(p->conn, p->rscratch, doff, c->staging_mem, soff, bytes)))
 		return rc;
@@ -429,7 +496,7 @@ static int wait_chunk(struct ah_ctx *c, int peer, const void **ptr)
 {
 	struct ah_peer *p = &c->peers[peer];
 	uint64_t n = p->rx_done;
-	int rc = ah_wait(c, p, p->data_sem, n + 1);
+	int rc = tok_wait(c, p, TOK_DATA, n + 1);
 	if (rc)
 		return rc;
 	*ptr = c->scratch + (size_t)peer * c->area + (size_t)(n % c->nslots) * c->chunk;
@@ -447,7 +514,7 @@ static int consumed(struct ah_ctx *c, int peer)
 	p->rx_done++;
 	if (!p->rmap)
 		return 0;
-	int rc = c->prim->signal(p->conn, p->free_rsem, p->rx_done);
+	int rc = tok_raise(c, p, TOK_FREE, p->rx_done);
 	if (rc == 0)
 		p->free_sent = p->rx_done;
 	return rc;
@@ -485,14 +552,17 @@ int ah_direct_gather(struct ah_ctx *c, void *buf, size_t len, const size_t *off,
 		struct ah_peer *pp = &c->peers[p];
 		if (bytes[me] && (rc = pr->put(pp->conn, pp->rdirect, off[me], mem, off[me], bytes[me])))
 			goto err_broken;
-		if ((rc = pr->signal(pp->conn, pp->data_rsem, pp->tx_sent + 1)))
+		/* A fast pair's token is our own store: the put must be complete first. */
+		if (pp->fast && bytes[me] && (rc = pr->flush(pp->conn)))
+			goto err_broken;
+		if ((rc = tok_raise(c, pp, TOK_DATA, pp->tx_sent + 1)))
 			goto err_broken;
 		pp->tx_sent++;
 	}
 	for (int i = 1; i < n; i++) {
 		int p = (me - i + n) % n;
 		struct ah_peer *pp = &c->peers[p];
-		if ((rc = ah_wait(c, pp, pp->data_sem, pp->rx_done + 1)) || (rc = consumed(c, p)))
+		if ((rc = tok_wait(c, pp, TOK_DATA, pp->rx_done + 1)) || (rc = consumed(c, p)))
 			goto err_broken;
 	}
 	/* Our puts read buf and write the peers' buffers: both must be done
@@ -544,7 +614,7 @@ int ah_run(struct ah_ctx *c, uint64_t rounds, ah_plan_fn plan, ah_plan_fn consum
 			uint64_t idx = pp->rx_done;
 			if (!c->rx_bytes[p] || idx < c->nslots || pp->free_sent >= idx - c->nslots + 1)
 				continue;
-			if ((rc = c->prim->signal(pp->conn, pp->free_rsem, idx)))
+			if ((rc = tok_raise(c, pp, TOK_FREE, idx)))
 				goto err;
 			pp->free_sent = idx;
 		}
