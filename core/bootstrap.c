@@ -619,12 +619,15 @@ static int link_pump(struct link *l, struct frame *f)
 				return -1;
 			}
 			/* Checked before allocating: the length comes from the wire, and the
-			 * MAC that would vouch for it arrives only after the payload. */
-			if (len > l->max_len) {
+			 * MAC that would vouch for it arrives only after the payload. The
+			 * limit holds whatever WEFT_CORE_BOOTSTRAP_MAX_MSG says: past
+			 * SIZE_MAX - MAC_LEN, len + MAC_LEN wraps to a small allocation. */
+			uint64_t limit = l->max_len < SIZE_MAX - MAC_LEN ? l->max_len : SIZE_MAX - MAC_LEN;
+			if (len > limit) {
 				snprintf(l->why, sizeof(l->why),
 					 "announced a %llu-byte message, more than the %llu bytes allowed here "
 					 "(peer messages: WEFT_CORE_BOOTSTRAP_MAX_MSG)",
-					 (unsigned long long)len, (unsigned long long)l->max_len);
+					 (unsigned long long)len, (unsigned long long)limit);
 				return -1;
 			}
 			l->body = malloc((size_t)len + MAC_LEN);
