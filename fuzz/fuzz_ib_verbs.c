@@ -2,7 +2,12 @@
  * InfiniBand port, and objects that are only allocated and freed, so that the
  * ib plugin opens, makes endpoints and registers memory on a host without RDMA
  * hardware, and its parsers of peer input (the memory-blob section, the
- * endpoint address) can be fuzzed. No work request is ever executed. */
+ * endpoint address) can be fuzzed. No work request is ever executed; receive
+ * completions are queued by fuzz_tp_mode4, which plays a peer signalling by
+ * write-with-immediate: what it writes into the mailbox and the immediate
+ * data are the input, and the plugin must store tokens only inside memory
+ * registered here. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +15,12 @@
 #include "ibp.h"
 
 void fuzz_tp_prepare(void);
+void fuzz_tp_mode4(const struct weft_transport_ops *ops, void *tc, const uint8_t *buf, size_t n);
+
+/* Completions fuzz_tp_mode4 queued for one completion queue. */
+static struct ibv_wc wcq[16];
+static int nwcq;
+static struct ibv_cq *wcq_cq;
 
 static struct ibv_device dev = {.name = "fuzz_ib0"};
 static uint32_t next_key = 0x100, next_qpn = 0x40;
@@ -187,7 +198,13 @@ static int f_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_rec
 
 static int f_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 {
-	return 0;
+	if (cq != wcq_cq)
+		return 0;
+	int k = nwcq < n ? nwcq : n;
+	memcpy(wc, wcq, (size_t)k * sizeof(*wc));
+	memmove(wcq, wcq + k, (size_t)(nwcq - k) * sizeof(*wc));
+	nwcq -= k;
+	return k;
 }
 
 static int f_read_sysfs(const char *path, char *buf, size_t len)
@@ -229,4 +246,72 @@ static const struct ibp_verbs_ops fake = {
 void fuzz_tp_prepare(void)
 {
 	ibp_set_verbs(&fake);
+}
+
+static uint64_t rd64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+#define CANARY 0x5a5a5a5a5a5a5a5aull
+
+/* An endpoint connected to itself (its own address is a valid one), a 64-word
+ * registered region between two 8-word canaries, and up to 16 receive
+ * completions built from the input, each polled by a progress call of its
+ * own. 13 bytes each: flags u8 (bit 0: opcode RECV_RDMA_WITH_IMM, bit 1:
+ * IBV_WC_WITH_IMM set, bit 2: the mailbox word is an address near the region,
+ * else raw), immediate data u32, mailbox word u64 (written into the slot the
+ * immediate names first, as the peer's RDMA write would be). */
+void fuzz_tp_mode4(const struct weft_transport_ops *ops, void *tc, const uint8_t *buf, size_t n)
+{
+	static uint64_t mem[8 + 64 + 8];
+	for (int i = 0; i < 8; i++)
+		mem[i] = mem[72 + i] = CANARY;
+	void *mh = NULL, *ep = NULL;
+	if (ops->mem_register(tc, &mem[8], 64 * sizeof(uint64_t), WEFT_MEM_HOST, &mh) != 0)
+		return;
+	struct weft_tp_peer p = {.size = sizeof(p), .rank = 1, .peer_class = WEFT_PEER_OTHER_HOST,
+				 .host_id = "fuzzhost", .addr = "127.0.0.1"};
+	uint8_t addr[IBP_ADDR_LEN];
+	size_t alen = sizeof(addr);
+	if (ops->endpoint(tc, &p, addr, &alen, &ep) != 0)
+		goto out_dereg;
+	if (ops->connect(ep, addr, alen) != 0)
+		goto out_disconnect;
+	uint64_t *mailbox = (uint64_t *)(uintptr_t)rd64(addr + 48);
+	uint32_t nslots = ibp_get_u32(addr + 60);
+	wcq_cq = ((struct ibp_ep *)ep)->cq;
+	/* One write and its completion at a time, as RC delivers them: the
+	 * mailbox word is in memory before the completion that names it. */
+	for (size_t off = 0, k = 0; off + 13 <= n && k < 16; off += 13, k++) {
+		const uint8_t *r = buf + off;
+		uint32_t imm = ibp_get_u32(r + 1);
+		uint64_t word = rd64(r + 5);
+		uint32_t slot = imm >> IBP_IMM_SLOT_SHIFT;
+		if (r[0] & 4) /* an address within 8 words of the region, any alignment */
+			word = (uint64_t)(uintptr_t)&mem[0] + word % (80 * sizeof(uint64_t));
+		if (slot <= nslots) /* slot nslots is the flush word: also the peer's to write */
+			mailbox[slot] = word;
+		struct ibv_wc *wc = &wcq[0];
+		memset(wc, 0, sizeof(*wc));
+		wc->wr_id = IBP_WRID_RECV;
+		wc->status = IBV_WC_SUCCESS;
+		wc->opcode = (r[0] & 1) ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV;
+		wc->wc_flags = (r[0] & 2) ? IBV_WC_WITH_IMM : 0;
+		wc->imm_data = htonl(imm);
+		nwcq = 1;
+		ops->progress(tc);
+	}
+	nwcq = 0;
+	wcq_cq = NULL;
+	for (int i = 0; i < 8; i++)
+		if (mem[i] != CANARY || mem[72 + i] != CANARY)
+			__builtin_trap(); /* a token stored outside every registered region */
+out_disconnect:
+	ops->disconnect(ep);
+out_dereg:
+	ops->mem_deregister(tc, mh);
 }

@@ -6,7 +6,8 @@
  * are linked in instead and fuzz_tp_prepare() runs before its init (fuzz_ib:
  * a verbs stand-in, so no RDMA device is needed). The first input byte picks
  * the parser. FUZZ_WRITE_SEEDS=<dir> writes a real blob and addresses there
- * and exits. */
+ * and exits. Modes: 0 mem_import, 1..3 connect to a peer of class mode-1,
+ * 4 (static builds) the stand-in's fuzz_tp_mode4. */
 #include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -24,6 +25,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #ifdef FUZZ_PLUGIN_STATIC
 void fuzz_tp_prepare(void);
 const struct weft_plugin_desc *const *weft_plugin_init(const struct weft_core_api *core);
+/* Mode 4: the stand-in's own parser of peer input (fuzz_ib: the mailbox and
+ * immediate data of write-with-immediate signals). */
+void fuzz_tp_mode4(const struct weft_transport_ops *ops, void *tc, const uint8_t *buf, size_t n);
+#define FUZZ_MODES 5
+#else
+#define FUZZ_MODES 4
 #endif
 
 static void f_log(struct weft_plugin *self, enum weft_log_level level, const char *fmt, ...)
@@ -251,13 +258,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size < 1)
 		return 0;
-	int mode = data[0] % 4;
+	int mode = data[0] % FUZZ_MODES;
 	/* An exact-size heap copy, so that ASan sees any read past the input. */
 	size_t n = size - 1;
 	uint8_t *buf = malloc(n ? n : 1);
 	if (!buf)
 		return 0;
 	memcpy(buf, data + 1, n);
+#ifdef FUZZ_PLUGIN_STATIC
+	if (mode == 4) {
+		fuzz_tp_mode4(ops, tc, buf, n);
+		free(buf);
+		return 0;
+	}
+#endif
 	if (mode == 0 || (!connect_parses_only && !ucx_connect_mode)) {
 		void *rmh = NULL;
 		int rc = ops->mem_import(tc, 1, buf, n, &rmh);
