@@ -22,6 +22,9 @@
 #define TEXT_MAX (256u << 10)
 #define MAX_REPORT 3 /* ranks whose difference is spelled out */
 #define MAX_DIFFS 8  /* differences spelled out per rank */
+/* Bootstrap tag of the texts swapped on a mismatch: among the core's reserved
+ * tags (comm.h uses +1..+3 and the fin range from +0x1000). */
+#define TAG_TEXT (WEFT__TAG_RESERVED + 0x10)
 
 struct rec {
 	uint32_t magic;
@@ -222,7 +225,7 @@ int weft__consist_check(weft_comm_t *comm, int local_status, const char *local_e
 	if (local_err)
 		snprintf(mine.err, sizeof(mine.err), "%s", local_err);
 	struct rec *all = calloc((size_t)n, sizeof(*all));
-	char *texts = NULL;
+	char **texts = NULL;
 	if (!all) {
 		free(text);
 		return -ENOMEM;
@@ -230,7 +233,6 @@ int weft__consist_check(weft_comm_t *comm, int local_status, const char *local_e
 	int rc = weft__bootstrap_allgather(comm->bs, &mine, all, sizeof(mine));
 	if (rc != 0)
 		goto out;
-	uint32_t maxlen = 0;
 	int differ = 0;
 	for (int r = 0; r < n; r++) {
 		if (all[r].magic != REC_MAGIC || all[r].text_len >= TEXT_MAX) {
@@ -239,8 +241,6 @@ int weft__consist_check(weft_comm_t *comm, int local_status, const char *local_e
 			goto out;
 		}
 		all[r].err[ERR_LEN - 1] = '\0';
-		if (all[r].text_len > maxlen)
-			maxlen = all[r].text_len;
 		if (memcmp(all[r].hash, all[0].hash, sizeof(all[0].hash)) != 0)
 			differ = 1;
 	}
@@ -258,33 +258,58 @@ int weft__consist_check(weft_comm_t *comm, int local_status, const char *local_e
 	}
 	if (!differ)
 		goto out;
-	/* Everyone saw the same hashes, so everyone takes this second round. */
-	size_t each = (size_t)maxlen + 1;
-	char *mytext = calloc(1, each);
-	texts = calloc((size_t)n, each);
-	if (!mytext || !texts) {
-		free(mytext);
+	/* Everyone saw the same hashes, so everyone takes this second round and
+	 * knows who sends: rank 0 and the first MAX_REPORT ranks that differ
+	 * from it send their texts to every other rank (bootstrap sends are
+	 * queued, so the order cannot deadlock); nobody needs the rest. */
+	int who[1 + MAX_REPORT], nwho = 0;
+	who[nwho++] = 0;
+	for (int r = 1; r < n && nwho < 1 + MAX_REPORT; r++)
+		if (memcmp(all[r].hash, all[0].hash, sizeof(all[0].hash)) != 0)
+			who[nwho++] = r;
+	texts = calloc(1 + MAX_REPORT, sizeof(char *));
+	if (!texts) {
 		rc = -ENOMEM;
 		goto out;
 	}
-	memcpy(mytext, text, tl);
-	rc = weft__bootstrap_allgather(comm->bs, mytext, texts, each);
-	free(mytext);
-	if (rc != 0)
+	/* A local failure (memory) must not stop this rank's own send: others wait for it. */
+	int lrc = 0;
+	for (int k = 0; k < nwho; k++) {
+		int r = who[k];
+		int src = 0;
+		if (r == comm->rank) {
+			for (int p = 0; p < n && src == 0; p++)
+				if (p != r)
+					src = weft__bootstrap_send(comm->bs, p, TAG_TEXT, text, tl);
+			texts[k] = strdup(text);
+		} else if (lrc == 0) {
+			texts[k] = malloc((size_t)all[r].text_len + 1);
+			if (texts[k]) {
+				src = weft__bootstrap_recv(comm->bs, r, TAG_TEXT, texts[k], all[r].text_len);
+				texts[k][all[r].text_len] = '\0';
+			}
+		}
+		if (src != 0) {
+			rc = src; /* the bootstrap broke: every rank sees it */
+			goto out;
+		}
+		if (!texts[k] && lrc == 0)
+			lrc = -ENOMEM;
+	}
+	if (lrc != 0) {
+		WEFT_ERROR("communicator creation fails on every rank: ranks differ in configuration, plugin set or "
+			   "versions (no memory to say how)");
+		rc = -WEFT_ERR_MISMATCH;
 		goto out;
+	}
 	WEFT_ERROR("communicator creation fails on every rank: ranks differ in configuration, plugin set or versions "
 		   "(weft-info -c on each host shows its values and their sources)");
-	int reported = 0;
-	for (int r = 1; r < n && reported < MAX_REPORT; r++) {
-		if (memcmp(all[r].hash, all[0].hash, sizeof(all[0].hash)) == 0)
-			continue;
-		char *t0 = texts, *tr = texts + (size_t)r * each;
-		t0[each - 1] = tr[each - 1] = '\0';
-		report_diff(0, t0, r, tr);
-		reported++;
-	}
+	for (int k = 1; k < nwho; k++)
+		report_diff(0, texts[0], who[k], texts[k]);
 	rc = -WEFT_ERR_MISMATCH;
 out:
+	for (int k = 0; texts && k < 1 + MAX_REPORT; k++)
+		free(texts[k]);
 	free(texts);
 	free(all);
 	free(text);

@@ -28,7 +28,7 @@
 #error "TS_WEFT_INFO (path of weft-info) must be defined"
 #endif
 
-#define NR 2
+#define NR 3 /* the most ranks a scenario uses; most use 2 */
 #define TIMEOUT_S 60
 #define BYTES 4096
 
@@ -63,6 +63,7 @@ struct scenario {
 	const char *transport;   /* when it succeeds: what weft_connect(NULL) must choose */
 	int connect_rc;          /* what weft_connect(NULL) must return */
 	int numa;                /* run on CPU 0 of a two-NUMA-node hwloc topology (TWO_NODES) */
+	int nranks;              /* 0: 2 */
 	/* filled by the parent */
 	char *dir;
 	int port;
@@ -162,7 +163,7 @@ static int run_rank(int rank, int n, void *arg)
 	return 0;
 }
 
-/* Runs a scenario; returns the two ranks' logs (malloc'd) for the caller's checks. */
+/* Runs a scenario; returns each rank's log (malloc'd; empty past its rank count) for the caller's checks. */
 static void run(struct scenario *sc, char *logs[NR])
 {
 	sc->dir = wt_mkdtemp("select");
@@ -175,8 +176,13 @@ static void run(struct scenario *sc, char *logs[NR])
 	if (sc->numa)
 		free(wt_write_file(sc->dir, "topo.xml", TWO_NODES));
 	sc->port = wt_free_port();
-	int bad = wt_fork_ranks(NR, run_rank, sc, TIMEOUT_S);
+	int n = sc->nranks ? sc->nranks : 2;
+	int bad = wt_fork_ranks(n, run_rank, sc, TIMEOUT_S);
 	for (int r = 0; r < NR; r++) {
+		if (r >= n) {
+			logs[r] = strdup("");
+			continue;
+		}
 		char path[4096];
 		snprintf(path, sizeof(path), "%s/rank%d.log", sc->dir, r);
 		logs[r] = wt_read_file(path);
@@ -278,7 +284,7 @@ START_TEST(connect_failure_falls_back)
 			      .transport = "shm"};
 	char *logs[NR];
 	run(&sc, logs);
-	for (int r = 0; r < NR; r++)
+	for (int r = 0; r < 2; r++)
 		ck_assert_msg(strstr(logs[r], "fakefast failed between this rank and rank") &&
 				      strstr(logs[r], "both fall back to the next transport"),
 			      "rank %d did not log the fall-back:\n%s", r, logs[r]);
@@ -350,7 +356,7 @@ START_TEST(require_missing_fails_creation)
 	struct scenario sc = {.conf = {conf, conf}, .create_rc = -WEFT_ERR_PLUGIN};
 	char *logs[NR];
 	run(&sc, logs);
-	for (int r = 0; r < NR; r++)
+	for (int r = 0; r < 2; r++)
 		ck_assert_msg(strstr(logs[r], "transport 'tcpx' is required") &&
 				      strstr(logs[r], "it is not installed (no libweft-tcpx.so"),
 			      "rank %d did not name the missing transport:\n%s", r, logs[r]);
@@ -377,7 +383,7 @@ START_TEST(misspelled_name_warns)
 	struct scenario sc = {.conf = {conf, conf}, .transport = "shm"};
 	char *logs[NR];
 	run(&sc, logs);
-	for (int r = 0; r < NR; r++)
+	for (int r = 0; r < 2; r++)
 		ck_assert_msg(strstr(logs[r], "[transport] names 'ucxx', which is no transport; did you mean 'ucx'?"),
 			      "rank %d gave no suggestion:\n%s", r, logs[r]);
 	free_logs(logs);
@@ -390,9 +396,25 @@ START_TEST(different_rules_fail_creation)
 	struct scenario sc = {.conf = {"[transport]\nuse ofi\n", ""}, .create_rc = -WEFT_ERR_MISMATCH};
 	char *logs[NR];
 	run(&sc, logs);
-	for (int r = 0; r < NR; r++)
+	for (int r = 0; r < 2; r++)
 		ck_assert_msg(strstr(logs[r], "ranks differ in configuration") &&
 				      strstr(logs[r], "[transport] rule 1 is 'use ofi' on rank 0 but absent on rank 1"),
+			      "rank %d did not name the difference:\n%s", r, logs[r]);
+	free_logs(logs);
+}
+END_TEST
+
+START_TEST(third_rank_differs)
+{
+	/* Three ranks, only the last differs: every rank, also rank 1 which agrees
+	 * with rank 0, fails and names rank 2's difference. */
+	struct scenario sc = {.conf = {"[transport]\nprefer ofi\n", "[transport]\nprefer ofi\n",
+				       "[transport]\nprefer ucx\n"},
+			      .nranks = 3, .create_rc = -WEFT_ERR_MISMATCH};
+	char *logs[NR];
+	run(&sc, logs);
+	for (int r = 0; r < 3; r++)
+		ck_assert_msg(strstr(logs[r], "[transport] rule 1 is 'prefer ofi' on rank 0 but 'prefer ucx' on rank 2"),
 			      "rank %d did not name the difference:\n%s", r, logs[r]);
 	free_logs(logs);
 }
@@ -404,7 +426,7 @@ START_TEST(different_params_fail_creation)
 	struct scenario sc = {.env = {{"WEFT_ALGO_HOST_TRANSPORT=ofi"}, {NULL}}, .create_rc = -WEFT_ERR_MISMATCH};
 	char *logs[NR];
 	run(&sc, logs);
-	for (int r = 0; r < NR; r++)
+	for (int r = 0; r < 2; r++)
 		ck_assert_msg(strstr(logs[r], "param algo-host.transport is 'ofi' on rank 0 but '(unset)' on rank 1"),
 			      "rank %d did not name the difference:\n%s", r, logs[r]);
 	free_logs(logs);
@@ -417,7 +439,7 @@ START_TEST(different_plugin_sets_fail_creation)
 	struct scenario sc = {.env = {{NULL}, {"WEFT_PLUGIN_PATH="}}, .create_rc = -WEFT_ERR_MISMATCH};
 	char *logs[NR];
 	run(&sc, logs);
-	for (int r = 0; r < NR; r++)
+	for (int r = 0; r < 2; r++)
 		ck_assert_msg(strstr(logs[r], "plugin fakefast is 'transport, ABI ") &&
 				      strstr(logs[r], "' on rank 0 but absent on rank 1"),
 			      "rank %d did not name the difference:\n%s", r, logs[r]);
@@ -466,7 +488,7 @@ static int info_rank(int rank, int n, void *arg)
 START_TEST(info_select_under_launcher)
 {
 	port_for_info = wt_free_port();
-	ck_assert_int_eq(wt_fork_ranks(NR, info_rank, NULL, TIMEOUT_S), 0);
+	ck_assert_int_eq(wt_fork_ranks(2, info_rank, NULL, TIMEOUT_S), 0);
 }
 END_TEST
 
@@ -505,6 +527,7 @@ int main(void)
 	tcase_add_test(tc, misspelled_name_warns);
 	tcase_add_test(tc, different_rules_fail_creation);
 	tcase_add_test(tc, different_params_fail_creation);
+	tcase_add_test(tc, third_rank_differs);
 	tcase_add_test(tc, different_plugin_sets_fail_creation);
 	tcase_add_test(tc, one_rank_missing_required_fails_all);
 	tcase_add_test(tc, info_select_under_launcher);
