@@ -1,7 +1,8 @@
 /* Fuzzer for what the bootstrap reads from the network: the acceptor's side of
  * the handshake (a stranger's first bytes), the frame reader (magic, announced
  * length against the limit, MAC and sequence), and what authenticated frames
- * are checked for afterwards (peer hello, the root's table, peer messages).
+ * are checked for afterwards (peer hello, the root's table, peer messages),
+ * also on a link with no practical length limit (mode 3).
  * The bytes travel through a real socketpair into the same link_pump the
  * service thread runs; bootstrap.c is compiled in to reach its static parts. */
 #include "bootstrap.c"
@@ -94,10 +95,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
 		return 0;
-	int mode = data[0] % 3;
+	int mode = data[0] % 4;
 	data++;
 	size--;
-	struct link *rx = link_new(sv[0], "fuzz", FZ_MAX_LEN);
+	/* mode 3: mode 2 on a link whose limit is WEFT_CORE_BOOTSTRAP_MAX_MSG at its
+	 * largest (2^64 - 1), with the first frame's magic set and its length
+	 * forced into the top 32 values, where length + MAC wraps (lower lengths would be legitimate
+	 * allocations of terabytes, which libFuzzer counts as out of memory). The
+	 * reader must refuse them; it once allocated the wrapped size instead. */
+	uint8_t *own = NULL;
+	if (mode == 3) {
+		if (size < 24 || !(own = malloc(size))) {
+			close(sv[0]);
+			close(sv[1]);
+			return 0;
+		}
+		memcpy(own, data, size);
+		put32(own, FRAME_MAGIC);
+		memset(own + 17, 0xff, 7);
+		own[16] |= 0xe0;
+		data = own;
+	}
+	struct link *rx = link_new(sv[0], "fuzz", mode == 3 ? UINT64_MAX : FZ_MAX_LEN);
 	struct weft__bootstrap *bs = stub_bs();
 	struct frame f = {0};
 
@@ -123,8 +142,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 	} else {
 		/* An authenticated peer: keys agreed. mode 1 seals each frame the input
-		 * describes (so the checks after the MAC are reached), mode 2 sends the
-		 * bytes as they are (header, length and MAC checks). */
+		 * describes (so the checks after the MAC are reached), modes 2 and 3
+		 * send the bytes as they are (header, length and MAC checks). */
 		struct link *tx = link_new(sv[1], "fuzz-tx", FZ_MAX_LEN);
 		uint8_t ni[32] = {7}, na[32] = {9};
 		hs_keys(rx, fz_secret, fz_nonce, ni, na, 0);
@@ -185,5 +204,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	link_free(rx); /* closes sv[0] */
 	close(sv[1]);
 	stub_free(bs);
+	free(own);
 	return 0;
 }
