@@ -10,9 +10,10 @@
 
 #define AH_NAME "algo-host"
 
-/* Ahead of the scratch areas, a header: a random canary (first 64 bytes) the
- * peers compare with what they read through their mapping of this rank's
- * scratch, then per rank q two 64-byte lines: the token q writes when it has
+/* Ahead of the scratch areas, a header: a random canary (8 bytes) the peers
+ * compare with what they read through their mapping of this rank's scratch,
+ * and the CPU this rank last waited on (4 bytes at offset 8), in the first 64
+ * bytes; then per rank q two 64-byte lines: the token q writes when it has
  * sent us chunks, and the one it writes when it has consumed ours. */
 #define AH_HDR_BYTES(nranks) (64 + (size_t)(nranks) * 128)
 /* Out-of-band tag of the canary message (below the core's reserved tags). */
@@ -44,6 +45,7 @@ struct ah_peer {
 	int fast;
 	uint64_t *rdata, *rfree; /* in the peer's header: our tokens for it */
 	uint64_t *ldata, *lfree; /* in our header: its tokens for us */
+	const uint32_t *rcpu;    /* in the peer's header: the CPU it last waited on */
 	weft_rmem_t *rdirect;    /* the peer's output buffer, during ah_direct_gather */
 	uint64_t tx_sent;        /* chunks sent to the peer */
 	uint64_t tx_flushed;     /* of those, how many are known complete (staging reusable) */
@@ -114,6 +116,9 @@ int ah_direct_gather(struct ah_ctx *c, void *buf, size_t len, const size_t *off,
 int ah_reduce_supported(enum weft_datatype t, enum weft_redop op);
 /* dst[i] = dst[i] op src[i]; AVG sums (ah_finish divides). */
 void ah_reduce(enum weft_datatype t, enum weft_redop op, void *dst, const void *src, size_t n);
+/* dst[i] = a[i] op b[i] (dst may be a or b); -ENOTSUP for the types it leaves
+ * to ah_reduce (8-bit, 16-bit floats), having done nothing. */
+int ah_reduce3(enum weft_datatype t, enum weft_redop op, void *dst, const void *a, const void *b, size_t n);
 /* For AVG: dst[i] /= nranks (integers: integer division). Otherwise nothing. */
 void ah_finish(enum weft_datatype t, enum weft_redop op, void *dst, size_t n, int nranks);
 float ah_half_to_float(uint16_t h);

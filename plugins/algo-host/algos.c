@@ -42,11 +42,20 @@ static void reduce_ordered(struct ah_ctx *c, enum weft_datatype t, enum weft_red
 			   size_t n)
 {
 	size_t bytes = n * esize(t);
-	if (own == dst && c->rank != 0) {
+	int k0 = 0;
+	if (c->nranks >= 2 && (own != dst || c->rank <= 1)) {
+		/* The first two inputs in one pass; our own input may be dst itself
+		 * only if nothing later needs it (rank 0 or 1). */
+		const char *in0 = c->rank == 0 ? own : c->rx_ptr[0];
+		const char *in1 = c->rank == 1 ? own : c->rx_ptr[1];
+		if (ah_reduce3(t, op, dst, in0, in1, n) == 0)
+			k0 = 2;
+	}
+	if (own == dst && c->rank >= k0 && c->rank != 0) {
 		memcpy(c->temp, own, bytes);
 		own = c->temp;
 	}
-	for (int k = 0; k < c->nranks; k++) {
+	for (int k = k0; k < c->nranks; k++) {
 		const char *src = k == c->rank ? own : c->rx_ptr[k];
 		if (k == 0) {
 			if (src != dst)

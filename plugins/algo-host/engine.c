@@ -322,6 +322,7 @@ static int pair_mode(struct ah_ctx *c, int peer)
 	p->rfree = (uint64_t *)(rbase + 64 + (size_t)c->rank * 128 + 64);
 	p->ldata = (uint64_t *)(c->scratch_base + 64 + (size_t)peer * 128);
 	p->lfree = (uint64_t *)(c->scratch_base + 64 + (size_t)peer * 128 + 64);
+	p->rcpu = (const uint32_t *)(rbase + 8);
 	p->fast = 1;
 	return 0;
 }
@@ -406,15 +407,19 @@ static uint64_t tok_value(struct ah_ctx *c, struct ah_peer *p, enum tok t)
 
 /* Waits until the token reaches value. A mapped peer's token is a plain store
  * into our memory (no progress needed to land it), so the wait polls it
- * itself, as Open MPI's shared-memory path does: spinning when every rank of
- * the comm has a CPU (a yield hands the CPU to any other runnable process, and
- * getting it back costs a time slice on a busy host), yielding between polls
- * when ranks outnumber CPUs (the peer may need this CPU). The core's wait
+ * itself, as Open MPI's shared-memory path does. When every rank of the comm
+ * has a CPU it spins for AH_SPIN_NS first (a yield may hand the CPU to some
+ * other process for a whole time slice), then yields between polls: ranks
+ * are not bound to CPUs, and a rank spinning on the CPU its peer waits for
+ * would hold it until the next scheduler tick (4 ms at HZ=250), per round.
+ * When ranks outnumber CPUs it yields from the start. The core's wait
  * sleeps after 0.2 ms, which adds up to a millisecond to a round whenever a
  * peer loses its CPU for a moment. The comm's status is checked while
  * polling, so a dead peer is still reported. After poll_us the wait sleeps
  * between polls (fast pairs) or hands over to the core's weft_sem_wait, which
  * progresses transports and sleeps; peers reached otherwise go there at once. */
+#define AH_SPIN_NS 50000u
+
 static int tok_wait(struct ah_ctx *c, struct ah_peer *p, enum tok t, uint64_t value)
 {
 	const struct weft_prim_api *pr = c->prim;
@@ -423,6 +428,16 @@ static int tok_wait(struct ah_ctx *c, struct ah_peer *p, enum tok t, uint64_t va
 	if (p->rmap || p->fast) {
 		uint64_t t0 = now_ns(), limit = c->poll_ns;
 		unsigned sleep_us = 0;
+		int yielding = 0;
+		if (p->fast) {
+			/* A peer that last waited on this very CPU needs it to get on:
+			 * yield at once instead of spinning. */
+			int cpu = sched_getcpu();
+			if (cpu >= 0) {
+				__atomic_store_n((uint32_t *)(c->scratch_base + 8), (uint32_t)cpu + 1, __ATOMIC_RELAXED);
+				yielding = __atomic_load_n(p->rcpu, __ATOMIC_RELAXED) == (uint32_t)cpu + 1;
+			}
+		}
 		for (unsigned i = 1;; i++) {
 			if (tok_value(c, p, t) >= value)
 				return 0;
@@ -431,7 +446,7 @@ static int tok_wait(struct ah_ctx *c, struct ah_peer *p, enum tok t, uint64_t va
 				nanosleep(&ts, NULL);
 				if (sleep_us < 1000)
 					sleep_us *= 2;
-			} else if (c->spin) {
+			} else if (c->spin && !yielding) {
 #if defined(__x86_64__) || defined(__i386__)
 				__builtin_ia32_pause();
 #endif
@@ -442,7 +457,9 @@ static int tok_wait(struct ah_ctx *c, struct ah_peer *p, enum tok t, uint64_t va
 				int rc = pr->comm_status(c->comm);
 				if (rc)
 					return rc;
-				if (!sleep_us && now_ns() - t0 > limit) {
+				uint64_t dt = now_ns() - t0;
+				yielding = dt > AH_SPIN_NS;
+				if (!sleep_us && dt > limit) {
 					if (!p->fast)
 						break;
 					sleep_us = 1;

@@ -1,5 +1,6 @@
 /* algo-host: element-wise reductions for every type weft.h names except fp8,
  * and the float16 / bfloat16 conversions (round to nearest even). */
+#include <errno.h>
 #include <string.h>
 
 #include "ah.h"
@@ -188,6 +189,54 @@ void ah_reduce(enum weft_datatype t, enum weft_redop op, void *dst, const void *
 	case WEFT_FLOAT32: red_float_t_(op, dst, src, n); break;
 	case WEFT_FLOAT64: red_double_t_(op, dst, src, n); break;
 	default: break;
+	}
+}
+
+/* d = a op b in one pass (d may be a or b itself: element i reads both inputs
+ * before it writes), where the copy-then-reduce of two inputs takes two. */
+#define AH_REDUCE3(T, U)                                                                \
+	static void red3_##T(enum weft_redop op, T *d, const T *a, const T *b, size_t n) \
+	{                                                                               \
+		switch (op) {                                                           \
+		case WEFT_SUM:                                                          \
+		case WEFT_AVG:                                                          \
+			for (size_t i = 0; i < n; i++)                                  \
+				d[i] = (T)((U)a[i] + (U)b[i]);                          \
+			break;                                                          \
+		case WEFT_PROD:                                                         \
+			for (size_t i = 0; i < n; i++)                                  \
+				d[i] = (T)((U)((U)a[i] * (U)b[i]));                     \
+			break;                                                          \
+		case WEFT_MIN:                                                          \
+			for (size_t i = 0; i < n; i++)                                  \
+				d[i] = b[i] < a[i] ? b[i] : a[i];                       \
+			break;                                                          \
+		case WEFT_MAX:                                                          \
+			for (size_t i = 0; i < n; i++)                                  \
+				d[i] = b[i] > a[i] ? b[i] : a[i];                       \
+			break;                                                          \
+		default:                                                                \
+			break;                                                          \
+		}                                                                       \
+	}
+
+AH_REDUCE3(int32_t, uint32_t)
+AH_REDUCE3(uint32_t, uint32_t)
+AH_REDUCE3(int64_t, uint64_t)
+AH_REDUCE3(uint64_t, uint64_t)
+AH_REDUCE3(float_t_, float_t_)
+AH_REDUCE3(double_t_, double_t_)
+
+int ah_reduce3(enum weft_datatype t, enum weft_redop op, void *dst, const void *a, const void *b, size_t n)
+{
+	switch (t) {
+	case WEFT_INT32: red3_int32_t(op, dst, a, b, n); return 0;
+	case WEFT_UINT32: red3_uint32_t(op, dst, a, b, n); return 0;
+	case WEFT_INT64: red3_int64_t(op, dst, a, b, n); return 0;
+	case WEFT_UINT64: red3_uint64_t(op, dst, a, b, n); return 0;
+	case WEFT_FLOAT32: red3_float_t_(op, dst, a, b, n); return 0;
+	case WEFT_FLOAT64: red3_double_t_(op, dst, a, b, n); return 0;
+	default: return -ENOTSUP;
 	}
 }
 
