@@ -15,7 +15,11 @@
  * and the CPU this rank last waited on (4 bytes at offset 8), in the first 64
  * bytes; then per rank q two 64-byte lines: the token q writes when it has
  * sent us chunks, and the one it writes when it has consumed ours. */
-#define AH_HDR_BYTES(nranks) (64 + (size_t)(nranks) * 128)
+#define AH_HDR_BYTES(nranks) (64 + (size_t)(nranks) * 128 + 64 + (size_t)(nranks) * 64)
+/* The publish lines that follow (see ah_pull_run): how many chunks this rank
+ * has published, then per rank q how many of them q has consumed. */
+#define AH_PUB_OFF(nranks) (64 + (size_t)(nranks) * 128)
+#define AH_PUBC_OFF(nranks, q) (AH_PUB_OFF(nranks) + 64 + (size_t)(q) * 64)
 /* Out-of-band tag of the canary message (below the core's reserved tags). */
 #define AH_TAG_CANARY 0x41480001u
 
@@ -46,6 +50,10 @@ struct ah_peer {
 	uint64_t *rdata, *rfree; /* in the peer's header: our tokens for it */
 	uint64_t *ldata, *lfree; /* in our header: its tokens for us */
 	const uint32_t *rcpu;    /* in the peer's header: the CPU it last waited on */
+	const uint64_t *rpub;    /* in the peer's header: chunks it has published */
+	uint64_t *rpubc;         /* in the peer's header: how many of those we consumed */
+	const uint64_t *lpubc;   /* in our header: how many of ours the peer consumed */
+	const char *rpubarea;    /* the peer's publish area (its own area of its scratch) */
 	weft_rmem_t *rdirect;    /* the peer's output buffer, during ah_direct_gather */
 	uint64_t tx_sent;        /* chunks sent to the peer */
 	uint64_t tx_flushed;     /* of those, how many are known complete (staging reusable) */
@@ -80,6 +88,10 @@ struct ah_ctx {
 	size_t *doff, *dbytes; /* per rank, for ah_direct_gather */
 	uint64_t poll_ns; /* parameter poll_us: how long ah_wait polls a mapped peer's token */
 	int spin;         /* no more ranks than CPUs: a wait may spin before it yields */
+	int pull;         /* parameter pull */
+	int pull_ok;      /* -1 not yet agreed; 1 every pair is fast: ah_pull_run may run */
+	uint64_t pub_seq; /* chunks this rank has published (the same on every rank) */
+	char *pub_slot;   /* during ah_pull_run's consume: this round's own slot */
 	/* One round's plan, indexed by peer (see ah_run). */
 	const void **tx_src;
 	size_t *tx_bytes;
@@ -111,6 +123,17 @@ int ah_run(struct ah_ctx *c, uint64_t rounds, ah_plan_fn plan, ah_plan_fn consum
  * rank) straight into every peer's buf, after registering and exchanging buf
  * for this call (see engine.c). Collective: every rank calls it together. */
 int ah_direct_gather(struct ah_ctx *c, void *buf, size_t len, const size_t *off, const size_t *bytes);
+
+/* Whether the publish-and-pull engine can run: every pair maps each other.
+ * Collective the first time (the ranks agree through the bootstrap). */
+int ah_pull_ready(struct ah_ctx *c);
+/* Runs `rounds` rounds of publish and pull: in round t this rank's fill(arg,
+ * c, t, slot) writes at most one chunk into its own publish slot (local
+ * memory, read by every peer through its mapping); then, once every peer has
+ * published its round-t chunk, rx_ptr[p] points at it (in p's memory) and
+ * consume(arg, c, t) reads what it needs. Every rank runs the same rounds. */
+typedef int (*ah_fill_fn)(void *arg, struct ah_ctx *c, uint64_t t, char *slot);
+int ah_pull_run(struct ah_ctx *c, uint64_t rounds, ah_fill_fn fill, ah_plan_fn consume, void *arg);
 
 /* Reductions (reduce.c). */
 int ah_reduce_supported(enum weft_datatype t, enum weft_redop op);

@@ -157,6 +157,62 @@ static int ag_plan_fn(void *arg, struct ah_ctx *c, uint64_t t)
 	return 0;
 }
 
+/* ------------------------------------------ publish and pull versions
+ * Used when every pair maps each other (ah_pull_ready): each rank writes its
+ * chunk once into its own slot and the peers read it there. */
+
+/* Allgather of blocks: round t publishes chunk t of our block; peers' chunks
+ * go to their place in out. */
+static int pl_gather_fill(void *arg, struct ah_ctx *c, uint64_t t, char *slot)
+{
+	struct ag_plan *g = arg;
+	size_t m = chunk_len(blk_len(&g->bl, c->rank), g->cel, t);
+	if (m)
+		memcpy(slot, g->mine + t * g->cel * g->es, m * g->es);
+	return 0;
+}
+
+static int pl_gather_consume(void *arg, struct ah_ctx *c, uint64_t t)
+{
+	struct ag_plan *g = arg;
+	for (int i = 1; i < c->nranks; i++) {
+		int p = (c->rank + i) % c->nranks;
+		size_t k = chunk_len(blk_len(&g->bl, p), g->cel, t);
+		if (k)
+			memcpy(g->out + (blk_off(&g->bl, p) + t * g->cel) * g->es, c->rx_ptr[p], k * g->es);
+	}
+	return 0;
+}
+
+/* Reduce-scatter of blocks: a round's slot holds chunk t (cel elements) of
+ * every block but ours, block b at b * cel; we reduce chunk t of ours from
+ * every peer's slot. */
+static int pl_rs_fill(void *arg, struct ah_ctx *c, uint64_t t, char *slot)
+{
+	struct rs_plan *r = arg;
+	for (int b = 0; b < c->nranks; b++) {
+		size_t m = chunk_len(blk_len(&r->bl, b), r->cel, t);
+		if (b != c->rank && m)
+			memcpy(slot + (size_t)b * r->cel * r->es, r->in + (blk_off(&r->bl, b) + t * r->cel) * r->es,
+			       m * r->es);
+	}
+	return 0;
+}
+
+static int pl_rs_consume(void *arg, struct ah_ctx *c, uint64_t t)
+{
+	struct rs_plan *r = arg;
+	size_t mine = chunk_len(blk_len(&r->bl, c->rank), r->cel, t);
+	if (!mine)
+		return 0;
+	for (int p = 0; p < c->nranks; p++)
+		if (p != c->rank)
+			c->rx_ptr[p] = (const char *)c->rx_ptr[p] + (size_t)c->rank * r->cel * r->es;
+	reduce_ordered(c, r->a->dtype, r->a->op, r->out + t * r->cel * r->es,
+		       r->in + (blk_off(&r->bl, c->rank) + t * r->cel) * r->es, mine);
+	return 0;
+}
+
 /* ------------------------------------------------------------ supports */
 
 static int reducing(enum weft_collective coll)
@@ -219,6 +275,23 @@ static int os_consume_fn(void *arg, struct ah_ctx *c, uint64_t t)
 
 /* One shot: every rank sends its whole input to every peer and reduces all of
  * them locally. Latency-bound sizes; (n-1) times the data on the wire. */
+static int os_fill_fn(void *arg, struct ah_ctx *c, uint64_t t, char *slot)
+{
+	struct os_plan *o = arg;
+	size_t m = chunk_len(o->a->count, o->cel, t);
+	memcpy(slot, (const char *)o->a->sendbuf + t * o->cel * o->es, m * o->es);
+	return 0;
+}
+
+static int os_pull_consume_fn(void *arg, struct ah_ctx *c, uint64_t t)
+{
+	struct os_plan *o = arg;
+	size_t m = chunk_len(o->a->count, o->cel, t);
+	/* Our own input is read from our slot, a copy: in place needs no temp. */
+	reduce_ordered(c, o->a->dtype, o->a->op, (char *)o->a->recvbuf + t * o->cel * o->es, c->pub_slot, m);
+	return 0;
+}
+
 static int allreduce_oneshot(void *state, const struct weft_coll_args *a)
 {
 	int rc;
@@ -227,6 +300,8 @@ static int allreduce_oneshot(void *state, const struct weft_coll_args *a)
 		return rc;
 	struct os_plan o = {.a = a, .es = esize(a->dtype)};
 	o.cel = c->chunk / o.es;
+	if (ah_pull_ready(c))
+		return ah_pull_run(c, div_up(a->count, o.cel), os_fill_fn, os_pull_consume_fn, &o);
 	return ah_run(c, div_up(a->count, o.cel), os_plan_fn, os_consume_fn, &o);
 }
 
@@ -243,7 +318,15 @@ static int allreduce_rsag(void *state, const struct weft_coll_args *a)
 	char *mine = (char *)a->recvbuf + blk_off(&bl, c->rank) * es;
 	uint64_t rounds = div_up(blk_len(&bl, 0), cel);
 	struct rs_plan r = {.a = a, .bl = bl, .es = es, .cel = cel, .in = a->sendbuf, .out = mine};
-	if ((rc = ah_run(c, rounds, rs_plan_fn, rs_consume_fn, &r)))
+	int pull = ah_pull_ready(c) && cel / (size_t)c->nranks > 0;
+	if (pull) {
+		/* One slot carries chunk t of every peer's block. */
+		r.cel = cel / (size_t)c->nranks;
+		rc = ah_pull_run(c, div_up(blk_len(&bl, 0), r.cel), pl_rs_fill, pl_rs_consume, &r);
+	} else {
+		rc = ah_run(c, rounds, rs_plan_fn, rs_consume_fn, &r);
+	}
+	if (rc)
 		return rc;
 	if (c->direct_min && blk_len(&bl, 0) * es >= c->direct_min) {
 		for (int p = 0; p < c->nranks; p++) {
@@ -253,6 +336,8 @@ static int allreduce_rsag(void *state, const struct weft_coll_args *a)
 		return ah_direct_gather(c, a->recvbuf, a->count * es, c->doff, c->dbytes);
 	}
 	struct ag_plan g = {.bl = bl, .es = es, .cel = cel, .mine = mine, .out = a->recvbuf};
+	if (pull)
+		return ah_pull_run(c, rounds, pl_gather_fill, pl_gather_consume, &g);
 	return ah_run(c, rounds, ag_plan_fn, NULL, &g);
 }
 
@@ -291,6 +376,8 @@ static int allgather_direct(void *state, const struct weft_coll_args *a)
 		return ah_direct_gather(c, a->recvbuf, (size_t)c->nranks * a->count * es, c->doff, c->dbytes);
 	}
 	struct ag_plan g = {.bl = bl, .es = es, .cel = cel, .mine = own, .out = a->recvbuf};
+	if (ah_pull_ready(c))
+		return ah_pull_run(c, div_up(a->count, cel), pl_gather_fill, pl_gather_consume, &g);
 	return ah_run(c, div_up(a->count, cel), ag_plan_fn, NULL, &g);
 }
 
@@ -586,6 +673,8 @@ static const struct weft_param_decl ah_params[] = {
 	 "Smallest block (bytes per rank) that allgather and allreduce's allgather phase write straight into the peers' output buffers, registered for the call; 0 never."},
 	{sizeof(struct weft_param_decl), AH_NAME, "poll_us", WEFT_PARAM_SIZE, "20000",
 	 "Microseconds a wait for a peer whose scratch is mapped polls its token (spinning, then yielding the CPU) before the core's sleeping wait takes over; 0 never polls."},
+	{sizeof(struct weft_param_decl), AH_NAME, "pull", WEFT_PARAM_BOOL, "1",
+	 "Where every pair of ranks maps each other's scratch, allreduce and allgather publish each chunk once in the rank's own slot and peers read it there; 0 always pushes."},
 	{sizeof(struct weft_param_decl), AH_NAME, "transport", WEFT_PARAM_STRING, NULL,
 	 "Transport the pack connects through (e.g. ofi); unset lets the core choose per peer."},
 };

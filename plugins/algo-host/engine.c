@@ -68,7 +68,10 @@ static int read_params(struct ah_ctx *c)
 {
 	uint64_t chunk = 512 * 1024, scratch = 4 * 1024 * 1024;
 	const char *tp = NULL;
-	int map = 1;
+	int map = 1, pull = 1;
+	ah_core->param_get(ah_core->self, AH_NAME, "pull", WEFT_PARAM_BOOL, &pull, NULL);
+	c->pull = pull;
+	c->pull_ok = -1;
 	uint64_t direct_min = 256 * 1024, poll_us = 20000;
 	ah_core->param_get(ah_core->self, AH_NAME, "poll_us", WEFT_PARAM_SIZE, &poll_us, NULL);
 	c->poll_ns = poll_us > UINT64_MAX / 1000 ? UINT64_MAX : poll_us * 1000;
@@ -323,6 +326,10 @@ static int pair_mode(struct ah_ctx *c, int peer)
 	p->ldata = (uint64_t *)(c->scratch_base + 64 + (size_t)peer * 128);
 	p->lfree = (uint64_t *)(c->scratch_base + 64 + (size_t)peer * 128 + 64);
 	p->rcpu = (const uint32_t *)(rbase + 8);
+	p->rpub = (const uint64_t *)(rbase + AH_PUB_OFF(c->nranks));
+	p->rpubc = (uint64_t *)(rbase + AH_PUBC_OFF(c->nranks, c->rank));
+	p->lpubc = (const uint64_t *)(c->scratch_base + AH_PUBC_OFF(c->nranks, peer));
+	p->rpubarea = rbase + c->hdr + (size_t)peer * c->area;
 	p->fast = 1;
 	return 0;
 }
@@ -405,7 +412,7 @@ static uint64_t tok_value(struct ah_ctx *c, struct ah_peer *p, enum tok t)
 	return c->prim->sem_value(t == TOK_DATA ? p->data_sem : p->free_sem);
 }
 
-/* Waits until the token reaches value. A mapped peer's token is a plain store
+/* How a wait polls. A mapped peer's token is a plain store
  * into our memory (no progress needed to land it), so the wait polls it
  * itself, as Open MPI's shared-memory path does. When every rank of the comm
  * has a CPU it spins for AH_SPIN_NS first (a yield may hand the CPU to some
@@ -420,54 +427,69 @@ static uint64_t tok_value(struct ah_ctx *c, struct ah_peer *p, enum tok t)
  * progresses transports and sleeps; peers reached otherwise go there at once. */
 #define AH_SPIN_NS 50000u
 
-static int tok_wait(struct ah_ctx *c, struct ah_peer *p, enum tok t, uint64_t value)
+/* Polls *word (ours, or a peer's through the mapping), or with word NULL
+ * the semaphore sem, until it reaches value, by the policy above. A word is
+ * the only way its value comes, so after poll_us the wait sleeps between
+ * polls; for a semaphore it returns 1 and the caller hands over to the
+ * core's wait. */
+static int poll_wait(struct ah_ctx *c, struct ah_peer *p, const uint64_t *word, weft_sem_t *sem, uint64_t value)
 {
 	const struct weft_prim_api *pr = c->prim;
-	if (tok_value(c, p, t) >= value)
-		return 0;
-	if (p->rmap || p->fast) {
-		uint64_t t0 = now_ns(), limit = c->poll_ns;
-		unsigned sleep_us = 0;
-		int yielding = 0;
-		if (p->fast) {
-			/* A peer that last waited on this very CPU needs it to get on:
-			 * yield at once instead of spinning. */
-			int cpu = sched_getcpu();
-			if (cpu >= 0) {
-				__atomic_store_n((uint32_t *)(c->scratch_base + 8), (uint32_t)cpu + 1, __ATOMIC_RELAXED);
-				yielding = __atomic_load_n(p->rcpu, __ATOMIC_RELAXED) == (uint32_t)cpu + 1;
-			}
+	uint64_t t0 = now_ns(), limit = c->poll_ns;
+	unsigned sleep_us = 0;
+	int yielding = 0;
+	if (p->fast) {
+		/* A peer that last waited on this very CPU needs it to get on:
+		 * yield at once instead of spinning. */
+		int cpu = sched_getcpu();
+		if (cpu >= 0) {
+			__atomic_store_n((uint32_t *)(c->scratch_base + 8), (uint32_t)cpu + 1, __ATOMIC_RELAXED);
+			yielding = __atomic_load_n(p->rcpu, __ATOMIC_RELAXED) == (uint32_t)cpu + 1;
 		}
-		for (unsigned i = 1;; i++) {
-			if (tok_value(c, p, t) >= value)
-				return 0;
-			if (sleep_us) {
-				struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)sleep_us * 1000};
-				nanosleep(&ts, NULL);
-				if (sleep_us < 1000)
-					sleep_us *= 2;
-			} else if (c->spin && !yielding) {
+	}
+	for (unsigned i = 1;; i++) {
+		if ((word ? __atomic_load_n(word, __ATOMIC_ACQUIRE) : pr->sem_value(sem)) >= value)
+			return 0;
+		if (sleep_us) {
+			struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)sleep_us * 1000};
+			nanosleep(&ts, NULL);
+			if (sleep_us < 1000)
+				sleep_us *= 2;
+		} else if (c->spin && !yielding) {
 #if defined(__x86_64__) || defined(__i386__)
-				__builtin_ia32_pause();
+			__builtin_ia32_pause();
 #endif
-			} else {
-				sched_yield();
-			}
-			if (i % 256 == 0 || sleep_us) {
-				int rc = pr->comm_status(c->comm);
-				if (rc)
-					return rc;
-				uint64_t dt = now_ns() - t0;
-				yielding = dt > AH_SPIN_NS;
-				if (!sleep_us && dt > limit) {
-					if (!p->fast)
-						break;
-					sleep_us = 1;
-				}
+		} else {
+			sched_yield();
+		}
+		if (i % 256 == 0 || sleep_us) {
+			int rc = pr->comm_status(c->comm);
+			if (rc)
+				return rc;
+			uint64_t dt = now_ns() - t0;
+			yielding = yielding || dt > AH_SPIN_NS;
+			if (!sleep_us && dt > limit) {
+				if (!word)
+					return 1;
+				sleep_us = 1;
 			}
 		}
 	}
-	return pr->sem_wait(t == TOK_DATA ? p->data_sem : p->free_sem, value);
+}
+
+static int tok_wait(struct ah_ctx *c, struct ah_peer *p, enum tok t, uint64_t value)
+{
+	if (tok_value(c, p, t) >= value)
+		return 0;
+	if (p->fast)
+		return poll_wait(c, p, t == TOK_DATA ? p->ldata : p->lfree, NULL, value);
+	weft_sem_t *sem = t == TOK_DATA ? p->data_sem : p->free_sem;
+	if (p->rmap) {
+		int rc = poll_wait(c, p, NULL, sem, value);
+		if (rc <= 0)
+			return rc;
+	}
+	return c->prim->sem_wait(sem, value);
 }
 
 static int send_chunk(struct ah_ctx *c, int peer, const void *src, size_t bytes)
@@ -607,6 +629,87 @@ out_release:
 		c->peers[p].rdirect = NULL;
 	}
 	pr->mem_deregister(mem);
+	return rc;
+}
+
+int ah_pull_ready(struct ah_ctx *c)
+{
+	if (c->pull_ok >= 0)
+		return c->pull_ok;
+	if (c->nranks < 2 || !WEFT_HAS_OP(c->prim, struct weft_prim_api, comm_allgather)) {
+		c->pull_ok = 0; /* the same on every rank */
+		return 0;
+	}
+	/* Every rank gets here in the same collective call, whatever its own
+	 * parameters say, so the allgather always pairs up. */
+	uint8_t mine = (uint8_t)(c->pull && !c->broken), *all = (uint8_t *)c->dbytes; /* n bytes at least */
+	for (int p = 0; p < c->nranks; p++)
+		if (p != c->rank && !c->peers[p].fast)
+			mine = 0;
+	int rc = c->prim->comm_allgather(c->comm, &mine, all, 1);
+	int ok = rc == 0;
+	for (int p = 0; ok && p < c->nranks; p++)
+		ok = all[p] == 1;
+	if (rc) {
+		AH_LOG(WEFT_LOG_ERROR, "cannot agree on the publish-and-pull mode: %s", ah_strerror(rc));
+		c->broken = rc;
+	}
+	c->pull_ok = ok;
+	AH_LOG(WEFT_LOG_DEBUG, "publish-and-pull %s", ok ? "on: every pair maps each other" : "off");
+	return ok;
+}
+
+/* Publish and pull. Every rank writes each chunk once, into its own slot
+ * (memory its cache already owns), and every peer reads it from there: one
+ * pass across cores per chunk and reader, where pushing into the reader's
+ * slot and reading it back takes two. A slot is reused once every peer has
+ * consumed the chunk it held (their counters in our header); every rank
+ * publishes in every round, so one sequence number serves all peers. */
+int ah_pull_run(struct ah_ctx *c, uint64_t rounds, ah_fill_fn fill, ah_plan_fn consume, void *arg)
+{
+	int n = c->nranks, me = c->rank, rc = 0;
+	uint64_t k = c->nslots;
+	uint64_t *mypub = (uint64_t *)(c->scratch_base + AH_PUB_OFF(n));
+	if (c->broken)
+		return c->broken;
+	for (uint64_t t = 0; t < rounds; t++) {
+		uint64_t m = c->pub_seq;
+		if (m >= k)
+			for (int i = 1; i < n; i++) {
+				struct ah_peer *pp = &c->peers[(me + i) % n];
+				if ((rc = poll_wait(c, pp, pp->lpubc, NULL, m - k + 1)))
+					goto err;
+			}
+		size_t soff = (size_t)(m % k) * c->chunk;
+		c->pub_slot = c->scratch + (size_t)me * c->area + soff;
+		if ((rc = fill(arg, c, t, c->pub_slot)))
+			goto err;
+#if defined(__x86_64__) || defined(__i386__)
+		__builtin_ia32_sfence();
+#endif
+		__atomic_store_n(mypub, m + 1, __ATOMIC_RELEASE);
+		for (int i = 1; i < n; i++) {
+			int p = (me - i + n) % n;
+			struct ah_peer *pp = &c->peers[p];
+			if ((rc = poll_wait(c, pp, pp->rpub, NULL, m + 1)))
+				goto err;
+			c->rx_ptr[p] = pp->rpubarea + soff;
+		}
+		c->rx_ptr[me] = c->pub_slot;
+		if ((rc = consume(arg, c, t)))
+			goto err;
+		for (int i = 1; i < n; i++) {
+			struct ah_peer *pp = &c->peers[(me + i) % n];
+			__atomic_store_n(pp->rpubc, m + 1, __ATOMIC_RELEASE);
+		}
+		c->pub_seq = m + 1;
+	}
+	return 0;
+
+err:
+	AH_LOG(WEFT_LOG_ERROR, "transfer failed: %s; the pack refuses further calls on this communicator",
+	       ah_strerror(rc));
+	c->broken = rc;
 	return rc;
 }
 
