@@ -33,28 +33,55 @@
 #define BYTES 4096
 
 /* Two packages, one NUMA node and one CPU each, nodes 21 apart (SLIT 10/21),
- * in hwloc's XML form: a test topology any machine can load. */
-#define TWO_NODES_OBJ(pkg, mask, gp) \
-	"    <object type=\"Package\" os_index=\"" #pkg "\" cpuset=\"" mask "\" complete_cpuset=\"" mask \
-	"\" nodeset=\"" mask "\" complete_nodeset=\"" mask "\" gp_index=\"" #gp "1\">\n" \
-	"      <object type=\"NUMANode\" os_index=\"" #pkg "\" cpuset=\"" mask "\" complete_cpuset=\"" mask \
-	"\" nodeset=\"" mask "\" complete_nodeset=\"" mask "\" gp_index=\"" #gp "2\" local_memory=\"1073741824\"/>\n" \
-	"      <object type=\"Core\" os_index=\"" #pkg "\" cpuset=\"" mask "\" complete_cpuset=\"" mask \
-	"\" nodeset=\"" mask "\" complete_nodeset=\"" mask "\" gp_index=\"" #gp "3\">\n" \
-	"        <object type=\"PU\" os_index=\"" #pkg "\" cpuset=\"" mask "\" complete_cpuset=\"" mask \
-	"\" nodeset=\"" mask "\" complete_nodeset=\"" mask "\" gp_index=\"" #gp "4\"/>\n" \
-	"      </object>\n    </object>\n"
-#define TWO_NODES \
-	"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<!DOCTYPE topology SYSTEM \"hwloc2.dtd\">\n" \
-	"<topology version=\"2.0\">\n" \
-	"  <object type=\"Machine\" os_index=\"0\" cpuset=\"0x00000003\" complete_cpuset=\"0x00000003\" " \
-	"allowed_cpuset=\"0x00000003\" nodeset=\"0x00000003\" complete_nodeset=\"0x00000003\" " \
-	"allowed_nodeset=\"0x00000003\" gp_index=\"1\">\n" \
-	TWO_NODES_OBJ(0, "0x00000001", 1) TWO_NODES_OBJ(1, "0x00000002", 2) \
-	"  </object>\n" \
-	"  <distances2 type=\"NUMANode\" nbobjs=\"2\" kind=\"5\" indexing=\"os\">\n" \
-	"    <indexes length=\"4\">0 1 </indexes>\n    <u64values length=\"12\">10 21 21 10 </u64values>\n" \
-	"  </distances2>\n</topology>\n"
+ * in hwloc's XML form: a test topology any machine can load. Node 0 holds
+ * CPU `mine` (one this process may run on, so that hwloc, told the topology
+ * is this system's, places the process on node 0), node 1 another CPU. */
+static char *two_nodes_xml(int mine)
+{
+	int other = mine == 0 ? 1 : 0;
+	unsigned m0 = 1u << mine, m1 = 1u << other, all = m0 | m1;
+	char *x = NULL;
+	const char *obj = "    <object type=\"Package\" os_index=\"%d\" cpuset=\"0x%08x\" complete_cpuset=\"0x%08x\" "
+			  "nodeset=\"0x%08x\" complete_nodeset=\"0x%08x\" gp_index=\"%d1\">\n"
+			  "      <object type=\"NUMANode\" os_index=\"%d\" cpuset=\"0x%08x\" complete_cpuset=\"0x%08x\" "
+			  "nodeset=\"0x%08x\" complete_nodeset=\"0x%08x\" gp_index=\"%d2\" local_memory=\"1073741824\"/>\n"
+			  "      <object type=\"Core\" os_index=\"%d\" cpuset=\"0x%08x\" complete_cpuset=\"0x%08x\" "
+			  "nodeset=\"0x%08x\" complete_nodeset=\"0x%08x\" gp_index=\"%d3\">\n"
+			  "        <object type=\"PU\" os_index=\"%d\" cpuset=\"0x%08x\" complete_cpuset=\"0x%08x\" "
+			  "nodeset=\"0x%08x\" complete_nodeset=\"0x%08x\" gp_index=\"%d4\"/>\n"
+			  "      </object>\n    </object>\n";
+	char p0[2048], p1[2048];
+	/* Node i's nodeset is bit i; its CPU's bit is the CPU number. */
+	snprintf(p0, sizeof(p0), obj, 0, m0, m0, 1u, 1u, 1, 0, m0, m0, 1u, 1u, 1, mine, m0, m0, 1u, 1u, 1, mine, m0, m0, 1u,
+		 1u, 1);
+	snprintf(p1, sizeof(p1), obj, 1, m1, m1, 2u, 2u, 2, 1, m1, m1, 2u, 2u, 2, other, m1, m1, 2u, 2u, 2, other, m1, m1,
+		 2u, 2u, 2);
+	if (asprintf(&x,
+		     "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<!DOCTYPE topology SYSTEM \"hwloc2.dtd\">\n"
+		     "<topology version=\"2.0\">\n"
+		     "  <object type=\"Machine\" os_index=\"0\" cpuset=\"0x%08x\" complete_cpuset=\"0x%08x\" "
+		     "allowed_cpuset=\"0x%08x\" nodeset=\"0x00000003\" complete_nodeset=\"0x00000003\" "
+		     "allowed_nodeset=\"0x00000003\" gp_index=\"1\">\n%s%s  </object>\n"
+		     "  <distances2 type=\"NUMANode\" nbobjs=\"2\" kind=\"5\" indexing=\"os\">\n"
+		     "    <indexes length=\"4\">0 1 </indexes>\n    <u64values length=\"12\">10 21 21 10 </u64values>\n"
+		     "  </distances2>\n</topology>\n",
+		     all, all, all, p0, p1) < 0)
+		return NULL;
+	return x;
+}
+
+/* The first CPU this process may run on, or -1 when it is beyond what the
+ * test topology's 32-bit masks can name. */
+static int first_cpu(void)
+{
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof(set), &set) != 0)
+		return -1;
+	for (int c = 0; c < 31; c++)
+		if (CPU_ISSET(c, &set))
+			return c;
+	return -1;
+}
 
 struct scenario {
 	const char *conf[NR];    /* [transport]/[algorithm] text of each rank's file */
@@ -62,7 +89,8 @@ struct scenario {
 	int create_rc;           /* what weft_comm_create must return on every rank */
 	const char *transport;   /* when it succeeds: what weft_connect(NULL) must choose */
 	int connect_rc;          /* what weft_connect(NULL) must return */
-	int numa;                /* run on CPU 0 of a two-NUMA-node hwloc topology (TWO_NODES) */
+	int numa;                /* run on node 0 of a two-NUMA-node hwloc topology (two_nodes_xml) */
+	int cpu;                 /* filled by the parent: the CPU of node 0 */
 	int nranks;              /* 0: 2 */
 	/* filled by the parent */
 	char *dir;
@@ -135,8 +163,8 @@ static int run_rank(int rank, int n, void *arg)
 		setenv("HWLOC_THISSYSTEM", "1", 1);
 		cpu_set_t set;
 		CPU_ZERO(&set);
-		CPU_SET(0, &set);
-		RCHECK(sched_setaffinity(0, sizeof(set), &set) == 0, "cannot run on CPU 0");
+		CPU_SET(sc->cpu, &set);
+		RCHECK(sched_setaffinity(0, sizeof(set), &set) == 0, "cannot run on CPU %d", sc->cpu);
 	}
 
 	weft_comm_t *comm = NULL;
@@ -173,8 +201,14 @@ static void run(struct scenario *sc, char *logs[NR])
 		snprintf(name, sizeof(name), "rank%d.conf", r);
 		free(wt_write_file(sc->dir, name, sc->conf[r] ? sc->conf[r] : ""));
 	}
-	if (sc->numa)
-		free(wt_write_file(sc->dir, "topo.xml", TWO_NODES));
+	if (sc->numa) {
+		sc->cpu = first_cpu();
+		ck_assert_msg(sc->cpu >= 0, "no CPU below 31 to run on");
+		char *xml = two_nodes_xml(sc->cpu);
+		ck_assert_ptr_nonnull(xml);
+		free(wt_write_file(sc->dir, "topo.xml", xml));
+		free(xml);
+	}
 	sc->port = wt_free_port();
 	int n = sc->nranks ? sc->nranks : 2;
 	int bad = wt_fork_ranks(n, run_rank, sc, TIMEOUT_S);
