@@ -135,7 +135,22 @@ struct ag_plan {
 	size_t es, cel;
 	const char *mine;
 	char *out;
+	const char *src; /* publish and pull: where our block still is (copied to mine as it goes); NULL: at mine */
 };
+
+/* a = b = src, reading src once (our block goes to our slot and our output). */
+static void copy2(char *a, char *b, const char *src, size_t n)
+{
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		uint64_t v;
+		memcpy(&v, src + i, 8);
+		memcpy(a + i, &v, 8);
+		memcpy(b + i, &v, 8);
+	}
+	for (; i < n; i++)
+		a[i] = b[i] = src[i];
+}
 
 static int ag_plan_fn(void *arg, struct ah_ctx *c, uint64_t t)
 {
@@ -167,8 +182,13 @@ static int pl_gather_fill(void *arg, struct ah_ctx *c, uint64_t t, char *slot)
 {
 	struct ag_plan *g = arg;
 	size_t m = chunk_len(blk_len(&g->bl, c->rank), g->cel, t);
-	if (m)
-		memcpy(slot, g->mine + t * g->cel * g->es, m * g->es);
+	size_t off = t * g->cel * g->es;
+	if (!m)
+		return 0;
+	if (g->src && g->src != g->mine)
+		copy2(slot, (char *)g->mine + off, g->src + off, m * g->es); /* mine is our output block */
+	else
+		memcpy(slot, g->mine + off, m * g->es);
 	return 0;
 }
 
@@ -366,8 +386,17 @@ static int allgather_direct(void *state, const struct weft_coll_args *a)
 	size_t es = esize(a->dtype), cel = c->chunk / es;
 	struct blocks bl = {.n = c->nranks, .base = a->count, .extra = 0};
 	char *own = (char *)a->recvbuf + (size_t)c->rank * a->count * es;
-	if ((const char *)a->sendbuf != own)
-		memmove(own, a->sendbuf, a->count * es);
+	int pull = 0;
+	if (c->direct_min && a->count * es >= c->direct_min)
+		pull = 0;
+	else
+		pull = ah_pull_ready(c);
+	/* Pulling, our block is copied to its place as it is published (one read
+	 * of the input for both), unless the two overlap. */
+	const char *in = a->sendbuf;
+	int overlap = in < own + a->count * es && own < in + a->count * es;
+	if (in != own && (!pull || overlap))
+		memmove(own, in, a->count * es);
 	if (c->direct_min && a->count * es >= c->direct_min) {
 		for (int p = 0; p < c->nranks; p++) {
 			c->doff[p] = (size_t)p * a->count * es;
@@ -375,8 +404,9 @@ static int allgather_direct(void *state, const struct weft_coll_args *a)
 		}
 		return ah_direct_gather(c, a->recvbuf, (size_t)c->nranks * a->count * es, c->doff, c->dbytes);
 	}
-	struct ag_plan g = {.bl = bl, .es = es, .cel = cel, .mine = own, .out = a->recvbuf};
-	if (ah_pull_ready(c))
+	struct ag_plan g = {.bl = bl, .es = es, .cel = cel, .mine = own, .out = a->recvbuf,
+			    .src = pull && !overlap ? in : NULL};
+	if (pull)
 		return ah_pull_run(c, div_up(a->count, cel), pl_gather_fill, pl_gather_consume, &g);
 	return ah_run(c, div_up(a->count, cel), ag_plan_fn, NULL, &g);
 }
