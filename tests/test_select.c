@@ -35,7 +35,12 @@
 /* Two packages, one NUMA node and one CPU each, nodes 21 apart (SLIT 10/21),
  * in hwloc's XML form: a test topology any machine can load. Node 0 holds
  * CPU `mine` (one this process may run on, so that hwloc, told the topology
- * is this system's, places the process on node 0), node 1 another CPU. */
+ * is this system's, places the process on node 0), node 1 another CPU and
+ * a network card at PCI 0000:3b:00.0. */
+#define PCI_ON_NODE1 \
+	"      <object type=\"PCIDev\" gp_index=\"30\" pci_busid=\"0000:3b:00.0\" " \
+	"pci_type=\"0200 [8086:1521] [8086:0001] 01\" pci_link_speed=\"0.000000\"/>\n"
+
 static char *two_nodes_xml(int mine)
 {
 	int other = mine == 0 ? 1 : 0;
@@ -49,7 +54,7 @@ static char *two_nodes_xml(int mine)
 			  "nodeset=\"0x%08x\" complete_nodeset=\"0x%08x\" gp_index=\"%d3\">\n"
 			  "        <object type=\"PU\" os_index=\"%d\" cpuset=\"0x%08x\" complete_cpuset=\"0x%08x\" "
 			  "nodeset=\"0x%08x\" complete_nodeset=\"0x%08x\" gp_index=\"%d4\"/>\n"
-			  "      </object>\n    </object>\n";
+			  "      </object>\n";
 	char p0[2048], p1[2048];
 	/* Node i's nodeset is bit i; its CPU's bit is the CPU number. */
 	snprintf(p0, sizeof(p0), obj, 0, m0, m0, 1u, 1u, 1, 0, m0, m0, 1u, 1u, 1, mine, m0, m0, 1u, 1u, 1, mine, m0, m0, 1u,
@@ -61,11 +66,11 @@ static char *two_nodes_xml(int mine)
 		     "<topology version=\"2.0\">\n"
 		     "  <object type=\"Machine\" os_index=\"0\" cpuset=\"0x%08x\" complete_cpuset=\"0x%08x\" "
 		     "allowed_cpuset=\"0x%08x\" nodeset=\"0x00000003\" complete_nodeset=\"0x00000003\" "
-		     "allowed_nodeset=\"0x00000003\" gp_index=\"1\">\n%s%s  </object>\n"
+		     "allowed_nodeset=\"0x00000003\" gp_index=\"1\">\n%s    </object>\n%s%s    </object>\n  </object>\n"
 		     "  <distances2 type=\"NUMANode\" nbobjs=\"2\" kind=\"5\" indexing=\"os\">\n"
 		     "    <indexes length=\"4\">0 1 </indexes>\n    <u64values length=\"12\">10 21 21 10 </u64values>\n"
 		     "  </distances2>\n</topology>\n",
-		     all, all, all, p0, p1) < 0)
+		     all, all, all, p0, p1, PCI_ON_NODE1) < 0)
 		return NULL;
 	return x;
 }
@@ -297,6 +302,24 @@ START_TEST(numa_remote_device_loses)
 				       "WEFT_FAKEFAST_NUMA_NODE=1"},
 				      {"WEFT_FAKEFAST_LATENCY_US=0.15", "WEFT_FAKEFAST_BANDWIDTH_GBPS=10",
 				       "WEFT_FAKEFAST_NUMA_NODE=1"}},
+#ifdef TS_HWLOC
+			      .numa = 1, .transport = "shm"};
+#else
+			      .numa = 1, .transport = "fakefast"};
+#endif
+	char *logs[NR];
+	run(&sc, logs);
+	free_logs(logs);
+}
+END_TEST
+
+START_TEST(numa_remote_by_pci_path_loses)
+{
+	/* The device says only where it sits on PCI; hwloc places that on node 1. */
+	struct scenario sc = {.env = {{"WEFT_FAKEFAST_LATENCY_US=0.15", "WEFT_FAKEFAST_BANDWIDTH_GBPS=10",
+				       "WEFT_FAKEFAST_PCI_PATH=0000:3b:00.0"},
+				      {"WEFT_FAKEFAST_LATENCY_US=0.15", "WEFT_FAKEFAST_BANDWIDTH_GBPS=10",
+				       "WEFT_FAKEFAST_PCI_PATH=0000:3b:00.0"}},
 #ifdef TS_HWLOC
 			      .numa = 1, .transport = "shm"};
 #else
@@ -550,6 +573,7 @@ int main(void)
 	tcase_add_test(tc, declared_reach_counts);
 	tcase_add_test(tc, numa_local_device_wins);
 	tcase_add_test(tc, numa_remote_device_loses);
+	tcase_add_test(tc, numa_remote_by_pci_path_loses);
 	tcase_add_test(tc, connect_failure_falls_back);
 	tcase_add_test(tc, connect_failure_of_pinned_is_an_error);
 	tcase_add_test(tc, use_rule_beats_score);

@@ -55,23 +55,26 @@ END_TEST
 START_TEST(topo_numa_from_hwloc)
 {
 	/* A two-node topology (tests/topo_two_numa.xml) read as this machine's,
-	 * and the test plugin declaring its device on node 1. */
+	 * and the test plugin declaring its device at a PCI path that the
+	 * topology puts on node 1. */
 	int st = 0;
 	char args[4096];
 	snprintf(args, sizeof(args), "--topo");
 	setenv("HWLOC_XMLFILE", TT_TWO_NUMA, 1);
 	setenv("HWLOC_THISSYSTEM", "1", 1);
-	setenv("WEFT_FAKEFAST_NUMA_NODE", "1", 1);
+	setenv("WEFT_FAKEFAST_PCI_PATH", "0000:3b:00.0", 1);
 	char *out = info(NULL, args, &st);
 	unsetenv("HWLOC_XMLFILE");
 	unsetenv("HWLOC_THISSYSTEM");
-	unsetenv("WEFT_FAKEFAST_NUMA_NODE");
+	unsetenv("WEFT_FAKEFAST_PCI_PATH");
 	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "weft-info --topo failed:\n%s", out);
 	HAS(out, "numa (hwloc ");
 	HAS(out, ": 2 node(s)");
 	HAS(out, "    node 0     10   21\n    node 1     21   10\n");
 	HAS(out, "  fakefast: 1 device(s)\n    fake0 ");
-	HAS(out, "NUMA node 1 (reported, distance x");
+	HAS(out, "  1 PCI device(s) seen");
+	HAS(out, "NUMA node 1 (hwloc, from the PCI path, distance x");
+	HAS(out, " pci 0000:3b:00.0");
 	free(out);
 }
 END_TEST

@@ -3,8 +3,8 @@
  * name, "fakefast", whose probe declares whatever its parameters say, so a
  * test can show that the core's choice follows declared properties:
  *   [fakefast] latency_us, bandwidth_gbps (0 = unknown), peer_classes (a list
- *   of same-process, same-host, other-host), numa_node, fail_connect (connect
- *   fails).
+ *   of same-process, same-host, other-host), numa_node, pci_path,
+ *   fail_connect (connect fails).
  * Real data moves, so a connection it wins carries a real workload. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -26,6 +26,8 @@ static const struct weft_param_decl ff_params[] = {
 	 "peer classes the probe declares"},
 	{sizeof(struct weft_param_decl), "fakefast", "numa_node", WEFT_PARAM_INT, "-1",
 	 "NUMA node the probe declares for its device (-1: unknown)"},
+	{sizeof(struct weft_param_decl), "fakefast", "pci_path", WEFT_PARAM_STRING, NULL,
+	 "PCI path the probe declares for its device (unset: none)"},
 	{sizeof(struct weft_param_decl), "fakefast", "fail_connect", WEFT_PARAM_BOOL, "0",
 	 "make every connect fail with -EIO (to test the fall-back)"},
 };
@@ -78,6 +80,8 @@ static int ff_probe(struct weft_tp_device *devs, int *n)
 	const char *cls = NULL;
 	int64_t numa = -1;
 	shm_core->param_get(shm_core->self, "fakefast", "numa_node", WEFT_PARAM_INT, &numa, NULL);
+	const char *pci = NULL;
+	shm_core->param_get(shm_core->self, "fakefast", "pci_path", WEFT_PARAM_STRING, &pci, NULL);
 	shm_core->param_get(shm_core->self, "fakefast", "latency_us", WEFT_PARAM_DOUBLE, &lat, NULL);
 	shm_core->param_get(shm_core->self, "fakefast", "bandwidth_gbps", WEFT_PARAM_DOUBLE, &bw, NULL);
 	shm_core->param_get(shm_core->self, "fakefast", "peer_classes", WEFT_PARAM_STRING, &cls, NULL);
@@ -89,6 +93,8 @@ static int ff_probe(struct weft_tp_device *devs, int *n)
 	d->latency_us = lat;
 	d->bandwidth_gbps = bw;
 	d->numa_node = (int)numa;
+	if (pci)
+		snprintf(d->pci_path, sizeof(d->pci_path), "%s", pci);
 	d->mem_types = 1u << WEFT_MEM_HOST;
 	if (cls && strstr(cls, "same-process"))
 		d->peer_classes |= 1u << WEFT_PEER_SAME_PROCESS;
