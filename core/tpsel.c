@@ -338,12 +338,12 @@ char *weft__tp_rules_text(void)
 }
 
 /* ------------------------------------------------------------- weft-info */
-static void print_plan(FILE *out, const char *indent, const struct weft__tp_cand *c, int n, enum weft_peer_class cls,
+static int print_plan(FILE *out, const char *indent, const struct weft__tp_cand *c, int n, enum weft_peer_class cls,
 		       enum weft_mem_type mem, int nranks)
 {
 	struct weft__tp_plan *plan = malloc(sizeof(*plan));
 	if (!plan)
-		return;
+		return -ENOMEM;
 	int rc = weft__tp_plan(c, n, cls, mem, nranks, 1, plan);
 	if (rc == -WEFT_ERR_PLUGIN || rc == -WEFT_ERR_CONFIG) {
 		/* Say it the way a communicator would. */
@@ -368,12 +368,13 @@ static void print_plan(FILE *out, const char *indent, const struct weft__tp_cand
 				k < plan->pinned ? " [pinned]" : "");
 	}
 	free(plan);
+	return rc;
 }
 
-WEFT_API void weft__tp_print_choices(FILE *out, weft_comm_t *comm, int nranks, enum weft_mem_type mem)
+WEFT_API int weft__tp_print_choices(FILE *out, weft_comm_t *comm, int nranks, enum weft_mem_type mem)
 {
 	if (!out)
-		return;
+		return -EINVAL;
 	struct weft__tp_cand c[64];
 	int n = 0;
 	if (comm) {
@@ -403,10 +404,10 @@ WEFT_API void weft__tp_print_choices(FILE *out, weft_comm_t *comm, int nranks, e
 			c[j + 1] = k;
 		}
 	}
-	int rc = rules_get();
+	int rc = rules_get(), first = 0;
 	if (rc != 0) {
 		fprintf(out, "transport selection unavailable: %s\n", weft_strerror(rc));
-		return;
+		return rc;
 	}
 	fprintf(out, "Transport choice, %s memory (offered best first; the lower rank of a pair decides; a failed "
 		     "connect falls back to the next unless pinned by a use/require rule):\n",
@@ -420,15 +421,20 @@ WEFT_API void weft__tp_print_choices(FILE *out, weft_comm_t *comm, int nranks, e
 				continue;
 			enum weft_peer_class cls = weft__peer_class(comm, p);
 			fprintf(out, "  peer %d (%s):\n", p, class_names[cls]);
-			print_plan(out, "    ", c, n, cls, mem, nranks);
+			rc = print_plan(out, "    ", c, n, cls, mem, nranks);
+			if (rc != 0 && first == 0)
+				first = rc;
 		}
-		return;
+		return first;
 	}
 	fprintf(out, "  rank 0 of %d, every peer on this host (run under a launcher to see the real peers):\n", nranks);
 	for (int cls = 0; cls < WEFT_PEER_CLASS_COUNT; cls++) {
 		fprintf(out, "  %s peers:\n", class_names[cls]);
 		if (cls == WEFT_PEER_SAME_HOST && nranks > 1)
 			fprintf(out, "    (ranks 1..%d)\n", nranks - 1);
-		print_plan(out, "    ", c, n, (enum weft_peer_class)cls, mem, nranks);
+		rc = print_plan(out, "    ", c, n, (enum weft_peer_class)cls, mem, nranks);
+		if (rc != 0 && first == 0)
+			first = rc;
 	}
+	return first;
 }

@@ -53,7 +53,10 @@ char *weft__tp_rules_text(void);
 
 /* For weft-info --select (not API): per peer class (or, with a comm, per peer),
  * the transport order and why. comm may be NULL; then the loaded transports are
- * the candidates and nranks the assumed size. Thread safety: any thread. */
-WEFT_API void weft__tp_print_choices(FILE *out, weft_comm_t *comm, int nranks, enum weft_mem_type mem);
+ * the candidates and nranks the assumed size. Returns 0, or the error the first
+ * question that has no answer would give a connection (a required transport
+ * missing: -WEFT_ERR_PLUGIN; every one forbidden: -EHOSTUNREACH). Thread
+ * safety: any thread. */
+WEFT_API int weft__tp_print_choices(FILE *out, weft_comm_t *comm, int nranks, enum weft_mem_type mem);
 
 #endif

@@ -116,6 +116,7 @@ START_TEST(select_names_missing_required)
 {
 	int st = 0;
 	char *out = info("[transport]\nrequire ucxx when peer=other-host\n", "--select", &st);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 2, "weft-info --select exited 0x%x, not 2:\n%s", st, out);
 	HAS(out, "[transport] names 'ucxx', which is no transport; did you mean 'ucx'?");
 	HAS(out, "  other-host peers:\n    ERROR: 'ucxx' is required (");
 	HAS(out, "it is not installed (no libweft-ucxx.so on the search path");

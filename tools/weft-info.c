@@ -41,7 +41,8 @@ static void usage(FILE *out)
 		"WEFT_CONFIG (config file), WEFT_<SECTION>_<KEY> (one parameter), WEFT_LOG_LEVEL.\n"
 		"\n"
 		"exit status: 0 when the configuration is valid and every required plugin\n"
-		"(core.require) loaded, even if some file was refused; 2 otherwise, or on a bad option.\n");
+		"(core.require) loaded, even if some file was refused, and (with --select) every\n"
+		"peer class gets a transport; 2 otherwise, or on a bad option.\n");
 }
 
 static void print_version(int code)
@@ -130,7 +131,9 @@ static int select_print(int np, enum weft_mem_type mem)
 			weft_comm_barrier(comm);
 			continue;
 		}
-		weft__tp_print_choices(stdout, comm, np, mem);
+		int prc = weft__tp_print_choices(stdout, comm, np, mem);
+		if (prc != 0 && rc == 0)
+			rc = prc;
 		if (!comm || lrank == 0)
 			weft__coll_print_choices(stdout, np, mem);
 		fflush(stdout);
@@ -138,7 +141,7 @@ static int select_print(int np, enum weft_mem_type mem)
 			weft_comm_barrier(comm);
 	}
 	weft_comm_destroy(comm);
-	return 0;
+	return rc;
 }
 
 int main(int argc, char **argv)
@@ -216,8 +219,12 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		if (show_topo)
 			weft__topo_print(stdout);
-		if (show_select && select_print(np, mem) != 0)
-			rc = rc ? rc : -WEFT_ERR_PLUGIN;
+		int src = show_select ? select_print(np, mem) : 0;
+		if (src != 0 && rc == 0) {
+			fprintf(stderr, "weft-info: error: --select: %s (see above)\n", weft_strerror(src));
+			fflush(stdout);
+			return 2;
+		}
 	} else {
 		const struct weft__plugin_entry *const *e = NULL;
 		int n = weft__registry_entries(&e);
