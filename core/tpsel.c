@@ -412,6 +412,9 @@ WEFT_API int weft__tp_print_choices(FILE *out, weft_comm_t *comm, int nranks, en
 	fprintf(out, "Transport choice, %s memory (offered best first; the lower rank of a pair decides; a failed "
 		     "connect falls back to the next unless pinned by a use/require rule):\n",
 		mem_names[mem]);
+	if (mem != WEFT_MEM_HOST)
+		fprintf(out, "  (weft_connect chooses for host memory today; this is the order for %s memory)\n",
+			mem_names[mem]);
 	if (nrules == 0)
 		fprintf(out, "  ([transport] has no rules: scores decide)\n");
 	if (comm) {
