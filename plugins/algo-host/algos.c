@@ -699,7 +699,7 @@ static const struct weft_param_decl ah_params[] = {
 	 "Largest allreduce the one-shot algorithm serves; 0 turns it off."},
 	{sizeof(struct weft_param_decl), AH_NAME, "map", WEFT_PARAM_BOOL, "1",
 	 "Copy chunks straight into a peer's scratch where the transport maps it into this process (shm); 0 always puts through staging."},
-	{sizeof(struct weft_param_decl), AH_NAME, "direct_min", WEFT_PARAM_SIZE, "256K",
+	{sizeof(struct weft_param_decl), AH_NAME, "direct_min", WEFT_PARAM_SIZE, "4M",
 	 "Smallest block (bytes per rank) that allgather and allreduce's allgather phase write straight into the peers' output buffers, registered for the call; 0 never."},
 	{sizeof(struct weft_param_decl), AH_NAME, "poll_us", WEFT_PARAM_SIZE, "20000",
 	 "Microseconds a wait for a peer whose scratch is mapped polls its token (spinning, then yielding the CPU) before the core's sleeping wait takes over; 0 never polls."},

@@ -72,7 +72,7 @@ static int read_params(struct ah_ctx *c)
 	ah_core->param_get(ah_core->self, AH_NAME, "pull", WEFT_PARAM_BOOL, &pull, NULL);
 	c->pull = pull;
 	c->pull_ok = -1;
-	uint64_t direct_min = 256 * 1024, poll_us = 20000;
+	uint64_t direct_min = 4 * 1024 * 1024, poll_us = 20000;
 	ah_core->param_get(ah_core->self, AH_NAME, "poll_us", WEFT_PARAM_SIZE, &poll_us, NULL);
 	c->poll_ns = poll_us > UINT64_MAX / 1000 ? UINT64_MAX : poll_us * 1000;
 	ah_core->param_get(ah_core->self, AH_NAME, "map", WEFT_PARAM_BOOL, &map, NULL);
