@@ -15,11 +15,15 @@
  * and the CPU this rank last waited on (4 bytes at offset 8), in the first 64
  * bytes; then per rank q two 64-byte lines: the token q writes when it has
  * sent us chunks, and the one it writes when it has consumed ours. */
-#define AH_HDR_BYTES(nranks) (64 + (size_t)(nranks) * 128 + 64 + (size_t)(nranks) * 64)
+#define AH_HDR_BYTES(nranks) (64 + (size_t)(nranks) * 128 + 64 + (size_t)(nranks) * 64 + 64)
 /* The publish lines that follow (see ah_pull_run): how many chunks this rank
  * has published, then per rank q how many of them q has consumed. */
 #define AH_PUB_OFF(nranks) (64 + (size_t)(nranks) * 128)
 #define AH_PUBC_OFF(nranks, q) (AH_PUB_OFF(nranks) + 64 + (size_t)(q) * 64)
+/* Last, the direct line (see ah_direct_gather): how many cached direct
+ * gathers this rank has entered, and the generation of its output buffer's
+ * registration. */
+#define AH_DIR_OFF(nranks) AH_PUBC_OFF(nranks, nranks)
 /* Out-of-band tag of the canary message (below the core's reserved tags). */
 #define AH_TAG_CANARY 0x41480001u
 
@@ -54,7 +58,9 @@ struct ah_peer {
 	uint64_t *rpubc;         /* in the peer's header: how many of those we consumed */
 	const uint64_t *lpubc;   /* in our header: how many of ours the peer consumed */
 	const char *rpubarea;    /* the peer's publish area (its own area of its scratch) */
-	weft_rmem_t *rdirect;    /* the peer's output buffer, during ah_direct_gather */
+	weft_rmem_t *rdirect;    /* the peer's output buffer (kept while cached, see ah_direct_gather) */
+	uint64_t rd_mine, rd_theirs; /* the generations exchanged for rdirect */
+	const uint64_t *rdir;    /* in the peer's header: its direct line */
 	uint64_t tx_sent;        /* chunks sent to the peer */
 	uint64_t tx_flushed;     /* of those, how many are known complete (staging reusable) */
 	uint64_t rx_done;        /* chunks from the peer consumed */
@@ -86,6 +92,12 @@ struct ah_ctx {
 	uint64_t canary;  /* at scratch_base, see map_peer */
 	size_t direct_min; /* parameter direct_min: smallest part ah_direct_gather moves (0: never) */
 	size_t *doff, *dbytes; /* per rank, for ah_direct_gather */
+	size_t cached_min; /* parameter cached_min: smallest block for the cached direct gather (0: none) */
+	weft_mem_t *dir_mem; /* the cached registration of our output buffer */
+	void *dir_ptr;
+	size_t dir_len;
+	uint64_t dir_gen, dir_seq;
+	int dir_volatile; /* dir_mem lies in a shared segment: register anew each call */
 	uint64_t poll_ns; /* parameter poll_us: how long ah_wait polls a mapped peer's token */
 	int spin;         /* no more ranks than CPUs: a wait may spin before it yields */
 	int pull;         /* parameter pull */
@@ -123,6 +135,9 @@ int ah_run(struct ah_ctx *c, uint64_t rounds, ah_plan_fn plan, ah_plan_fn consum
  * rank) straight into every peer's buf, after registering and exchanging buf
  * for this call (see engine.c). Collective: every rank calls it together. */
 int ah_direct_gather(struct ah_ctx *c, void *buf, size_t len, const size_t *off, const size_t *bytes);
+/* Whether a gather of blocks of `block` bytes goes direct (collective: may
+ * call ah_pull_ready). */
+int ah_use_direct(struct ah_ctx *c, size_t block);
 
 /* Whether the publish-and-pull engine can run: every pair maps each other.
  * Collective the first time (the ranks agree through the bootstrap). */

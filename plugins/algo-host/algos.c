@@ -348,7 +348,7 @@ static int allreduce_rsag(void *state, const struct weft_coll_args *a)
 	}
 	if (rc)
 		return rc;
-	if (c->direct_min && blk_len(&bl, 0) * es >= c->direct_min) {
+	if (ah_use_direct(c, blk_len(&bl, 0) * es)) {
 		for (int p = 0; p < c->nranks; p++) {
 			c->doff[p] = blk_off(&bl, p) * es;
 			c->dbytes[p] = blk_len(&bl, p) * es;
@@ -386,18 +386,15 @@ static int allgather_direct(void *state, const struct weft_coll_args *a)
 	size_t es = esize(a->dtype), cel = c->chunk / es;
 	struct blocks bl = {.n = c->nranks, .base = a->count, .extra = 0};
 	char *own = (char *)a->recvbuf + (size_t)c->rank * a->count * es;
-	int pull = 0;
-	if (c->direct_min && a->count * es >= c->direct_min)
-		pull = 0;
-	else
-		pull = ah_pull_ready(c);
+	int direct = ah_use_direct(c, a->count * es);
+	int pull = !direct && ah_pull_ready(c);
 	/* Pulling, our block is copied to its place as it is published (one read
 	 * of the input for both), unless the two overlap. */
 	const char *in = a->sendbuf;
 	int overlap = in < own + a->count * es && own < in + a->count * es;
 	if (in != own && (!pull || overlap))
 		memmove(own, in, a->count * es);
-	if (c->direct_min && a->count * es >= c->direct_min) {
+	if (direct) {
 		for (int p = 0; p < c->nranks; p++) {
 			c->doff[p] = (size_t)p * a->count * es;
 			c->dbytes[p] = a->count * es;
@@ -701,6 +698,8 @@ static const struct weft_param_decl ah_params[] = {
 	 "Copy chunks straight into a peer's scratch where the transport maps it into this process (shm); 0 always puts through staging."},
 	{sizeof(struct weft_param_decl), AH_NAME, "direct_min", WEFT_PARAM_SIZE, "4M",
 	 "Smallest block (bytes per rank) that allgather and allreduce's allgather phase write straight into the peers' output buffers, registered for the call; 0 never."},
+	{sizeof(struct weft_param_decl), AH_NAME, "cached_min", WEFT_PARAM_SIZE, "256K",
+	 "Where every pair of ranks maps each other (shm), smallest block that allgather and allreduce's allgather phase write straight into the peers' outputs, keeping the output buffer's registration for the next call on it; 0 never keeps (direct_min applies)."},
 	{sizeof(struct weft_param_decl), AH_NAME, "poll_us", WEFT_PARAM_SIZE, "20000",
 	 "Microseconds a wait for a peer whose scratch is mapped polls its token (spinning, then yielding the CPU) before the core's sleeping wait takes over; 0 never polls."},
 	{sizeof(struct weft_param_decl), AH_NAME, "pull", WEFT_PARAM_BOOL, "1",

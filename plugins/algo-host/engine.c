@@ -77,6 +77,9 @@ static int read_params(struct ah_ctx *c)
 	c->poll_ns = poll_us > UINT64_MAX / 1000 ? UINT64_MAX : poll_us * 1000;
 	ah_core->param_get(ah_core->self, AH_NAME, "map", WEFT_PARAM_BOOL, &map, NULL);
 	ah_core->param_get(ah_core->self, AH_NAME, "direct_min", WEFT_PARAM_SIZE, &direct_min, NULL);
+	uint64_t cached_min = 256 * 1024;
+	ah_core->param_get(ah_core->self, AH_NAME, "cached_min", WEFT_PARAM_SIZE, &cached_min, NULL);
+	c->cached_min = cached_min > SIZE_MAX ? SIZE_MAX : (size_t)cached_min;
 	c->map = map;
 	c->direct_min = direct_min > SIZE_MAX ? SIZE_MAX : (size_t)direct_min;
 	ah_core->param_get(ah_core->self, AH_NAME, "chunk", WEFT_PARAM_SIZE, &chunk, NULL);
@@ -110,6 +113,7 @@ static int read_params(struct ah_ctx *c)
 static void peer_release(struct ah_ctx *c, struct ah_peer *p)
 {
 	const struct weft_prim_api *pr = c->prim;
+	pr->rmem_release(p->rdirect);
 	pr->rsem_release(p->free_rsem);
 	pr->rsem_release(p->data_rsem);
 	pr->sem_destroy(p->free_sem);
@@ -125,6 +129,7 @@ static void ctx_free(struct ah_ctx *c)
 		for (int p = 0; p < c->nranks; p++)
 			if (c->peers[p].conn || c->peers[p].rscratch || c->peers[p].data_sem)
 				peer_release(c, &c->peers[p]);
+	c->prim->mem_deregister(c->dir_mem);
 	c->prim->mem_deregister(c->staging_mem);
 	c->prim->mem_deregister(c->scratch_mem);
 	ah_free_area(c, c->staging, c->staging_tp);
@@ -330,6 +335,7 @@ static int pair_mode(struct ah_ctx *c, int peer)
 	p->rpubc = (uint64_t *)(rbase + AH_PUBC_OFF(c->nranks, c->rank));
 	p->lpubc = (const uint64_t *)(c->scratch_base + AH_PUBC_OFF(c->nranks, peer));
 	p->rpubarea = rbase + c->hdr + (size_t)peer * c->area;
+	p->rdir = (const uint64_t *)(rbase + AH_DIR_OFF(c->nranks));
 	p->fast = 1;
 	return 0;
 }
@@ -559,31 +565,112 @@ static int consumed(struct ah_ctx *c, int peer)
 	return rc;
 }
 
+/* Whether [p, p + len) lies in a memfd mapping (a shared segment, such as
+ * weft_mem_alloc's under shm): peers map those, and a mapping outlives the
+ * segment's reuse of the same address, so their registration is not kept. */
+static int in_memfd(const void *p, size_t len)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	if (!f)
+		return 1; /* unknown: do not keep */
+	char line[512];
+	int hit = 0;
+	uintptr_t a = (uintptr_t)p, b = a + len;
+	while (!hit && fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+		if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && a < hi && b > lo && strstr(line, "/memfd:"))
+			hit = 1;
+	}
+	fclose(f);
+	return hit;
+}
+
+int ah_use_direct(struct ah_ctx *c, size_t block)
+{
+	if (ah_pull_ready(c) && c->cached_min)
+		return block >= c->cached_min;
+	return c->direct_min && block >= c->direct_min;
+}
+
 /* Every rank owns one part [off[p], off[p] + bytes[p]) of buf (len bytes, the
  * same on every rank) and writes it straight into every peer's buf: one copy
  * per byte, with no slot in between (for shm, process_vm_writev from our
- * buffer into theirs). buf is registered and exchanged for this call alone,
- * which costs a bootstrap round trip per peer: worth it for large parts only
- * (the caller's threshold). Each part counts as one chunk of the pair's data
+ * buffer into theirs). Each part counts as one chunk of the pair's data
  * stream (the token is raised after the put), so the engine's counters stay
- * in step; it takes no slot. */
+ * in step; it takes no slot.
+ *
+ * buf must be registered and exchanged, which costs a bootstrap round trip
+ * per peer. Where every pair is fast (ah_pull_ready), the registration is
+ * kept for the next call on the same (buf, len), as Open MPI's registration
+ * cache does: each rank numbers its registrations (generations) and, on
+ * entering, publishes the number of its current one in its header; a pair
+ * exchanges again only when either side's generation differs from the pair
+ * it last exchanged, which both sides see alike. Keeping is safe here
+ * because a fast pair's transport writes unmapped memory by address (shm's
+ * CMA): whatever buffer lives at that address when both ranks name it again
+ * is the one to write. A peer's buffer that this rank reaches through a
+ * mapping (a shared segment, which can be freed and replaced at the same
+ * address) is not kept: this rank then moves to a new generation, so the
+ * next call exchanges afresh. Elsewhere buf is registered for the call only. */
 int ah_direct_gather(struct ah_ctx *c, void *buf, size_t len, const size_t *off, const size_t *bytes)
 {
 	const struct weft_prim_api *pr = c->prim;
 	int n = c->nranks, me = c->rank, rc;
 	weft_mem_t *mem = NULL;
+	int cached = ah_pull_ready(c) && c->cached_min;
 	if (c->broken)
 		return c->broken;
-	if ((rc = pr->mem_register(c->comm, buf, len, WEFT_MEM_HOST, &mem))) {
-		AH_LOG(WEFT_LOG_ERROR, "cannot register the %zu-byte output buffer: %s", len, ah_strerror(rc));
-		return rc;
+	if (cached && c->dir_mem && c->dir_ptr == buf && c->dir_len == len && !c->dir_volatile) {
+		mem = c->dir_mem;
+	} else {
+		if ((rc = pr->mem_register(c->comm, buf, len, WEFT_MEM_HOST, &mem))) {
+			AH_LOG(WEFT_LOG_ERROR, "cannot register the %zu-byte output buffer: %s", len, ah_strerror(rc));
+			return rc;
+		}
+		if (cached) {
+			pr->mem_deregister(c->dir_mem);
+			c->dir_mem = mem;
+			c->dir_ptr = buf;
+			c->dir_len = len;
+			c->dir_gen++;
+			c->dir_volatile = in_memfd(buf, len);
+		}
 	}
-	/* Ascending peers: the global (lower, higher) order of ah_ensure_all. */
-	for (int p = 0; p < n; p++) {
-		if (p != me && (rc = pr->mem_exchange(mem, p, &c->peers[p].rdirect))) {
-			AH_LOG(WEFT_LOG_ERROR, "cannot exchange the output buffer with rank %d: %s", p,
-			       ah_strerror(rc));
-			goto err_release;
+	if (cached) {
+		uint64_t *line = (uint64_t *)(c->scratch_base + AH_DIR_OFF(n));
+		uint64_t seq = ++c->dir_seq;
+		__atomic_store_n(&line[1], c->dir_gen, __ATOMIC_RELAXED);
+		__atomic_store_n(&line[0], seq, __ATOMIC_RELEASE);
+		/* A peer rewrites its line only after this call, which needs our
+		 * token: its generation stays readable until we raise it. */
+		for (int p = 0; p < n; p++) {
+			struct ah_peer *pp = &c->peers[p];
+			if (p == me)
+				continue;
+			if ((rc = poll_wait(c, pp, &pp->rdir[0], NULL, seq)))
+				goto err_broken;
+			uint64_t theirs = __atomic_load_n(&pp->rdir[1], __ATOMIC_RELAXED);
+			if (pp->rdirect && pp->rd_mine == c->dir_gen && pp->rd_theirs == theirs)
+				continue;
+			pr->rmem_release(pp->rdirect);
+			pp->rdirect = NULL;
+			/* Ascending peers: the global (lower, higher) order of ah_ensure_all. */
+			if ((rc = pr->mem_exchange(mem, p, &pp->rdirect))) {
+				AH_LOG(WEFT_LOG_ERROR, "cannot exchange the output buffer with rank %d: %s", p,
+				       ah_strerror(rc));
+				c->broken = rc;
+				return rc;
+			}
+			pp->rd_mine = c->dir_gen;
+			pp->rd_theirs = theirs;
+		}
+	} else {
+		for (int p = 0; p < n; p++) {
+			if (p != me && (rc = pr->mem_exchange(mem, p, &c->peers[p].rdirect))) {
+				AH_LOG(WEFT_LOG_ERROR, "cannot exchange the output buffer with rank %d: %s", p,
+				       ah_strerror(rc));
+				goto err_release;
+			}
 		}
 	}
 	for (int i = 1; i < n; i++) {
@@ -612,12 +699,16 @@ int ah_direct_gather(struct ah_ctx *c, void *buf, size_t len, const size_t *off,
 			goto err_broken;
 		pp->tx_flushed = pp->tx_sent;
 	}
+	if (cached)
+		return 0; /* kept for the next call */
 	goto out_release;
 
 err_broken:
 	AH_LOG(WEFT_LOG_ERROR, "transfer failed: %s; the pack refuses further calls on this communicator",
 	       ah_strerror(rc));
 	c->broken = rc;
+	if (cached)
+		return rc; /* ctx_free releases what is kept */
 	goto out_release;
 err_release:
 	/* The exchange is pairwise and blocking: a failed one leaves later
