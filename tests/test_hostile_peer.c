@@ -94,15 +94,41 @@ static int send_frame(struct hp_rank *r, int type, uint32_t tag, const void *p, 
 {
 	size_t len;
 	uint8_t *f = hp_frame(&r->peer, type, HP_CLS_USER, tag, p, n, &len);
-	int rc = f ? hp_send(r->peer.fd, f, len) : -1;
+	int rc = f ? hp_send(r->peer.fd, f, len) : -ENOMEM;
 	free(f);
 	return rc;
+}
+
+/* Marks that this rank's process runs; see wait_forked. */
+static void mark_forked(int rank, const struct hcase *c)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/forked-%d-%d", g_dir, rank, (int)c->kind);
+	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (fd >= 0)
+		close(fd);
+}
+
+/* Rank 0 first talks to the root only once rank 1's process runs, i.e. once
+ * the parent made its last fork. The root is a thread of the parent: a fork
+ * taken while it works can leave the child a lock it held, and the sanitizer
+ * allocator of this toolchain is not fork-safe (an ASan run caught rank 1
+ * stuck in its first malloc that way). wt_fork_ranks forks rank 0, then 1. */
+static int wait_forked(int peer, const struct hcase *c, double timeout_s)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/forked-%d-%d", g_dir, peer, (int)c->kind);
+	for (double t0 = now_s(); now_s() - t0 < timeout_s; usleep(10 * 1000))
+		if (access(path, F_OK) == 0)
+			return 0;
+	return -ETIMEDOUT;
 }
 
 /* Rank 0: the hostile peer. */
 static int hostile(int rank, int n, const struct hcase *c)
 {
 	struct hp_rank r;
+	RCHECK(wait_forked(1, c, 20) == 0, "rank 1's process never started");
 	RCHECK(hp_join(&g_id, n, 20, &r) == 0, "joining as rank 0: %s", r.why);
 	size_t len;
 	uint8_t *first = hp_frame(&r.peer, HP_T_DATA, HP_CLS_USER, TAG, "first", 6, &len);
@@ -204,6 +230,7 @@ static int hostile(int rank, int n, const struct hcase *c)
 /* Rank 1: a real rank. Its log goes to a file the check reads. */
 static int victim(int rank, int n, const struct hcase *c)
 {
+	mark_forked(rank, c);
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/rank1-%d.log", g_dir, (int)c->kind);
 	int lfd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
