@@ -68,13 +68,14 @@ static uint64_t get64(const uint8_t *p)
 	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
 }
 
+/* Says what failed in r->why; the protocol did not go as core/bootstrap.c's does. */
 static int fail(struct hp_rank *r, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(r->why, sizeof(r->why), fmt, ap);
 	va_end(ap);
-	return -1;
+	return -EPROTO;
 }
 
 int hp_send(int fd, const void *buf, size_t len)
@@ -85,21 +86,22 @@ int hp_send(int fd, const void *buf, size_t len)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			return -1;
+			return n < 0 ? -errno : -EPIPE;
 		p += n;
 		len -= (size_t)n;
 	}
 	return 0;
 }
 
-/* Reads exactly len bytes before the deadline. 0 or -1. */
+/* Reads exactly len bytes before the deadline. 0, -ETIMEDOUT, or -errno
+ * (-ECONNRESET at EOF). */
 static int recv_all(int fd, void *buf, size_t len, double deadline)
 {
 	uint8_t *p = buf;
 	while (len) {
 		double left = deadline - now_s();
 		if (left <= 0)
-			return -1;
+			return -ETIMEDOUT;
 		struct pollfd pfd = {.fd = fd, .events = POLLIN};
 		if (poll(&pfd, 1, (int)(left * 1000) + 1) <= 0)
 			continue;
@@ -107,13 +109,14 @@ static int recv_all(int fd, void *buf, size_t len, double deadline)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			return -1;
+			return n < 0 ? -errno : -ECONNRESET;
 		p += n;
 		len -= (size_t)n;
 	}
 	return 0;
 }
 
+/* A connected socket, retried until the deadline; -1 if none. */
 static int tcp_to(uint32_t addr_be, uint16_t port, double deadline)
 {
 	while (now_s() < deadline) {
@@ -336,11 +339,11 @@ int hp_join(const struct weft_unique_id *id, int nranks, double timeout_s, struc
 
 err_root:
 	close(root.fd);
-	return -1;
+	return -EPROTO;
 err_peer:
 	close(r->peer.fd);
 	r->peer.fd = -1;
-	return -1;
+	return -EPROTO;
 }
 
 int hp_wait_eof(int fd, double timeout_s, double *secs)
@@ -350,7 +353,7 @@ int hp_wait_eof(int fd, double timeout_s, double *secs)
 	for (;;) {
 		double left = deadline - now_s();
 		if (left <= 0)
-			return -1;
+			return -ETIMEDOUT;
 		struct pollfd pfd = {.fd = fd, .events = POLLIN};
 		if (poll(&pfd, 1, (int)(left * 1000) + 1) <= 0)
 			continue;

@@ -42,8 +42,8 @@ struct hp_rank {
 
 /* Joins the job of id as rank 0 of nranks (only rank 0 is supported: it
  * connects to the higher ranks and accepts no connection) and brings up the
- * link to rank 1: handshake, peer hello, acknowledgement. Returns 0, or -1
- * with r->why set. */
+ * link to rank 1: handshake, peer hello, acknowledgement. Returns 0, or
+ * -EPROTO with r->why saying which step failed. */
 int hp_join(const struct weft_unique_id *id, int nranks, double timeout_s, struct hp_rank *r);
 
 /* Builds one frame (header, payload, MAC over both and the link's next
@@ -56,11 +56,11 @@ uint8_t *hp_frame(struct hp_link *l, int type, int cls, uint32_t tag, const void
  * with r->why set. */
 uint8_t *hp_recv_frame(struct hp_rank *r, double timeout_s, int *type, int *cls, uint32_t *tag, size_t *len);
 
-/* Writes all of buf. 0 or -1. */
+/* Writes all of buf. 0 or -errno (-EPIPE when the peer is gone). */
 int hp_send(int fd, const void *buf, size_t len);
 
 /* Reads and discards what the peer sends until it closes the connection (0,
- * with the seconds it took in *secs) or timeout_s passes (-1). */
+ * with the seconds it took in *secs) or timeout_s passes (-ETIMEDOUT). */
 int hp_wait_eof(int fd, double timeout_s, double *secs);
 
 void hp_close(struct hp_rank *r);
