@@ -92,7 +92,8 @@ struct ah_ctx {
 	uint64_t canary;  /* at scratch_base, see map_peer */
 	size_t direct_min; /* parameter direct_min: smallest part ah_direct_gather moves (0: never) */
 	size_t *doff, *dbytes; /* per rank, for ah_direct_gather */
-	size_t cached_min; /* parameter cached_min: smallest block for the cached direct gather (0: none) */
+	size_t cached_min, cached_max; /* parameters: block sizes for the cached direct gather (min 0: none) */
+	int cached_oversub; /* parameter: the cached direct gather also when ranks outnumber CPUs */
 	weft_mem_t *dir_mem; /* the cached registration of our output buffer */
 	void *dir_ptr;
 	size_t dir_len;
