@@ -11,7 +11,7 @@ if(TARGET weft-plugin-shm AND TARGET weft-plugin-ofi AND TARGET weft-plugin-ucx)
   weft_add_test(test_select SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_select.c LABELS mp TIMEOUT 300
     ENV WEFT_PLUGIN_PATH=${CMAKE_CURRENT_BINARY_DIR}/plugins-select)
   target_compile_definitions(test_select PRIVATE TS_WEFT_INFO="$<TARGET_FILE:weft-info>")
-  if(HWLOC_FOUND)
+  if(WEFT_HAVE_HWLOC)
     target_compile_definitions(test_select PRIVATE TS_HWLOC=1)
   endif()
   add_dependencies(test_select weft-info weft-plugin-sel-fakefast weft-plugin-shm weft-plugin-ofi weft-plugin-ucx

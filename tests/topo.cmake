@@ -6,7 +6,7 @@ if(TARGET weft-plugin-shm AND TARGET weft-plugin-ofi AND TARGET weft-plugin-ucx)
     ENV WEFT_PLUGIN_PATH=${CMAKE_CURRENT_BINARY_DIR}/plugins-select)
   target_compile_definitions(test_topo PRIVATE TT_WEFT_INFO="$<TARGET_FILE:weft-info>"
     TT_TWO_NUMA="${CMAKE_CURRENT_SOURCE_DIR}/topo_two_numa.xml")
-  if(HWLOC_FOUND)
+  if(WEFT_HAVE_HWLOC)
     target_compile_definitions(test_topo PRIVATE TT_HWLOC=1)
   endif()
   add_dependencies(test_topo weft-info weft-plugin-sel-fakefast weft-plugin-shm weft-plugin-ofi weft-plugin-ucx)
