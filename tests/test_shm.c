@@ -304,6 +304,22 @@ START_TEST(same_process)
 	void *mp;
 	ck_assert_int_eq(th_ops->mem_map(tc[0], rmh[0], &mp), 0);
 	ck_assert_ptr_eq(mp, buf[1]);
+	/* A blob that claims this process but names memory no rank here
+	 * registered (a peer steering this rank's writes into its own memory)
+	 * is refused, and the registered region next to it still imports. */
+	unsigned char stray[256];
+	void *bad_rmh = NULL;
+	len = sizeof(blob);
+	ck_assert_int_eq(th_ops->mem_serialize(tc[1], mh[1], blob, &len), 0);
+	put64(blob + 16, (uint64_t)(uintptr_t)stray);
+	put64(blob + 24, sizeof(stray));
+	ck_assert_int_eq(th_ops->mem_import(tc[0], 1, blob, len, &bad_rmh), -WEFT_ERR_PROTOCOL);
+	put64(blob + 16, (uint64_t)(uintptr_t)buf[1] + 4000);
+	put64(blob + 24, 200); /* runs 104 bytes past the registered 4 KiB */
+	ck_assert_int_eq(th_ops->mem_import(tc[0], 1, blob, len, &bad_rmh), -WEFT_ERR_PROTOCOL);
+	put64(blob + 24, 96);
+	ck_assert_int_eq(th_ops->mem_import(tc[0], 1, blob, len, &bad_rmh), 0);
+	ck_assert_int_eq(th_ops->mem_release(tc[0], bad_rmh), 0);
 	/* A peer on another host is out of reach. */
 	struct weft_tp_peer far = {.size = sizeof(far), .rank = 1, .peer_class = WEFT_PEER_OTHER_HOST};
 	void *e2;

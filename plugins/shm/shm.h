@@ -37,6 +37,7 @@ struct shm_mh {
 	int seg_fd;       /* that segment's memfd in this process */
 	size_t seg_len;
 	size_t seg_off;   /* base - segment start */
+	struct shm_mh *next; /* this process's registered regions (shm_mem.c) */
 };
 
 /* A peer's region as imported. */

@@ -163,9 +163,9 @@ static int target_check(const struct shm_ep *e, const struct shm_rmh *r)
 		SHM_ERR("endpoint for rank %d is not connected", e->peer);
 		return -EINVAL;
 	}
-	/* A region imported from a peer in this process is written directly; any
-	 * other must belong to the process this endpoint reaches. */
-	if (r->pid != e->peer_pid && !(r->map && !r->map_base)) {
+	/* A region must belong to the process this endpoint reaches (for a peer
+	 * in this process, this process: mem_import checked it is registered). */
+	if (r->pid != e->peer_pid) {
 		SHM_ERR("region of process %d used on the endpoint to rank %d (process %d)", (int)r->pid, e->peer,
 			(int)e->peer_pid);
 		return -EINVAL;

@@ -144,6 +144,23 @@ int shm_mem_query(void *tc, const void *ptr, enum weft_mem_type *type)
 	return 0;
 }
 
+/* Every region registered in this process, by any context: a blob that says
+ * it comes from this process must name one of them, or a peer could make this
+ * rank write wherever it likes in its own memory. */
+static pthread_mutex_t regs_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct shm_mh *regs;
+
+static int region_is_local(uint64_t base, uint64_t len)
+{
+	int found = 0;
+	pthread_mutex_lock(&regs_lock);
+	for (struct shm_mh *m = regs; m && !found; m = m->next)
+		found = base >= (uintptr_t)m->base && base - (uintptr_t)m->base <= m->len &&
+			len <= m->len - (base - (uintptr_t)m->base);
+	pthread_mutex_unlock(&regs_lock);
+	return found;
+}
+
 int shm_mem_register(void *tc, void *ptr, size_t len, enum weft_mem_type type, void **mh)
 {
 	struct shm_ctx *ctx = tc;
@@ -171,6 +188,10 @@ int shm_mem_register(void *tc, void *ptr, size_t len, enum weft_mem_type type, v
 		}
 	}
 	pthread_mutex_unlock(&seg_lock);
+	pthread_mutex_lock(&regs_lock);
+	m->next = regs;
+	regs = m;
+	pthread_mutex_unlock(&regs_lock);
 	ctx->nregions++;
 	*mh = m;
 	return 0;
@@ -183,6 +204,13 @@ int shm_mem_deregister(void *tc, void *mh)
 		return 0;
 	if (ctx)
 		ctx->nregions--;
+	pthread_mutex_lock(&regs_lock);
+	for (struct shm_mh **pp = &regs; *pp; pp = &(*pp)->next)
+		if (*pp == mh) {
+			*pp = ((struct shm_mh *)mh)->next;
+			break;
+		}
+	pthread_mutex_unlock(&regs_lock);
 	shm_core->free(mh);
 	return 0;
 }
@@ -307,6 +335,9 @@ int shm_mem_import(void *tc, int peer, const void *buf, size_t len, void **rmh)
 	} else if (seg_id || seg_fd || seg_len || seg_off) {
 		BAD("segment fields set on a region outside any segment");
 	}
+	if ((pid_t)pid == ctx->pid && !region_is_local(base, rlen))
+		BAD("region 0x%llx+%llu claims this process (%u) but no rank here registered it",
+		    (unsigned long long)base, (unsigned long long)rlen, pid);
 
 	struct shm_rmh *r = shm_core->calloc(1, sizeof(*r));
 	if (!r)
