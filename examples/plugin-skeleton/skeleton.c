@@ -294,6 +294,9 @@ static const struct weft_plugin_desc *const sk_descs[] = { &sk_desc, NULL };
 
 WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const struct weft_core_api *core)
 {
+	/* An older or broken core lacks entries every plugin uses: decline. */
+	if (!weft_core_api_usable(core))
+		return NULL;
 	sk_core = core;
 	/* A parameter, to show the pattern: WEFT_SKELETON_ENABLE=0 (or enable = 0 in
 	 * the config file's [skeleton] section) makes the plugin decline to load. */
@@ -306,7 +309,8 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 		.help = "Load the skeleton example transport.",
 	};
 	int on = 1;
-	int rc = core->param_declare(core->self, &enable);
+	size_t bad = 0;
+	int rc = weft_plugin_declare_params(core, &enable, 1, &bad);
 	if (rc == 0)
 		rc = core->param_get(core->self, "skeleton", "enable", WEFT_PARAM_BOOL, &on, NULL);
 	if (rc != 0) {

@@ -351,6 +351,32 @@ typedef const struct weft_plugin_desc *const *(*weft_plugin_init_fn)(const struc
 #define WEFT_PLUGIN_EXPORT
 #endif
 
+/* Helpers for weft_plugin_init, inline so that a plugin links nothing of the
+ * core. Whether the core lends what every plugin of this ABI relies on
+ * (logging, parameters, allocation): a plugin declines an older or broken core
+ * instead of calling through a missing entry. */
+static inline int weft_core_api_usable(const struct weft_core_api *core)
+{
+	return core && core->size >= offsetof(struct weft_core_api, free) + sizeof(core->free) && core->log &&
+	       core->param_declare && core->param_get && core->alloc && core->calloc && core->free;
+}
+
+/* Declares the plugin's n parameters. -EEXIST (this file initialized twice, as
+ * a test harness may do) leaves the first declaration standing. Returns 0, or
+ * the first other error with *failed set to the index of that parameter. */
+static inline int weft_plugin_declare_params(const struct weft_core_api *core, const struct weft_param_decl *params,
+					     size_t n, size_t *failed)
+{
+	for (size_t i = 0; i < n; i++) {
+		int rc = core->param_declare(core->self, &params[i]);
+		if (rc < 0 && rc != -EEXIST) {
+			*failed = i;
+			return rc;
+		}
+	}
+	return 0;
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -697,15 +697,14 @@ static int get_int(const char *key, int64_t *v, int64_t lo, int64_t hi)
 
 WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const struct weft_core_api *core)
 {
-	if (!core || core->size < offsetof(struct weft_core_api, free) + sizeof(core->free))
+	if (!weft_core_api_usable(core))
 		return NULL;
 	wag_core = core;
-	for (size_t i = 0; i < sizeof(wag_params) / sizeof(wag_params[0]); i++) {
-		int rc = core->param_declare(core->self, &wag_params[i]);
-		if (rc && rc != -EEXIST) {
-			WAG_LOG(WEFT_LOG_ERROR, "cannot declare parameter %s: %s", wag_params[i].key, errname(rc));
-			return NULL;
-		}
+	size_t bad = 0;
+	int drc = weft_plugin_declare_params(core, wag_params, sizeof(wag_params) / sizeof(wag_params[0]), &bad);
+	if (drc != 0) {
+		WAG_LOG(WEFT_LOG_ERROR, "cannot declare parameter %s: %s", wag_params[bad].key, errname(drc));
+		return NULL;
 	}
 	cfg.ll_max = 64 << 10;
 	cfg.oneshot_max = 16 << 20;

@@ -334,17 +334,14 @@ static const struct weft_plugin_desc *const ibp_descs[] = {&ibp_desc, NULL};
 
 WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const struct weft_core_api *core)
 {
-	if (!core || core->size < offsetof(struct weft_core_api, free) + sizeof(core->free) || !core->log ||
-	    !core->param_declare || !core->param_get || !core->alloc || !core->calloc || !core->free)
+	if (!weft_core_api_usable(core))
 		return NULL;
 	ibp_core = core;
-	for (size_t i = 0; i < sizeof(ibp_params) / sizeof(ibp_params[0]); i++) {
-		int rc = core->param_declare(core->self, &ibp_params[i]);
-		/* -EEXIST: declared by an earlier init of this file; it stands. */
-		if (rc < 0 && rc != -EEXIST) {
-			IBP_ERR("cannot declare parameter ib.%s: %d", ibp_params[i].key, rc);
-			return NULL;
-		}
+	size_t bad = 0;
+	int rc = weft_plugin_declare_params(core, ibp_params, sizeof(ibp_params) / sizeof(ibp_params[0]), &bad);
+	if (rc != 0) {
+		IBP_ERR("cannot declare parameter ib.%s: %d", ibp_params[bad].key, rc);
+		return NULL;
 	}
 	return ibp_descs;
 }

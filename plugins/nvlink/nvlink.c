@@ -775,17 +775,15 @@ static const struct weft_plugin_desc *const nvl_descs[] = {&nvl_desc, NULL};
 
 WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const struct weft_core_api *core)
 {
-	if (!core || core->size < offsetof(struct weft_core_api, free) + sizeof(core->free) || !core->log ||
-	    !core->param_declare || !core->param_get || !core->alloc || !core->calloc || !core->free)
+	if (!weft_core_api_usable(core))
 		return NULL;
 	nvl_core = core;
 	grt_set_logger(core, "nvlink");
-	for (size_t i = 0; i < sizeof(nvl_params) / sizeof(nvl_params[0]); i++) {
-		int rc = core->param_declare(core->self, &nvl_params[i]);
-		if (rc < 0 && rc != -EEXIST) {
-			NVL_ERR("cannot declare parameter nvlink.%s: %d", nvl_params[i].key, rc);
-			return NULL;
-		}
+	size_t bad = 0;
+	int rc = weft_plugin_declare_params(core, nvl_params, sizeof(nvl_params) / sizeof(nvl_params[0]), &bad);
+	if (rc != 0) {
+		NVL_ERR("cannot declare parameter nvlink.%s: %d", nvl_params[bad].key, rc);
+		return NULL;
 	}
 	return nvl_descs;
 }

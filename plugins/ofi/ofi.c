@@ -648,18 +648,14 @@ static const struct weft_plugin_desc *const ofi_descs[] = {&ofi_desc, NULL};
 
 WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const struct weft_core_api *core)
 {
-	if (!core || core->size < offsetof(struct weft_core_api, free) + sizeof(core->free) || !core->log ||
-	    !core->param_declare || !core->param_get || !core->alloc || !core->calloc || !core->free)
+	if (!weft_core_api_usable(core))
 		return NULL;
 	ofi_core = core;
-	for (size_t i = 0; i < sizeof(ofi_params) / sizeof(ofi_params[0]); i++) {
-		int rc = core->param_declare(core->self, &ofi_params[i]);
-		/* -EEXIST: the core loaded this file once already (it calls init once per
-		 * file, but a test harness may not); the declaration stands. */
-		if (rc < 0 && rc != -EEXIST) {
-			OFI_ERR("cannot declare parameter ofi.%s: %d", ofi_params[i].key, rc);
-			return NULL;
-		}
+	size_t bad = 0;
+	int rc = weft_plugin_declare_params(core, ofi_params, sizeof(ofi_params) / sizeof(ofi_params[0]), &bad);
+	if (rc != 0) {
+		OFI_ERR("cannot declare parameter ofi.%s: %d", ofi_params[bad].key, rc);
+		return NULL;
 	}
 	return ofi_descs;
 }

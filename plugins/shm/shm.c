@@ -166,16 +166,14 @@ static const struct weft_plugin_desc *const shm_descs[] = {&shm_desc, NULL};
 
 WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const struct weft_core_api *core)
 {
-	if (!core || core->size < offsetof(struct weft_core_api, free) + sizeof(core->free) || !core->log ||
-	    !core->param_declare || !core->param_get || !core->alloc || !core->calloc || !core->free)
+	if (!weft_core_api_usable(core))
 		return NULL;
 	shm_core = core;
-	for (size_t i = 0; i < sizeof(shm_params) / sizeof(shm_params[0]); i++) {
-		int rc = core->param_declare(core->self, &shm_params[i]);
-		if (rc < 0 && rc != -EEXIST) {
-			SHM_ERR("cannot declare parameter shm.%s: %d", shm_params[i].key, rc);
-			return NULL;
-		}
+	size_t bad = 0;
+	int rc = weft_plugin_declare_params(core, shm_params, sizeof(shm_params) / sizeof(shm_params[0]), &bad);
+	if (rc != 0) {
+		SHM_ERR("cannot declare parameter shm.%s: %d", shm_params[bad].key, rc);
+		return NULL;
 	}
 	return shm_descs;
 }

@@ -495,18 +495,14 @@ static const struct weft_plugin_desc *const ucx_descs[] = {&ucx_desc, NULL};
 
 WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const struct weft_core_api *core)
 {
-	if (!core || core->size < offsetof(struct weft_core_api, free) + sizeof(core->free) || !core->log ||
-	    !core->param_declare || !core->param_get || !core->alloc || !core->calloc || !core->free)
+	if (!weft_core_api_usable(core))
 		return NULL;
 	ucx_core = core;
-	for (size_t i = 0; i < sizeof(ucx_params) / sizeof(ucx_params[0]); i++) {
-		int rc = core->param_declare(core->self, &ucx_params[i]);
-		/* -EEXIST: this file was initialized once already (a test harness
-		 * may do that); the declaration stands. */
-		if (rc < 0 && rc != -EEXIST) {
-			UCX_ERR("cannot declare parameter ucx.%s: %d", ucx_params[i].key, rc);
-			return NULL;
-		}
+	size_t bad = 0;
+	int rc = weft_plugin_declare_params(core, ucx_params, sizeof(ucx_params) / sizeof(ucx_params[0]), &bad);
+	if (rc != 0) {
+		UCX_ERR("cannot declare parameter ucx.%s: %d", ucx_params[bad].key, rc);
+		return NULL;
 	}
 	return ucx_descs;
 }

@@ -715,17 +715,15 @@ static const struct weft_plugin_desc *const xg_descs[] = {&xg_desc, NULL};
 
 WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const struct weft_core_api *core)
 {
-	if (!core || core->size < offsetof(struct weft_core_api, free) + sizeof(core->free) || !core->log ||
-	    !core->param_declare || !core->param_get || !core->alloc || !core->calloc || !core->free)
+	if (!weft_core_api_usable(core))
 		return NULL;
 	xg_core = core;
 	grt_set_logger(core, "xgmi");
-	for (size_t i = 0; i < sizeof(xg_params) / sizeof(xg_params[0]); i++) {
-		int rc = core->param_declare(core->self, &xg_params[i]);
-		if (rc < 0 && rc != -EEXIST) {
-			XG_ERR("cannot declare parameter xgmi.%s: %d", xg_params[i].key, rc);
-			return NULL;
-		}
+	size_t bad = 0;
+	int rc = weft_plugin_declare_params(core, xg_params, sizeof(xg_params) / sizeof(xg_params[0]), &bad);
+	if (rc != 0) {
+		XG_ERR("cannot declare parameter xgmi.%s: %d", xg_params[bad].key, rc);
+		return NULL;
 	}
 	return xg_descs;
 }
