@@ -94,6 +94,8 @@ struct ah_ctx {
 	size_t *doff, *dbytes; /* per rank, for ah_direct_gather */
 	size_t cached_min, cached_max; /* parameters: block sizes for the cached direct gather (min 0: none) */
 	int cached_oversub; /* parameter: the cached direct gather also when ranks outnumber CPUs */
+	int nudge;        /* parameter nudge: move off a CPU shared with a waiting peer */
+	uint64_t nudged_ns; /* when this rank last did */
 	weft_mem_t *dir_mem; /* the cached registration of our output buffer */
 	void *dir_ptr;
 	size_t dir_len;

@@ -702,6 +702,8 @@ static const struct weft_param_decl ah_params[] = {
 	 "Where every pair of ranks maps each other (shm) and has a CPU, smallest block that allgather and allreduce's allgather phase write straight into the peers' outputs, keeping the output buffer's registration for the next call on it; 0 never does (direct_min applies)."},
 	{sizeof(struct weft_param_decl), AH_NAME, "cached_max", WEFT_PARAM_SIZE, "128K",
 	 "Largest block the cached direct gather serves (see cached_min); larger ones publish and pull."},
+	{sizeof(struct weft_param_decl), AH_NAME, "nudge", WEFT_PARAM_BOOL, "1",
+	 "When two ranks of a comm with a CPU per rank wait on the same CPU, the higher one moves to another CPU it may use (its affinity mask is narrowed and restored at once)."},
 	{sizeof(struct weft_param_decl), AH_NAME, "cached_oversub", WEFT_PARAM_BOOL, "0",
 	 "Use the cached direct gather also when ranks outnumber CPUs (slower there; for tests)."},
 	{sizeof(struct weft_param_decl), AH_NAME, "poll_us", WEFT_PARAM_SIZE, "20000",

@@ -82,9 +82,11 @@ static int read_params(struct ah_ctx *c)
 	ah_core->param_get(ah_core->self, AH_NAME, "cached_max", WEFT_PARAM_SIZE, &cached_max, NULL);
 	c->cached_min = cached_min > SIZE_MAX ? SIZE_MAX : (size_t)cached_min;
 	c->cached_max = cached_max > SIZE_MAX ? SIZE_MAX : (size_t)cached_max;
-	int oversub = 0;
+	int oversub = 0, nudge = 1;
 	ah_core->param_get(ah_core->self, AH_NAME, "cached_oversub", WEFT_PARAM_BOOL, &oversub, NULL);
+	ah_core->param_get(ah_core->self, AH_NAME, "nudge", WEFT_PARAM_BOOL, &nudge, NULL);
 	c->cached_oversub = oversub;
+	c->nudge = nudge;
 	c->map = map;
 	c->direct_min = direct_min > SIZE_MAX ? SIZE_MAX : (size_t)direct_min;
 	ah_core->param_get(ah_core->self, AH_NAME, "chunk", WEFT_PARAM_SIZE, &chunk, NULL);
@@ -443,6 +445,32 @@ static uint64_t tok_value(struct ah_ctx *c, struct ah_peer *p, enum tok t)
  * the only way its value comes, so after poll_us the wait sleeps between
  * polls; for a semaphore it returns 1 and the caller hands over to the
  * core's wait. */
+/* Two ranks of a comm that has a CPU for each rank found waiting on one CPU:
+ * the scheduler put them there (ranks are not bound, as mpirun binds Open
+ * MPI's) and a busy host may leave them so for whole runs, every round then
+ * costing two context switches. The higher rank of the pair steps off: it
+ * narrows its affinity to the other CPUs it may use, which moves it at once,
+ * and restores the mask at once (so nothing stays bound). At most every 50 ms.
+ * Returns 1 when it moved. */
+static int nudge_off(struct ah_ctx *c, struct ah_peer *p, int cpu, uint64_t now)
+{
+	if (!c->nudge || !c->spin || p - c->peers > c->rank || now - c->nudged_ns < 50000000ull)
+		return 0;
+	c->nudged_ns = now;
+	cpu_set_t mask, others;
+	if (cpu >= CPU_SETSIZE || sched_getaffinity(0, sizeof(mask), &mask) != 0 || !CPU_ISSET(cpu, &mask) ||
+	    CPU_COUNT(&mask) < 2)
+		return 0;
+	others = mask;
+	CPU_CLR(cpu, &others);
+	if (sched_setaffinity(0, sizeof(others), &others) != 0)
+		return 0;
+	sched_setaffinity(0, sizeof(mask), &mask);
+	AH_LOG(WEFT_LOG_DEBUG, "rank %d waited on CPU %d with rank %d: moved to CPU %d", c->rank, cpu,
+	       (int)(p - c->peers), sched_getcpu());
+	return 1;
+}
+
 static int poll_wait(struct ah_ctx *c, struct ah_peer *p, const uint64_t *word, weft_sem_t *sem, uint64_t value)
 {
 	const struct weft_prim_api *pr = c->prim;
@@ -451,12 +479,17 @@ static int poll_wait(struct ah_ctx *c, struct ah_peer *p, const uint64_t *word, 
 	int yielding = 0;
 	if (p->fast) {
 		/* A peer that last waited on this very CPU needs it to get on:
-		 * yield at once instead of spinning. */
+		 * yield at once instead of spinning (or move, see nudge_off). */
 		int cpu = sched_getcpu();
-		if (cpu >= 0) {
-			__atomic_store_n((uint32_t *)(c->scratch_base + 8), (uint32_t)cpu + 1, __ATOMIC_RELAXED);
-			yielding = __atomic_load_n(p->rcpu, __ATOMIC_RELAXED) == (uint32_t)cpu + 1;
+		if (cpu >= 0 && __atomic_load_n(p->rcpu, __ATOMIC_RELAXED) == (uint32_t)cpu + 1) {
+			yielding = 1;
+			if (nudge_off(c, p, cpu, t0)) {
+				cpu = sched_getcpu();
+				yielding = 0;
+			}
 		}
+		if (cpu >= 0)
+			__atomic_store_n((uint32_t *)(c->scratch_base + 8), (uint32_t)cpu + 1, __ATOMIC_RELAXED);
 	}
 	for (unsigned i = 1;; i++) {
 		if ((word ? __atomic_load_n(word, __ATOMIC_ACQUIRE) : pr->sem_value(sem)) >= value)
