@@ -295,6 +295,10 @@ static int map_peer(struct ah_ctx *c, int peer)
 		return rc;
 	}
 	void *ptr = NULL;
+	/* Only segment memory can be mapped by a peer; asking otherwise would
+	 * just make the core log a failure. */
+	if (!c->scratch_tp)
+		return 0;
 	rc = pr->rmem_device_ptr(p->conn, p->rscratch, &ptr);
 	if (rc || !ptr) {
 		AH_LOG(WEFT_LOG_DEBUG, "rank %d's scratch is not mapped here (%s): puts go through staging", peer,
