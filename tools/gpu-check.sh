@@ -150,7 +150,8 @@ do_nccl() {
 # checked against a CPU reference (the script also proves weft answered).
 do_torch() {
 	WEFT_NCCL_LOG=info LD_PRELOAD="$bdir/lib/libweft_nccl.so.2" timeout "${WEFT_TORCH_STAGE_TIMEOUT:-180}" \
-		torchrun --nproc-per-node 2 --master-addr 127.0.0.1 --master-port "${WEFT_TORCH_PORT:-29531}" \
+		python3 -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 \
+		--master-port "${WEFT_TORCH_PORT:-29531}" \
 		"$src/tests/torch/weft_torch_check.py"
 }
 
