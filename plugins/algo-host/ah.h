@@ -26,6 +26,7 @@
 #define AH_DIR_OFF(nranks) AH_PUBC_OFF(nranks, nranks)
 /* Out-of-band tag of the canary message (below the core's reserved tags). */
 #define AH_TAG_CANARY 0x41480001u
+#define AH_BOOT_ID 40
 
 /* The services table weft_plugin_init received; valid until exit. */
 extern const struct weft_core_api *ah_core;
@@ -95,6 +96,7 @@ struct ah_ctx {
 	size_t cached_min, cached_max; /* parameters: block sizes for the cached direct gather (min 0: none) */
 	int cached_oversub; /* parameter: the cached direct gather also when ranks outnumber CPUs */
 	int nudge;        /* parameter nudge: move off a CPU shared with a waiting peer */
+	char boot_id[40]; /* this kernel's boot id (AH_BOOT_ID bytes): peers under another cannot map */
 	uint64_t nudged_ns; /* when this rank last did */
 	weft_mem_t *dir_mem; /* the cached registration of our output buffer */
 	void *dir_ptr;

@@ -151,7 +151,20 @@ static void ctx_free(struct ah_ctx *c)
 	free(c->rx_dst);
 	free(c->doff);
 	free(c->dbytes);
+
 	free(c);
+}
+
+/* This kernel's boot id: ranks that share it may map each other's memory. */
+static void read_boot_id(char *out)
+{
+	memset(out, 0, AH_BOOT_ID);
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+	if (f) {
+		if (!fgets(out, AH_BOOT_ID, f))
+			memset(out, 0, AH_BOOT_ID);
+		fclose(f);
+	}
 }
 
 static int ctx_create(const struct weft_algo_comm *ac, struct ah_ctx **out)
@@ -191,6 +204,7 @@ static int ctx_create(const struct weft_algo_comm *ac, struct ah_ctx **out)
 		goto err_free;
 	}
 	c->scratch = c->scratch_base + c->hdr;
+	read_boot_id(c->boot_id);
 	/* The canary peers compare with what their mapping of our scratch shows
 	 * (see map_peer); never 0, which is what fresh memory holds. */
 	while (c->canary == 0)
@@ -286,10 +300,19 @@ static int map_peer(struct ah_ctx *c, int peer)
 	if (!c->map || !WEFT_HAS_OP(pr, struct weft_prim_api, rmem_device_ptr) ||
 	    !WEFT_HAS_OP(pr, struct weft_prim_api, comm_send))
 		return 0;
+	/* With the canary goes the kernel's boot id: only a peer under this
+	 * kernel can be mapped, and asking a transport that cannot map makes the
+	 * core log a failure (ofi to another host). */
+	unsigned char msg[8 + AH_BOOT_ID], in[8 + AH_BOOT_ID];
+	char boot[AH_BOOT_ID];
 	uint64_t theirs = 0, seen = 0;
-	int rc = pr->comm_send(c->comm, peer, AH_TAG_CANARY, &c->canary, sizeof(c->canary));
+	memcpy(msg, &c->canary, 8);
+	memcpy(msg + 8, c->boot_id, AH_BOOT_ID);
+	int rc = pr->comm_send(c->comm, peer, AH_TAG_CANARY, msg, sizeof(msg));
 	if (rc == 0)
-		rc = pr->comm_recv(c->comm, peer, AH_TAG_CANARY, &theirs, sizeof(theirs));
+		rc = pr->comm_recv(c->comm, peer, AH_TAG_CANARY, in, sizeof(in));
+	memcpy(&theirs, in, 8);
+	memcpy(boot, in + 8, AH_BOOT_ID);
 	if (rc) {
 		AH_LOG(WEFT_LOG_ERROR, "cannot exchange the scratch canary with rank %d: %s", peer, ah_strerror(rc));
 		return rc;
@@ -297,7 +320,7 @@ static int map_peer(struct ah_ctx *c, int peer)
 	void *ptr = NULL;
 	/* Only segment memory can be mapped by a peer; asking otherwise would
 	 * just make the core log a failure. */
-	if (!c->scratch_tp)
+	if (!c->scratch_tp || strncmp(c->boot_id, boot, sizeof(boot)) != 0)
 		return 0;
 	rc = pr->rmem_device_ptr(p->conn, p->rscratch, &ptr);
 	if (rc || !ptr) {
