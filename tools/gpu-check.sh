@@ -7,7 +7,7 @@
 #   bench      weft-gpu-bench: nvlink put bandwidth and ping-pong latency
 #   algo-bench weft-algo-gpu-bench, with NCCL's column when PyTorch's NCCL is found
 #   perf       weft-perf --mem cuda: collectives against NCCL in the same run
-#              (--peer nccl, plain and --graph), put and pingpong over nvlink
+#              (--peer nccl, plain and --graph)
 #   nccl       weft-nccl-driver on device buffers: forked ranks, ncclCommInitAll
 #              with groups, and CUDA-graph-captured calls
 #   torch      tests/torch/weft_torch_check.py under torchrun with libweft_nccl preloaded
@@ -130,9 +130,7 @@ do_perf() {
 	# shellcheck disable=SC2086 # extra flags
 	timeout "$t" "$p" --np 2 --mem cuda -d half -b 1K -e 1G -f 8 "${peer[@]}" ${WEFT_PERF_ARGS:-} &&
 		timeout "$t" "$p" --np 2 --mem cuda -d half -b 1K -e 64M -f 8 --graph 5 "${peer[@]}" ${WEFT_PERF_ARGS:-} &&
-		timeout "$t" "$p" --np 2 --mem cuda --collective all_gather -b 1K -e 1G -f 8 "${peer[@]}" &&
-		timeout "$t" "$p" --np 2 --mem cuda --op put -b 1K -e 1G -f 8 &&
-		timeout "$t" "$p" --np 2 --mem cuda --op pingpong -b 8 -e 1M -f 8
+		timeout "$t" "$p" --np 2 --mem cuda --collective all_gather -b 1K -e 1G -f 8 "${peer[@]}"
 }
 
 # The NCCL API on device buffers, every collective the driver knows, values

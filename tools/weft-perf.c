@@ -1517,9 +1517,17 @@ static int run_rank(const struct opts *o, weft_comm_t *comm, void *stream)
 	if (o->bench == BENCH_COLL) {
 		if (r.rank == 0)
 			print_header_common(&r, colls[o->coll].name);
-		char tname[64];
-		if ((rc = describe_default_transport(&r, tname, sizeof(tname))) != 0)
+		char tname[64] = "";
+		if (o->mem_cuda) {
+			/* The host-memory choice says nothing here: a pack for device
+			 * memory connects the ranks its own way (algo-gpu: nvlink). */
+			if (r.rank == 0)
+				printf("# transport: the algorithm pack's own for device memory "
+				       "(weft-info --select --mem cuda shows the choice per size)\n");
+			snprintf(tname, sizeof(tname), "(the pack's)");
+		} else if ((rc = describe_default_transport(&r, tname, sizeof(tname))) != 0) {
 			return rc;
+		}
 		/* The core picks the transport of a collective by itself; the public API
 		 * has no way to pin it, so --transport is honoured only when it names
 		 * what the core picks anyway (see the help text). */
@@ -1554,10 +1562,7 @@ static int run_rank(const struct opts *o, weft_comm_t *comm, void *stream)
 			uint64_t wrong = 0;
 			if (r.rank == 0)
 				printf("#\n");
-			/* Device memory: nvlink unless named, since the core orders
-			 * transports by latency, not by the memory they reach. */
-			const char *tp = o->ntransports ? o->transports[i] : o->mem_cuda ? "nvlink" : NULL;
-			rc = run_prim(&r, tp, &bw_sum, &bw_n, &wrong);
+			rc = run_prim(&r, o->ntransports ? o->transports[i] : NULL, &bw_sum, &bw_n, &wrong);
 			if (rc != 0)
 				return rc;
 			print_footer(&r, bw_sum, bw_n, wrong, "bandwidth");
@@ -1830,9 +1835,9 @@ static void usage(FILE *out)
 		"                            the core chooses; naming another one is refused.\n"
 		"      --np N                fork N local ranks (default: one rank per process, from the\n"
 		"                            launcher's environment: mpirun, srun, torchrun)\n"
-		"      --mem host|cuda       buffer memory (default host). cuda: one GPU per rank (the local\n"
-		"                            rank's), calls on a stream timed with CUDA events; put and\n"
-		"                            pingpong use nvlink unless --transport names another\n"
+		"      --mem host|cuda       buffer memory (default host). cuda: collectives only, one GPU\n"
+		"                            per rank (the local rank's), calls on a stream timed with\n"
+		"                            CUDA events\n"
 		"      --fresh-buffers       allocate (and for put/pingpong register) new buffers every\n"
 		"                            iteration; the time includes that\n"
 		"      --graph N             with --mem cuda: capture the -n iterations in a CUDA graph and\n"
@@ -2116,6 +2121,11 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		usage_error("--graph needs --mem cuda (CUDA graphs capture device work only)");
 	if (o->graph >= 0 && o->bench != BENCH_COLL)
 		usage_error("--graph times collectives; --op %s drives transfers from the host",
+			    o->bench == BENCH_PUT ? "put" : "pingpong");
+	if (o->mem_cuda && o->bench != BENCH_COLL)
+		usage_error("--op %s --mem cuda: the host-driven benchmark needs host semaphores the peer can "
+			    "signal, which nvlink cannot carry between processes yet; weft-gpu-bench measures "
+			    "device memory's put bandwidth and ping-pong (tools/gpu-check.sh bench)",
 			    o->bench == BENCH_PUT ? "put" : "pingpong");
 	if (o->peer_nccl && (!o->mem_cuda || o->bench != BENCH_COLL))
 		usage_error("--peer nccl compares collectives on device memory: it needs --mem cuda and no --op");
