@@ -223,6 +223,31 @@ int wn_current_device(void)
 	return -1;
 }
 
+typedef int (*cuda_set_device_fn)(int);
+
+int wn_device_enter(int dev)
+{
+	if (dev < 0)
+		return -1;
+	cuda_get_device_fn get = (cuda_get_device_fn)dlsym(RTLD_DEFAULT, "cudaGetDevice");
+	cuda_set_device_fn set = (cuda_set_device_fn)dlsym(RTLD_DEFAULT, "cudaSetDevice");
+	int cur = -1;
+	if (!get || !set || get(&cur) != 0 || cur == dev)
+		return -1;
+	if (set(dev) != 0) {
+		WN_WARN("cudaSetDevice(%d) failed; the call runs on device %d", dev, cur);
+		return -1;
+	}
+	return cur;
+}
+
+void wn_device_leave(int prev)
+{
+	cuda_set_device_fn set = (cuda_set_device_fn)dlsym(RTLD_DEFAULT, "cudaSetDevice");
+	if (prev >= 0 && set)
+		set(prev);
+}
+
 struct ncclComm *wn_comm_new(int rank, int nranks, const ncclConfig_t *config, int device)
 {
 	struct ncclComm *c = calloc(1, sizeof(*c));
@@ -275,7 +300,11 @@ static ncclResult_t check_config(const ncclConfig_t *config, const char *fn)
 static ncclResult_t comm_connect(struct ncclComm *c, const struct weft_unique_id *id, const char *fn)
 {
 	weft_comm_t *wc = NULL;
+	/* The rank's transports open on its own GPU (ncclCommInitAll makes the
+	 * ranks of several GPUs on threads of one process). */
+	int prev = wn_device_enter(c->device);
 	int rc = weft_comm_create(id, c->nranks, c->rank, &wc);
+	wn_device_leave(prev);
 	if (rc != 0) {
 		WN_ERROR("%s: rank %d of %d: weft_comm_create failed: %s", fn, c->rank, c->nranks, weft_strerror(rc));
 		c->init_rc = wn_result(rc);

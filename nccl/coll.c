@@ -203,7 +203,9 @@ static ncclResult_t submit(struct wn_op *o, int reduces)
 	}
 	if (grp.depth > 0)
 		return group_push(o);
+	int prev = wn_device_enter(o->comm->device);
 	int rc = issue(o);
+	wn_device_leave(prev);
 	if (rc == -ENOTSUP) {
 		ncclResult_t fr;
 		if (forward(o, &fr) == 0)
@@ -250,6 +252,9 @@ static void *run_init(void *arg)
 static void *run_ops(void *arg)
 {
 	struct worker *w = arg;
+	/* This comm's GPU for its calls (a worker thread, or the caller's
+	 * thread when the group spans one comm). */
+	int prev = wn_device_enter(w->comm->device);
 	int first = weft_group_start();
 	for (size_t i = 0; i < w->nops && !first; i++) {
 		struct wn_op *o = &w->ops[i];
@@ -273,6 +278,7 @@ static void *run_ops(void *arg)
 		if (rc)
 			WN_ERROR("ncclGroupEnd on rank %d: closing barrier: %s", w->comm->rank, weft_strerror(rc));
 	}
+	wn_device_leave(prev);
 	w->rc = first ? first : rc;
 	w->res = wn_result(w->rc);
 	return NULL;

@@ -71,6 +71,12 @@ void wn_comm_free(struct ncclComm *comm);
 /* The CUDA device the calling thread has current: WEFT_NCCL_DEVICE, else the
  * application's CUDA runtime (when loaded), else -1. */
 int wn_current_device(void);
+/* Makes dev the calling thread's current CUDA device, as NCCL does inside
+ * each call on a comm, so one thread can drive the ranks of several GPUs.
+ * Returns the device to restore with wn_device_leave, or -1 when nothing
+ * changed (dev < 0, no CUDA runtime in the process, or dev already current). */
+int wn_device_enter(int dev);
+void wn_device_leave(int prev);
 
 /* Group nesting of the calling thread (coll.c). */
 int wn_group_depth(void);

@@ -4,7 +4,31 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+int cudart_dl_probe_forked(const char *prog)
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0)
+		return 0; /* the ranks will tell */
+	if (pid == 0) {
+		struct cudart_dl rt;
+		const char *why = "";
+		int rc = cudart_dl_load(&rt, &why);
+		if (rc != 0)
+			fprintf(stderr, "%s: --mem cuda: %s\n", prog, why);
+		fflush(NULL);
+		_exit(rc ? 1 : 0);
+	}
+	int st = 0;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -ENODEV;
+}
 
 int cudart_dl_local_rank(int fallback)
 {

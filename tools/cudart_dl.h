@@ -41,6 +41,12 @@ enum { CUDART_CAPTURE_RELAXED = 2 };       /* cudaStreamCaptureModeRelaxed */
  * says which), or -ENODEV (a runtime that sees no device). */
 int cudart_dl_load(struct cudart_dl *rt, const char **why);
 
+/* Whether cudart_dl_load would succeed, asked in a child process so that the
+ * caller (about to fork ranks) never initializes CUDA itself: a process that
+ * did cannot use CUDA in its forked children. The child prints
+ * "<prog>: --mem cuda: <why>" when it fails. 0 or -ENODEV. */
+int cudart_dl_probe_forked(const char *prog);
+
 /* The local rank of a launched job (Open MPI, MPICH, Slurm, torchrun), else
  * fallback: it picks the GPU of a process. */
 int cudart_dl_local_rank(int fallback);

@@ -40,6 +40,7 @@ static struct cudart_dl cu;
 
 enum { H2D = CUDART_H2D, D2H = CUDART_D2H, CAPTURE_RELAXED = CUDART_CAPTURE_RELAXED };
 
+
 /* ------------------------------------------------------------ one rank */
 
 struct rank_ctx {
@@ -48,9 +49,18 @@ struct rank_ctx {
 	void *send, *recv;  /* device or host */
 	int32_t *hs, *hr;   /* host staging */
 	void *stream;
+	int dev;            /* --mem cuda: this rank's GPU */
 	void *graph_exec;   /* --graph: the captured calls of the current size */
 	size_t cap;         /* bytes of send and recv */
 };
+
+/* Makes a rank's GPU current before CUDA work of that rank: under --init-all
+ * one thread drives the ranks of several GPUs. */
+static void on_dev(const struct rank_ctx *c)
+{
+	if (c->dev >= 0)
+		cu.set_device(c->dev);
+}
 
 static double now_us(void)
 {
@@ -76,7 +86,8 @@ static int ctx_alloc(struct rank_ctx *c, const struct opts *o)
 		c->recv = c->hr;
 		return 0;
 	}
-	if (cu.malloc_(&c->send, c->cap) || cu.malloc_(&c->recv, c->cap) || cu.stream_create(&c->stream)) {
+	if (cu.set_device(c->dev) || cu.malloc_(&c->send, c->cap) || cu.malloc_(&c->recv, c->cap) ||
+	    cu.stream_create(&c->stream)) {
 		fprintf(stderr, "rank %d: cudaMalloc/cudaStreamCreate failed\n", c->rank);
 		return -ENOMEM;
 	}
@@ -145,7 +156,7 @@ static int capture(struct rank_ctx *cs, int nlocal, const struct opts *o, enum c
 		return -EIO;
 	}
 	for (int l = 0; l < nlocal; l++)
-		if (cu.begin_capture(cs[l].stream, CAPTURE_RELAXED)) {
+		if (on_dev(&cs[l]), cu.begin_capture(cs[l].stream, CAPTURE_RELAXED)) {
 			fprintf(stderr, "rank %d: cudaStreamBeginCapture failed\n", cs[l].rank);
 			return -EIO;
 		}
@@ -158,6 +169,7 @@ static int capture(struct rank_ctx *cs, int nlocal, const struct opts *o, enum c
 	}
 	for (int l = 0; l < nlocal; l++) {
 		void *g = NULL;
+		on_dev(&cs[l]);
 		if (cu.end_capture(cs[l].stream, &g) || !g) {
 			fprintf(stderr, "rank %d: cudaStreamEndCapture failed\n", cs[l].rank);
 			rc = -EIO;
@@ -217,6 +229,7 @@ static int prepare(struct rank_ctx *c, const struct opts *o, enum coll k, size_t
 	size_t ns = send_elems(k, count, c->nranks);
 	for (size_t i = 0; i < ns; i++)
 		c->hs[i] = val(c->rank, i);
+	on_dev(c);
 	if (o->cuda && cu.memcpy_(c->send, c->hs, ns * 4, H2D))
 		return -EIO;
 	return 0;
@@ -225,6 +238,7 @@ static int prepare(struct rank_ctx *c, const struct opts *o, enum coll k, size_t
 static long verify(struct rank_ctx *c, const struct opts *o, enum coll k, size_t count)
 {
 	size_t nr = recv_elems(k, count, c->nranks);
+	on_dev(c);
 	if (o->cuda && (cu.stream_sync(c->stream) || cu.memcpy_(c->hr, c->recv, nr * 4, D2H)))
 		return -1;
 	long wrong = 0;
@@ -264,7 +278,7 @@ static int run_coll(struct rank_ctx *cs, int nlocal, const struct opts *o, enum 
 			ncclResult_t r = ncclSuccess;
 			if (o->graph) {
 				for (int l = 0; l < nlocal && !r; l++)
-					if (cu.graph_launch(cs[l].graph_exec, cs[l].stream))
+					if (on_dev(&cs[l]), cu.graph_launch(cs[l].graph_exec, cs[l].stream))
 						r = ncclUnhandledCudaError;
 			} else {
 				r = issue_all(cs, nlocal, k, count);
@@ -321,15 +335,25 @@ static int run_ranks(struct rank_ctx *cs, int nlocal, const struct opts *o)
 
 static int one_rank(const ncclUniqueId *id, int rank, int n, const struct opts *o)
 {
+	struct rank_ctx c = {.rank = rank, .nranks = n, .dev = -1};
 	if (o->cuda) {
-		/* One GPU per process: the local rank (launcher variables) picks it,
-		 * else the rank, modulo the devices this process sees. */
-		int lr = cudart_dl_local_rank(rank), ndev = 1;
+		/* CUDA is loaded here, in the rank's own process (a forked child
+		 * cannot use a parent's CUDA). One GPU per process: the local rank
+		 * (launcher variables) picks it, else the rank, modulo the devices
+		 * this process sees. */
+		const char *why = "";
+		if (cudart_dl_load(&cu, &why) != 0) {
+			fprintf(stderr, "rank %d: --mem cuda: %s\n", rank, why);
+			return 1;
+		}
+		int ndev = 1;
 		cu.device_count(&ndev);
-		if (cu.set_device(lr % (ndev > 0 ? ndev : 1)) != 0)
-			fprintf(stderr, "rank %d: cudaSetDevice(%d) failed\n", rank, lr % (ndev > 0 ? ndev : 1));
+		c.dev = cudart_dl_local_rank(rank) % (ndev > 0 ? ndev : 1);
+		if (cu.set_device(c.dev) != 0) {
+			fprintf(stderr, "rank %d: cudaSetDevice(%d) failed\n", rank, c.dev);
+			return 1;
+		}
 	}
-	struct rank_ctx c = {.rank = rank, .nranks = n};
 	ncclResult_t r = ncclCommInitRank(&c.comm, n, *id, rank);
 	if (r) {
 		fprintf(stderr, "rank %d: ncclCommInitRank: %s (%s)\n", rank, ncclGetErrorString(r), ncclGetLastError(NULL));
@@ -471,12 +495,16 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	/* --np forks the ranks, which load CUDA themselves: ask a child first.
+	 * The other modes run the ranks in this process. */
 	const char *why = "";
-	int cerr = o.cuda ? cudart_dl_load(&cu, &why) : 0;
-	if (cerr) {
-		fprintf(stderr, "--mem cuda: %s\n", why);
+	int cerr = 0;
+	if (o.cuda && o.np)
+		cerr = cudart_dl_probe_forked("weft-nccl-driver");
+	else if (o.cuda && (cerr = cudart_dl_load(&cu, &why)) != 0)
+		fprintf(stderr, "weft-nccl-driver: --mem cuda: %s\n", why);
+	if (cerr)
 		return 77;
-	}
 	int v = 0;
 	ncclGetVersion(&v);
 	printf("# weft-nccl-driver: NCCL API version code %d\n", v);
@@ -490,10 +518,17 @@ int main(int argc, char **argv)
 		}
 		struct rank_ctx cs[o.init_all];
 		memset(cs, 0, sizeof(cs));
+		int ndev = 1;
+		if (o.cuda)
+			cu.device_count(&ndev);
 		for (int i = 0; i < o.init_all; i++) {
 			cs[i].comm = comms[i];
 			cs[i].rank = i;
 			cs[i].nranks = o.init_all;
+			int d = -1;
+			if (o.cuda && (ncclCommCuDevice(comms[i], &d) != ncclSuccess || d < 0))
+				d = i % (ndev > 0 ? ndev : 1);
+			cs[i].dev = d;
 		}
 		int rc = run_ranks(cs, o.init_all, &o);
 		for (int i = 0; i < o.init_all; i++)

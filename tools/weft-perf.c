@@ -1603,28 +1603,6 @@ static int cuda_rank_setup(const struct opts *o, int local_rank, void **stream)
 	return 0;
 }
 
-/* --np with --mem cuda: whether the ranks will find a GPU, asked in a child
- * so that this parent never initializes CUDA before it forks. One message
- * instead of one per rank. */
-static int cuda_probe_forked(void)
-{
-	fflush(NULL);
-	pid_t pid = fork();
-	if (pid < 0)
-		return 0; /* the ranks will tell */
-	if (pid == 0) {
-		const char *why = "";
-		int rc = cudart_dl_load(&cu, &why);
-		if (rc != 0)
-			fprintf(stderr, "weft-perf: --mem cuda: %s\n", why);
-		_exit(rc ? 1 : 0);
-	}
-	int st = 0;
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
-	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
-}
-
 static void cuda_rank_teardown(void *stream)
 {
 	if (stream)
@@ -2144,7 +2122,8 @@ int main(int argc, char **argv)
 	parse_args(argc, argv, &o);
 	/* Rank 0 prints as it goes; keep the lines whole when several ranks share a pipe. */
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (o.np && o.mem_cuda && cuda_probe_forked() != 0)
+	/* One message, before any rank forks, where no GPU can be used. */
+	if (o.np && o.mem_cuda && cudart_dl_probe_forked("weft-perf") != 0)
 		return 1;
 	if (o.np)
 		return run_forked(&o);
