@@ -16,8 +16,7 @@
  * bytes; then per rank q two 64-byte lines: the token q writes when it has
  * sent us chunks, and the one it writes when it has consumed ours. */
 /* Rounded up to whole pages, so that the slots keep the page alignment of
- * the allocation (ofi's shm provider picks a slower, lock-holding protocol
- * for unaligned writes: a rank killed inside one left its peers hung). */
+ * the allocation (what transports that pin or bounce pages prefer). */
 #define AH_HDR_BYTES(nranks) \
 	(((64 + (size_t)(nranks) * 128 + 64 + (size_t)(nranks) * 64 + 64) + 4095) & ~(size_t)4095)
 /* The publish lines that follow (see ah_pull_run): how many chunks this rank
