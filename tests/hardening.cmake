@@ -1,9 +1,11 @@
 # Hardening: kill tests, fault injection, hostile peers (see docs/reliability.md).
-# test_kill: 3 forked ranks over ofi, one SIGKILLed inside each collective (and
-# one leaving main without weft_comm_destroy); survivors must fail, not hang.
-if(TARGET weft-plugin-algo-host AND TARGET weft-plugin-ofi)
-  weft_add_test(test_kill SOURCES test_kill.c LABELS mp TIMEOUT 240)
-  add_dependencies(test_kill weft-plugin-algo-host weft-plugin-ofi)
+# test_kill: 3 forked ranks over shm, then over ofi's tcp provider, one
+# SIGKILLed inside each collective (and one leaving main without
+# weft_comm_destroy); survivors must fail, not hang.
+if(TARGET weft-plugin-algo-host AND TARGET weft-plugin-ofi AND TARGET weft-plugin-shm)
+  weft_add_test(test_kill SOURCES test_kill.c LABELS mp TIMEOUT 400
+    ENV WEFT_OFI_ADDR=127.0.0.1)
+  add_dependencies(test_kill weft-plugin-algo-host weft-plugin-ofi weft-plugin-shm)
 endif()
 
 # test_fault: rank 0 has its Nth alloc/register/connect/put/flush failed

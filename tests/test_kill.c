@@ -1,8 +1,11 @@
-/* Kill tests: three forked ranks run one collective over ofi in a loop; one
- * rank is SIGKILLed mid-loop (or SIGSTOPped: alive, silent, sockets open; or
- * leaves main without weft_comm_destroy). Every survivor must get an error
- * from the collective within the peer timeout plus slack, never a hang, and
- * must then destroy its communicator. */
+/* Kill tests: three forked ranks run one collective in a loop, over weft's
+ * shm transport and over ofi's tcp provider; one rank is SIGKILLed mid-loop
+ * (or SIGSTOPped: alive, silent, sockets open; or leaves main without
+ * weft_comm_destroy). Every survivor must get an error from the collective
+ * within the peer timeout plus slack, never a hang, and must then destroy its
+ * communicator. Not over ofi's shm provider: libfabric 1.17 keeps spinlocks in
+ * the shared region, and a rank killed while holding its own makes the next
+ * write to it spin forever inside fi_writemsg (plugins/ofi/README.md). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -234,31 +237,59 @@ START_TEST(stopped_in_collective)
 }
 END_TEST
 
+/* The transport of each case, chosen by a [transport] rule. */
+static char *conf_shm, *conf_ofi;
+
+static void use_shm(void)
+{
+	setenv("WEFT_CONFIG", conf_shm, 1);
+}
+
+static void use_ofi_tcp(void)
+{
+	setenv("WEFT_CONFIG", conf_ofi, 1);
+	setenv("WEFT_OFI_PROVIDER", "tcp", 1);
+}
+
+static void no_ofi_tcp(void)
+{
+	unsetenv("WEFT_OFI_PROVIDER");
+}
+
 int main(void)
 {
 	setenv("WEFT_CORE_PEER_TIMEOUT", "2", 1);
 	setenv("WEFT_CORE_HEARTBEAT_INTERVAL", "0.5", 1);
 	setenv("WEFT_CORE_BOOTSTRAP_TIMEOUT", "30", 0);
 	setenv("WEFT_CORE_BOOTSTRAP_ADDR", "127.0.0.1", 0);
-	/* Every connection over ofi, whatever else the build tree holds. */
+	/* Every connection over the case's transport, whatever else the build
+	 * tree holds. */
 	char *dir = wt_mkdtemp("kill");
-	char *conf = dir ? wt_write_file(dir, "weft.conf", "[transport]\nuse ofi\n") : NULL;
-	if (!conf)
+	conf_shm = dir ? wt_write_file(dir, "shm.conf", "[transport]\nuse shm\n") : NULL;
+	conf_ofi = dir ? wt_write_file(dir, "ofi.conf", "[transport]\nuse ofi\n") : NULL;
+	if (!conf_shm || !conf_ofi)
 		return 1;
-	setenv("WEFT_CONFIG", conf, 1);
 	victim_pid = mmap(NULL, sizeof(*victim_pid), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (victim_pid == MAP_FAILED)
 		return 1;
 	Suite *s = suite_create("kill");
-	TCase *tc = tcase_create("ofi");
-	tcase_set_timeout(tc, JOB_TIMEOUT_S + 20);
-	tcase_add_loop_test(tc, killed_in_collective, 0, NCOLL);
-	tcase_add_test(tc, exit_without_destroy);
-	tcase_add_loop_test(tc, stopped_in_collective, 0, 2);
-	suite_add_tcase(s, tc);
+	static const struct {
+		const char *name;
+		void (*setup)(void), (*teardown)(void);
+	} tps[] = {{"shm", use_shm, NULL}, {"ofi_tcp", use_ofi_tcp, no_ofi_tcp}};
+	for (size_t i = 0; i < sizeof(tps) / sizeof(tps[0]); i++) {
+		TCase *tc = tcase_create(tps[i].name);
+		tcase_add_unchecked_fixture(tc, tps[i].setup, tps[i].teardown);
+		tcase_set_timeout(tc, JOB_TIMEOUT_S + 20);
+		tcase_add_loop_test(tc, killed_in_collective, 0, NCOLL);
+		tcase_add_test(tc, exit_without_destroy);
+		tcase_add_loop_test(tc, stopped_in_collective, 0, 2);
+		suite_add_tcase(s, tc);
+	}
 	int rc = wt_run_suite(s);
 	wt_rmdir(dir);
-	free(conf);
+	free(conf_shm);
+	free(conf_ofi);
 	free(dir);
 	return rc;
 }
