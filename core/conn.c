@@ -12,6 +12,7 @@
 #include "log.h"
 #include "registry.h"
 #include "tpsel.h"
+#include "le.h"
 
 /* Connect message, little-endian:
  *   magic u32 "WFTC" | status i32 (0, or this side's error) | flags u32 (bit 0: the
@@ -31,17 +32,6 @@ struct cand {
 	unsigned char *addr;
 	size_t addr_len;
 };
-
-static void put32(unsigned char *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get32(const unsigned char *p)
-{
-	return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-}
 
 static void ep_destroy(struct weft__tp *tp, void *ep)
 {

@@ -8,6 +8,7 @@
 #include "comm.h"
 #include "fault.h"
 #include "log.h"
+#include "le.h"
 
 /* Blob layout, little-endian, no padding:
  *   header  magic u32 "WFTM" | version u16 | mem type u16 | base u64 | length u64 |
@@ -21,45 +22,6 @@
 #define BLOB_MAX_SECTIONS 64
 #define BLOB_MAX_SECTION (1u << 20)
 #define BLOB_MAX (16u << 20) /* what mem_exchange accepts from a peer */
-
-static void put16(unsigned char *p, uint16_t v)
-{
-	p[0] = (unsigned char)v;
-	p[1] = (unsigned char)(v >> 8);
-}
-
-static void put32(unsigned char *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put64(unsigned char *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint16_t get16(const unsigned char *p)
-{
-	return (uint16_t)(p[0] | (p[1] << 8));
-}
-
-static uint32_t get32(const unsigned char *p)
-{
-	uint32_t v = 0;
-	for (int i = 3; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
-
-static uint64_t get64(const unsigned char *p)
-{
-	uint64_t v = 0;
-	for (int i = 7; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
 
 /* ----------------------------------------------------------- registration */
 void weft__mem_free(weft_mem_t *mem)

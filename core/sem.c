@@ -11,6 +11,7 @@
 
 #include "comm.h"
 #include "log.h"
+#include "le.h"
 
 #define SLOT_BYTES 64 /* a cache line per token: no false sharing between waiters */
 #define POOL_SLOTS 64
@@ -31,17 +32,6 @@ struct weft__sem_pool {
  * blob length u32, then the pool's memory blob. */
 #define SEM_MSG_HDR 16
 #define SEM_MAX_BLOB (1u << 20)
-
-static void put32(unsigned char *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get32(const unsigned char *p)
-{
-	return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-}
 
 static void pool_base_free(struct weft__sem_pool *pool)
 {

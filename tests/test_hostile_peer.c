@@ -20,6 +20,7 @@
 
 #include "hostile_peer.h"
 #include "testlib.h"
+#include "le.h"
 
 #define JOB_TIMEOUT_S 60
 #define PEER_TIMEOUT_S 3
@@ -81,12 +82,6 @@ static double now_s(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
 }
 
 /* Sends a frame built on the link (sequence advances). */
