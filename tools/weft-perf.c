@@ -514,8 +514,7 @@ struct prim {
 	weft_rsem_t *rsem;
 	uint64_t sent, seen; /* last token signalled to the peer / awaited here */
 	size_t half;
-	unsigned char *buf;  /* what weft moves: host or device memory */
-	unsigned char *host; /* where the host fills and checks it (buf for host memory) */
+	unsigned char *buf;
 	weft_mem_t *mem;
 	weft_rmem_t *rmem;
 };
@@ -526,14 +525,10 @@ static int prim_bufs_setup(struct prim *p, size_t half)
 	/* Registration of 0 bytes is not a thing; a 0-byte benchmark moves nothing anyway. */
 	half = half ? half : 1;
 	p->half = half;
-	const struct opts *o = p->r->o;
-	p->buf = dev_alloc(o, 2 * half);
-	p->host = o->mem_cuda ? alloc_buf(2 * half) : p->buf;
-	if (!p->buf || !p->host) {
-		rc = fail(p->r, -ENOMEM, "allocating %zu bytes of %s memory", 2 * half, o->mem_cuda ? "cuda" : "host");
-		goto err_free;
-	}
-	rc = weft_mem_register(p->r->comm, p->buf, 2 * half, o->mem_cuda ? WEFT_MEM_CUDA : WEFT_MEM_HOST, &p->mem);
+	p->buf = alloc_buf(2 * half);
+	if (!p->buf)
+		return fail(p->r, -ENOMEM, "allocating %zu bytes", 2 * half);
+	rc = weft_mem_register(p->r->comm, p->buf, 2 * half, WEFT_MEM_HOST, &p->mem);
 	if (rc != 0) {
 		fail(p->r, rc, "weft_mem_register of %zu bytes", 2 * half);
 		goto err_free;
@@ -549,10 +544,8 @@ err_dereg:
 	weft_mem_deregister(p->mem);
 	p->mem = NULL;
 err_free:
-	if (p->host != p->buf)
-		free(p->host);
-	dev_free(o, p->buf);
-	p->buf = p->host = NULL;
+	free(p->buf);
+	p->buf = NULL;
 	return rc;
 }
 
@@ -564,12 +557,10 @@ static int prim_bufs_teardown(struct prim *p)
 		fail(p->r, rc, "weft_flush");
 	weft_rmem_release(p->rmem);
 	weft_mem_deregister(p->mem);
-	if (p->host != p->buf)
-		free(p->host);
-	dev_free(p->r->o, p->buf);
+	free(p->buf);
 	p->rmem = NULL;
 	p->mem = NULL;
-	p->buf = p->host = NULL;
+	p->buf = NULL;
 	return rc;
 }
 
@@ -703,31 +694,6 @@ static uint64_t count_wrong_bytes(const unsigned char *got, size_t len, uint64_t
 	return wrong;
 }
 
-/* Random bytes at off of this rank's buffer, written through the host view. */
-static int prim_fill(struct prim *p, size_t off, size_t size, uint64_t seed)
-{
-	random_bytes(p->host + off, size, seed);
-	int rc = dev_put(p->r->o, p->buf + off, p->host + off, size);
-	return rc ? fail(p->r, rc, "copying %zu bytes to the device", size) : 0;
-}
-
-static int prim_poison(struct prim *p, size_t size)
-{
-	poison(p->host, size);
-	int rc = dev_put(p->r->o, p->buf, p->host, size);
-	return rc ? fail(p->r, rc, "copying %zu bytes to the device", size) : 0;
-}
-
-/* Wrong bytes at the start of this rank's buffer against stream seed. */
-static int prim_count(struct prim *p, size_t size, uint64_t seed, uint64_t *wrong)
-{
-	int rc = dev_get(p->r->o, p->host, p->buf, size);
-	if (rc)
-		return fail(p->r, rc, "copying %zu bytes from the device", size);
-	*wrong = count_wrong_bytes(p->host, size, seed);
-	return 0;
-}
-
 /* One checked transfer per direction the benchmark uses: random bytes into a
  * poisoned destination, compared by the receiver. The total is on rank 0. */
 static int check_prim(struct prim *p, size_t size, int both_ways, uint64_t *wrong)
@@ -741,18 +707,18 @@ static int check_prim(struct prim *p, size_t size, int both_ways, uint64_t *wron
 
 	if (o->fresh && (rc = prim_bufs_setup(p, size)) != 0)
 		return rc;
-	if ((rc = prim_poison(p, size)) != 0)
-		goto out;
+	poison(p->buf, size);
 	if (r->rank == 1) {
 		if ((rc = weft_comm_send(r->comm, 0, TAG_READY, &ready, 1)) != 0) {
 			fail(r, rc, "weft_comm_send to rank 0");
 			goto out;
 		}
-		if ((rc = prim_wait(p)) != 0 || (rc = prim_count(p, size, seed0, &w1)) != 0)
+		if ((rc = prim_wait(p)) != 0)
 			goto out;
+		w1 = count_wrong_bytes(p->buf, size, seed0);
 		if (both_ways) {
-			if ((rc = prim_fill(p, p->half, size, seed1)) != 0 || (rc = prim_put(p, 0, p->half, size)) != 0 ||
-			    (rc = prim_signal_flushed(p)) != 0)
+			random_bytes(p->buf + p->half, size, seed1);
+			if ((rc = prim_put(p, 0, p->half, size)) != 0 || (rc = prim_signal_flushed(p)) != 0)
 				goto out;
 		}
 		if ((rc = weft_comm_send(r->comm, 0, TAG_WRONG, &w1, sizeof(w1))) != 0)
@@ -762,12 +728,13 @@ static int check_prim(struct prim *p, size_t size, int both_ways, uint64_t *wron
 			fail(r, rc, "weft_comm_recv from rank 1");
 			goto out;
 		}
-		if ((rc = prim_fill(p, p->half, size, seed0)) != 0 || (rc = prim_put(p, 0, p->half, size)) != 0 ||
-		    (rc = prim_signal_flushed(p)) != 0)
+		random_bytes(p->buf + p->half, size, seed0);
+		if ((rc = prim_put(p, 0, p->half, size)) != 0 || (rc = prim_signal_flushed(p)) != 0)
 			goto out;
 		if (both_ways) {
-			if ((rc = prim_wait(p)) != 0 || (rc = prim_count(p, size, seed1, &w0)) != 0)
+			if ((rc = prim_wait(p)) != 0)
 				goto out;
+			w0 = count_wrong_bytes(p->buf, size, seed1);
 		}
 		if ((rc = weft_comm_recv(r->comm, 1, TAG_WRONG, &w1, sizeof(w1))) != 0) {
 			fail(r, rc, "weft_comm_recv from rank 1");
