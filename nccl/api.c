@@ -751,13 +751,20 @@ WN_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncEr
 }
 WN_ALIAS(ncclCommGetAsyncError);
 
-WN_API ncclResult_t ncclCommCount(const ncclComm_t comm, int *count)
+/* The checks of the getters below: a usable comm and an out-pointer. */
+static ncclResult_t check_comm_out(const ncclComm_t comm, const int *out, const char *fn, const char *what)
 {
-	ncclResult_t r = wn_check_comm(comm, "ncclCommCount");
-	if (r == ncclSuccess && !count) {
-		WN_ERROR("ncclCommCount: count is NULL");
+	ncclResult_t r = wn_check_comm(comm, fn);
+	if (r == ncclSuccess && !out) {
+		WN_ERROR("%s: %s is NULL", fn, what);
 		r = ncclInvalidArgument;
 	}
+	return r;
+}
+
+WN_API ncclResult_t ncclCommCount(const ncclComm_t comm, int *count)
+{
+	ncclResult_t r = check_comm_out(comm, count, "ncclCommCount", "count");
 	if (r == ncclSuccess)
 		*count = comm->nranks;
 	return r;
@@ -766,11 +773,7 @@ WN_ALIAS(ncclCommCount);
 
 WN_API ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
 {
-	ncclResult_t r = wn_check_comm(comm, "ncclCommUserRank");
-	if (r == ncclSuccess && !rank) {
-		WN_ERROR("ncclCommUserRank: rank is NULL");
-		r = ncclInvalidArgument;
-	}
+	ncclResult_t r = check_comm_out(comm, rank, "ncclCommUserRank", "rank");
 	if (r == ncclSuccess)
 		*rank = comm->rank;
 	return r;
@@ -779,11 +782,7 @@ WN_ALIAS(ncclCommUserRank);
 
 WN_API ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *device)
 {
-	ncclResult_t r = wn_check_comm(comm, "ncclCommCuDevice");
-	if (r == ncclSuccess && !device) {
-		WN_ERROR("ncclCommCuDevice: device is NULL");
-		r = ncclInvalidArgument;
-	}
+	ncclResult_t r = check_comm_out(comm, device, "ncclCommCuDevice", "device");
 	if (r == ncclSuccess)
 		*device = comm->device;
 	return r;
