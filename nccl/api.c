@@ -225,14 +225,35 @@ int wn_current_device(void)
 
 typedef int (*cuda_set_device_fn)(int);
 
+/* The application's cudaGetDevice/cudaSetDevice, looked up once they exist:
+ * wn_device_enter runs around every call on a comm, and dlsym is a search
+ * through every loaded library. */
+static cuda_get_device_fn cuda_get_fn;
+static cuda_set_device_fn cuda_set_fn;
+
+static int cuda_device_fns(cuda_get_device_fn *get, cuda_set_device_fn *set)
+{
+	*set = __atomic_load_n(&cuda_set_fn, __ATOMIC_ACQUIRE);
+	if (*set) {
+		*get = __atomic_load_n(&cuda_get_fn, __ATOMIC_RELAXED);
+		return 1;
+	}
+	*get = (cuda_get_device_fn)dlsym(RTLD_DEFAULT, "cudaGetDevice");
+	*set = (cuda_set_device_fn)dlsym(RTLD_DEFAULT, "cudaSetDevice");
+	if (!*get || !*set)
+		return 0;
+	/* Threads racing here store the same values; get is published by set's release. */
+	__atomic_store_n(&cuda_get_fn, *get, __ATOMIC_RELAXED);
+	__atomic_store_n(&cuda_set_fn, *set, __ATOMIC_RELEASE);
+	return 1;
+}
+
 int wn_device_enter(int dev)
 {
-	if (dev < 0)
-		return -1;
-	cuda_get_device_fn get = (cuda_get_device_fn)dlsym(RTLD_DEFAULT, "cudaGetDevice");
-	cuda_set_device_fn set = (cuda_set_device_fn)dlsym(RTLD_DEFAULT, "cudaSetDevice");
+	cuda_get_device_fn get;
+	cuda_set_device_fn set;
 	int cur = -1;
-	if (!get || !set || get(&cur) != 0 || cur == dev)
+	if (dev < 0 || !cuda_device_fns(&get, &set) || get(&cur) != 0 || cur == dev)
 		return -1;
 	if (set(dev) != 0) {
 		WN_WARN("cudaSetDevice(%d) failed; the call runs on device %d", dev, cur);
@@ -243,8 +264,9 @@ int wn_device_enter(int dev)
 
 void wn_device_leave(int prev)
 {
-	cuda_set_device_fn set = (cuda_set_device_fn)dlsym(RTLD_DEFAULT, "cudaSetDevice");
-	if (prev >= 0 && set)
+	cuda_get_device_fn get;
+	cuda_set_device_fn set;
+	if (prev >= 0 && cuda_device_fns(&get, &set))
 		set(prev);
 }
 
