@@ -8,13 +8,14 @@
 #   algo-bench weft-algo-gpu-bench, with NCCL's column when PyTorch's NCCL is found
 #   perf       weft-perf --mem cuda: collectives against NCCL in the same run
 #              (--peer nccl, plain and --graph)
+#   sweep      every collective against NCCL, graphs of 20, half, 1K..1G
 #   nccl       weft-nccl-driver on device buffers: forked ranks, ncclCommInitAll
-#              with groups, and CUDA-graph-captured calls
+#              with groups, CUDA-graph-captured calls, and under mpirun
 #   torch      tests/torch/weft_torch_check.py under torchrun with libweft_nccl preloaded
 # Default: build test bench nccl torch. Logs go to $OUT when set (the device
 # machine), else to build-gpu/logs. NVLink multicast stays off throughout.
 # A tree built elsewhere at the same path can be run without the build stage.
-# Usage: tools/gpu-check.sh [build] [test] [bench] [algo-bench] [perf] [nccl] [torch]
+# Usage: tools/gpu-check.sh [build] [test] [bench] [algo-bench] [perf] [sweep] [nccl] [torch]
 set -uo pipefail
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$src" || exit
@@ -133,6 +134,23 @@ do_perf() {
 		timeout "$t" "$p" --np 2 --mem cuda --collective all_gather -b 1K -e 1G -f 8 "${peer[@]}"
 }
 
+# Every collective against NCCL as the anchors table was measured (graphs of
+# 20 calls, half, out of place), sizes and repeats from WEFT_SWEEP_ARGS.
+do_sweep() {
+	local p="$bdir/bin/weft-perf" t=${WEFT_PERF_STAGE_TIMEOUT:-120} lib c r=0
+	lib=$(find_nccl)
+	echo "NCCL library: ${lib:-not found}"
+	export WEFT_PERF_NCCL_LIB=$lib LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+	local peer=()
+	[[ -n $lib ]] && peer=(--peer nccl)
+	for c in ${WEFT_SWEEP_COLLS:-all_reduce all_gather reduce_scatter broadcast alltoall sendrecv}; do
+		# shellcheck disable=SC2086 # extra flags
+		timeout "$t" "$p" --np 2 --mem cuda --collective "$c" -d half -b 1K -e 1G -f 4 --graph 20 \
+			"${peer[@]}" ${WEFT_SWEEP_ARGS:-} || r=1
+	done
+	return $r
+}
+
 # The NCCL API on device buffers, every collective the driver knows, values
 # checked: one process per GPU, two ranks in one process through groups, and
 # graph-captured calls replayed.
@@ -141,7 +159,19 @@ do_nccl() {
 	export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 	timeout "$t" "$d" -o all -b 4 -e 64M -f 16 -n 5 -w 2 --mem cuda --np 2 &&
 		timeout "$t" "$d" -o all -b 4 -e 4M -f 16 -n 5 -w 2 --mem cuda --init-all 2 &&
-		timeout "$t" "$d" -o all -b 4 -e 4M -f 16 -n 20 -w 2 --mem cuda --graph 10 --np 2
+		timeout "$t" "$d" -o all -b 4 -e 4M -f 16 -n 20 -w 2 --mem cuda --graph 10 --np 2 || return
+	# One process per GPU under Open MPI, pinned to loopback and shared memory.
+	if command -v mpirun >/dev/null; then
+		local idf=/tmp/weft-nccl-id.$$
+		rm -f "$idf"
+		timeout "$t" mpirun --allow-run-as-root --mca oob_tcp_if_include lo --mca btl self,vader -np 2 \
+			-x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x WEFT_CORE_BOOTSTRAP_ADDR -x WEFT_OFI_ADDR \
+			"$d" -o all -b 4 -e 64M -f 16 -n 5 -w 2 --mem cuda --id-file "$idf"
+		local r=$?
+		rm -f "$idf"
+		return $r
+	fi
+	echo "nccl: no mpirun on this machine: the launcher case was not run"
 }
 
 # PyTorch unchanged on weft: torchrun, libweft_nccl preloaded, every result
@@ -160,6 +190,7 @@ for s in "${stages[@]}"; do
 	bench) stage bench do_bench ;;
 	algo-bench) stage algo-bench do_algo_bench ;;
 	perf) stage perf do_perf ;;
+	sweep) stage sweep do_sweep ;;
 	nccl) stage nccl do_nccl ;;
 	torch) stage torch do_torch ;;
 	*) echo "gpu-check: unknown stage $s" >&2; exit 2 ;;
