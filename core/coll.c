@@ -537,8 +537,9 @@ static int coll_run(weft_comm_t *comm, const struct weft_coll_args *args)
 	struct query q = {.coll = (int)args->coll, .bytes = args->bytes, .nranks = nranks, .mem = (int)args->mem_type};
 	int order[ncat > 0 ? ncat : 1];
 	struct choice ch = {.order = order};
+	/* The call's description is formatted only where a line is logged: a
+	 * snprintf per call was a visible part of a 2 KiB allreduce over shm. */
 	char what[160];
-	describe_call(args, what, sizeof(what));
 	if ((rc = choose(&q, 0, &ch)) != 0)
 		return rc;
 	struct coll_comm *cc = comm_state(comm, 1);
@@ -553,6 +554,7 @@ static int coll_run(weft_comm_t *comm, const struct weft_coll_args *args)
 		if (WEFT_HAS_OP(a, struct weft_algo, supports) && a->supports(state, args) != 0) {
 			if (k == 0 && ch.rule >= 0) {
 				if (ch.required) {
+					describe_call(args, what, sizeof(what));
 					WEFT_ERROR("%s:%d: [algorithm] requires %s, which refuses %s",
 						   weft__config_path() ? weft__config_path() : "config",
 						   rules[ch.rule].r.lineno, cat[idx].full, what);
@@ -563,20 +565,22 @@ static int coll_run(weft_comm_t *comm, const struct weft_coll_args *args)
 			}
 			continue;
 		}
-		char why[64];
-		if (k == 0 && ch.rule >= 0)
-			snprintf(why, sizeof(why), "rule line %d", rules[ch.rule].r.lineno);
-		else
-			snprintf(why, sizeof(why), "priority %d", a->priority);
-		if (!cc->inst[idx].announced) {
+		int announce = !cc->inst[idx].announced;
+		if (announce || weft__log_level() >= WEFT_LOG_DEBUG) {
+			char why[64];
+			if (k == 0 && ch.rule >= 0)
+				snprintf(why, sizeof(why), "rule line %d", rules[ch.rule].r.lineno);
+			else
+				snprintf(why, sizeof(why), "priority %d", a->priority);
+			describe_call(args, what, sizeof(what));
 			cc->inst[idx].announced = 1;
-			WEFT_INFO("%s: using %s (%s)", what, cat[idx].full, why);
-		} else {
-			WEFT_DEBUG("%s: using %s (%s)", what, cat[idx].full, why);
+			weft__log(announce ? WEFT_LOG_INFO : WEFT_LOG_DEBUG, NULL, "%s: using %s (%s)", what,
+				  cat[idx].full, why);
 		}
 		cc->last = idx;
 		return a->execute(state, args);
 	}
+	describe_call(args, what, sizeof(what));
 	WEFT_ERROR("%s on %d ranks: no algorithm of the loaded packs serves it (%d loaded algorithm%s, %d fit%s the "
 		   "collective, size, ranks and memory type)",
 		   what, nranks, ncat, ncat == 1 ? "" : "s", ch.n, ch.n == 1 ? "s" : "");

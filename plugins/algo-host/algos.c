@@ -138,18 +138,13 @@ struct ag_plan {
 	const char *src; /* publish and pull: where our block still is (copied to mine as it goes); NULL: at mine */
 };
 
-/* a = b = src, reading src once (our block goes to our slot and our output). */
+/* a = b = src (our block goes to our slot and our output). Two memcpy calls:
+ * the second reads src from cache, and libc's copy beat a fused 8-byte loop
+ * that reads src once by 3x for a 512 KiB chunk (2-core VM, AVX-512 memcpy). */
 static void copy2(char *a, char *b, const char *src, size_t n)
 {
-	size_t i = 0;
-	for (; i + 8 <= n; i += 8) {
-		uint64_t v;
-		memcpy(&v, src + i, 8);
-		memcpy(a + i, &v, 8);
-		memcpy(b + i, &v, 8);
-	}
-	for (; i < n; i++)
-		a[i] = b[i] = src[i];
+	memcpy(a, src, n);
+	memcpy(b, src, n);
 }
 
 static int ag_plan_fn(void *arg, struct ah_ctx *c, uint64_t t)
