@@ -4,7 +4,9 @@
 #   build      the GPU targets (nvlink, algo-gpu, their tests and benches, libweft_nccl)
 #   test       every gpu-labelled test with a GPU required (nvlink, device channels,
 #              algo-gpu with 2 ranks, rings only, 3 and 4 ranks several per GPU)
-#   bench      weft-gpu-bench: nvlink put bandwidth and ping-pong latency
+#   bench      weft-gpu-bench: nvlink put bandwidth and ping-pong latency, then the
+#              same figures through the public API: weft-perf --op pingpong|put
+#              --mem cuda (libweft-perf-gpu.so)
 #   algo-bench weft-algo-gpu-bench, with NCCL's column when PyTorch's NCCL is found
 #   perf       weft-perf --mem cuda: collectives against NCCL in the same run
 #              (--peer nccl, plain and --graph)
@@ -71,7 +73,8 @@ do_build() {
 			# shellcheck disable=SC2086 # a list of target names
 			cmake --build "$bdir" -j "$jobs" --target ${WEFT_GPU_TARGETS:-weft-plugin-nvlink weft-plugin-algo-gpu \
 				weft-plugin-shm test_nvlink_gpu test_devchan_gpu test_nvlink_nodev test_algo_gpu \
-				test_algo_gpu_sched weft-gpu-bench weft-algo-gpu-bench weft-info weft-perf weft_nccl weft-nccl-driver}
+				test_algo_gpu_sched weft-gpu-bench weft-algo-gpu-bench weft-info weft-perf weft-perf-gpu weft_nccl \
+				weft-nccl-driver}
 		fi &&
 		tools/check-no-multicast.sh "$bdir"
 }
@@ -87,8 +90,16 @@ do_test() {
 		ctest --test-dir "$bdir" -R 'nvlink_nodev|test_algo_gpu_sched' --output-on-failure
 }
 
+# Each command runs even when one before it failed; WEFT_PERF_GPU_ARGS adds
+# flags to the two weft-perf runs (e.g. -b 1M -e 1G -f 4 for a size sweep).
 do_bench() {
-	"$bdir/bin/weft-gpu-bench" "${WEFT_GPU_BENCH_BYTES:-1073741824}"
+	local r=0 p="$bdir/bin/weft-perf" t=${WEFT_PERF_BENCH_TIMEOUT:-300}
+	"$bdir/bin/weft-gpu-bench" "${WEFT_GPU_BENCH_BYTES:-1073741824}" || r=1
+	# shellcheck disable=SC2086 # extra flags
+	timeout "$t" "$p" --np 2 --op pingpong --mem cuda ${WEFT_PERF_GPU_ARGS:-} || r=1
+	# shellcheck disable=SC2086 # extra flags
+	timeout "$t" "$p" --np 2 --op put --mem cuda ${WEFT_PERF_GPU_ARGS:-} || r=1
+	return $r
 }
 
 # PyTorch's own libnccl.so.2 (the peer column of the benchmarks).

@@ -21,6 +21,7 @@
 #include <weft/weft.h>
 
 #include "cudart_dl.h"
+#include "perf_gpu.h"
 
 #define MAX_TRANSPORTS 8
 #define EXIT_USAGE 2
@@ -81,6 +82,7 @@ static const int nccl_redops[WEFT_REDOP_COUNT] = {0, 1, 3, 2, 4};
 struct opts {
 	uint64_t min_bytes, max_bytes, step_bytes;
 	uint64_t factor;
+	int sizes_set; /* -b or -e given */
 	const struct type_info *type;
 	enum weft_redop op;
 	int warmup, iters, check, root;
@@ -111,6 +113,15 @@ struct run {
 
 /* --mem cuda: the CUDA runtime, found at run time (tools/cudart_dl.c). */
 static struct cudart_dl cu;
+
+/* --op put|pingpong --mem cuda: libweft-perf-gpu.so (tools/perf_gpu.cu), loaded
+ * before the ranks fork; it links CUDA, weft-perf does not. */
+static struct gpu_lib {
+	void *handle;
+	weft_perf_gpu_probe_fn probe;
+	weft_perf_gpu_rank_setup_fn rank_setup;
+	weft_perf_gpu_run_fn run;
+} gpu;
 
 /* --peer nccl: NVIDIA's NCCL, dlopen'ed (never linked) so that the same calls
  * run through both libraries in one run with the same timing. Its types are
@@ -1538,6 +1549,33 @@ static int run_rank(const struct opts *o, weft_comm_t *comm, void *stream)
 		if (rc != 0)
 			return rc;
 		print_footer(&r, bw_sum, bw_n, wrong_all, "bus bandwidth");
+	} else if (o->mem_cuda) {
+		/* Device memory: libweft-perf-gpu.so drives the GPUs (tools/perf_gpu.cu). */
+		struct opts go = *o;
+		struct run gr = r;
+		if (!o->sizes_set) {
+			go.min_bytes = o->bench == BENCH_PUT ? WEFT_PERF_GPU_PUT_BYTES : WEFT_PERF_GPU_PINGPONG_MIN;
+			go.max_bytes = o->bench == BENCH_PUT ? WEFT_PERF_GPU_PUT_BYTES : WEFT_PERF_GPU_PINGPONG_MAX;
+		}
+		gr.o = &go;
+		if (r.rank == 0)
+			print_header_common(&gr, o->bench == BENCH_PUT ? "put (device memory)" : "pingpong (device memory)");
+		struct weft_perf_gpu_args ga = {
+			.abi = WEFT_PERF_GPU_ABI,
+			.op = o->bench == BENCH_PUT ? WEFT_PERF_GPU_PUT : WEFT_PERF_GPU_PINGPONG,
+			.min_bytes = go.min_bytes,
+			.max_bytes = go.max_bytes,
+			.step_bytes = o->step_bytes,
+			.factor = o->factor,
+			.sizes_set = o->sizes_set,
+			.warmup = o->warmup,
+			.iters = o->iters,
+			.check = o->check,
+			.seed = o->seed,
+			.transport = o->ntransports ? o->transports[0] : NULL,
+		};
+		if ((rc = gpu.run(&ga, comm, &wrong_all)) != 0)
+			return rc;
 	} else {
 		if (r.rank == 0)
 			print_header_common(&r, o->bench == BENCH_PUT ? "put" : "pingpong");
@@ -1573,6 +1611,15 @@ static int cuda_rank_setup(const struct opts *o, int local_rank, void **stream)
 	*stream = NULL;
 	if (!o->mem_cuda)
 		return 0;
+	if (o->bench != BENCH_COLL) {
+		/* put/pingpong: the GPU library owns CUDA and its streams. */
+		char why[512] = "";
+		if (gpu.rank_setup(local_rank, why, sizeof(why)) != 0) {
+			fprintf(stderr, "weft-perf: --mem cuda: %s\n", why);
+			return 1;
+		}
+		return 0;
+	}
 	const char *why = "";
 	int rc = cudart_dl_load(&cu, &why);
 	if (rc != 0) {
@@ -1770,6 +1817,72 @@ static int run_forked(const struct opts *o)
 	return failed ? 1 : 0;
 }
 
+/* --op put|pingpong --mem cuda: loads libweft-perf-gpu.so from
+ * WEFT_PERF_GPU_LIB, else from beside libweft.so (lib/ of the build tree and
+ * of the install alike), then asks it in a child process (CUDA must stay
+ * uninitialized here before --np forks) whether a GPU is there. 0, or 1 after
+ * a message. */
+static int gpu_lib_load(const struct opts *o)
+{
+	const char *op = o->bench == BENCH_PUT ? "put" : "pingpong";
+	char path[4096];
+	const char *env = getenv("WEFT_PERF_GPU_LIB");
+	Dl_info di;
+	if (env && *env) {
+		snprintf(path, sizeof(path), "%s", env);
+	} else if (dladdr((void *)weft_get_version, &di) && di.dli_fname && strrchr(di.dli_fname, '/')) {
+		const char *slash = strrchr(di.dli_fname, '/');
+		snprintf(path, sizeof(path), "%.*s/%s", (int)(slash - di.dli_fname), di.dli_fname,
+			 WEFT_PERF_GPU_LIB_NAME);
+	} else {
+		snprintf(path, sizeof(path), "%s", WEFT_PERF_GPU_LIB_NAME);
+	}
+	gpu.handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!gpu.handle) {
+		fprintf(stderr,
+			"weft-perf: --op %s --mem cuda needs %s, which could not be loaded: %s (it is built where a "
+			"CUDA compiler is found; WEFT_PERF_GPU_LIB names another path)\n",
+			op, path, dlerror());
+		return 1;
+	}
+	static const struct {
+		const char *name;
+		size_t off;
+	} syms[] = {
+		{WEFT_PERF_GPU_PROBE, offsetof(struct gpu_lib, probe)},
+		{WEFT_PERF_GPU_RANK_SETUP, offsetof(struct gpu_lib, rank_setup)},
+		{WEFT_PERF_GPU_RUN, offsetof(struct gpu_lib, run)},
+	};
+	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+		void *f = dlsym(gpu.handle, syms[i].name);
+		if (!f) {
+			fprintf(stderr, "weft-perf: %s has no %s: not weft-perf's GPU library\n", path, syms[i].name);
+			return 1;
+		}
+		*(void **)((char *)&gpu + syms[i].off) = f;
+	}
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0)
+		return 0; /* the ranks will tell */
+	if (pid == 0) {
+		char why[512] = "";
+		int rc = gpu.probe(WEFT_PERF_GPU_ABI, why, sizeof(why));
+		if (rc != 0)
+			fprintf(stderr, "weft-perf: --op %s --mem cuda: %s\n", op, why);
+		fflush(NULL);
+		_exit(rc ? 1 : 0);
+	}
+	int st = 0;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		return 0;
+	if (WIFSIGNALED(st))
+		fprintf(stderr, "weft-perf: --op %s --mem cuda: the GPU check died (%s)\n", op, strsignal(WTERMSIG(st)));
+	return 1;
+}
+
 /* ----------------------------------------------------------------- options */
 
 static void usage(FILE *out)
@@ -1799,9 +1912,15 @@ static void usage(FILE *out)
 		"                            the core chooses; naming another one is refused.\n"
 		"      --np N                fork N local ranks (default: one rank per process, from the\n"
 		"                            launcher's environment: mpirun, srun, torchrun)\n"
-		"      --mem host|cuda       buffer memory (default host). cuda: collectives only, one GPU\n"
-		"                            per rank (the local rank's), calls on a stream timed with\n"
-		"                            CUDA events\n"
+		"      --mem host|cuda       buffer memory (default host). cuda: one GPU per rank (the local\n"
+		"                            rank's). Collectives: calls on a stream timed with CUDA events.\n"
+		"                            --op put|pingpong: ranks 0 and 1 over nvlink, driven by\n"
+		"                            libweft-perf-gpu.so (beside libweft.so, or WEFT_PERF_GPU_LIB).\n"
+		"                            put: memory-channel push and pull by block count, one way and\n"
+		"                            both ways, then copy-engine weft_put + weft_flush (default\n"
+		"                            1 GiB); pingpong: LL8 packets and semaphores, one persistent\n"
+		"                            kernel and one launch per round trip (default 4 B to 64 KiB).\n"
+		"                            Waits are bounded by WEFT_PERF_GPU_TIMEOUT s (default 60)\n"
 		"      --fresh-buffers       allocate (and for put/pingpong register) new buffers every\n"
 		"                            iteration; the time includes that\n"
 		"      --graph N             with --mem cuda: capture the -n iterations in a CUDA graph and\n"
@@ -1969,9 +2088,9 @@ static void parse_args(int argc, char **argv, struct opts *o)
 				usage_error("%s: '%s' is not a size (a number with an optional K, M or G suffix)", flag,
 					    optarg);
 			if (c == 'b')
-				o->min_bytes = v;
+				o->min_bytes = v, o->sizes_set = 1;
 			else if (c == 'e')
-				o->max_bytes = v;
+				o->max_bytes = v, o->sizes_set = 1;
 			else if (v == 0)
 				usage_error("%s: the step must be at least 1 byte", flag);
 			else
@@ -2086,10 +2205,12 @@ static void parse_args(int argc, char **argv, struct opts *o)
 	if (o->graph >= 0 && o->bench != BENCH_COLL)
 		usage_error("--graph times collectives; --op %s drives transfers from the host",
 			    o->bench == BENCH_PUT ? "put" : "pingpong");
-	if (o->mem_cuda && o->bench != BENCH_COLL)
-		usage_error("--op %s --mem cuda: the host-driven benchmark needs host semaphores the peer can "
-			    "signal, which nvlink cannot carry between processes yet; weft-gpu-bench measures "
-			    "device memory's put bandwidth and ping-pong (tools/gpu-check.sh bench)",
+	if (o->mem_cuda && o->bench != BENCH_COLL && o->fresh)
+		usage_error("--op %s --mem cuda: --fresh-buffers is for host memory (the GPU benchmarks register "
+			    "one buffer per run)",
+			    o->bench == BENCH_PUT ? "put" : "pingpong");
+	if (o->mem_cuda && o->bench != BENCH_COLL && o->ntransports > 1)
+		usage_error("--op %s --mem cuda: one --transport at most (a GPU transport: nvlink, the default)",
 			    o->bench == BENCH_PUT ? "put" : "pingpong");
 	if (o->peer_nccl && (!o->mem_cuda || o->bench != BENCH_COLL))
 		usage_error("--peer nccl compares collectives on device memory: it needs --mem cuda and no --op");
@@ -2109,7 +2230,9 @@ int main(int argc, char **argv)
 	/* Rank 0 prints as it goes; keep the lines whole when several ranks share a pipe. */
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	/* One message, before any rank forks, where no GPU can be used. */
-	if (o.np && o.mem_cuda && cudart_dl_probe_forked("weft-perf") != 0)
+	if (o.mem_cuda && o.bench != BENCH_COLL && gpu_lib_load(&o) != 0)
+		return 1;
+	if (o.np && o.mem_cuda && o.bench == BENCH_COLL && cudart_dl_probe_forked("weft-perf") != 0)
 		return 1;
 	if (o.np)
 		return run_forked(&o);
