@@ -12,3 +12,11 @@ if(TARGET weft-perf)
     ENV ${_pg_env})
   add_dependencies(test_perfgpu weft-perf)
 endif()
+# The same binary on GPUs (label gpu, tools/gpu-check.sh's test stage): small
+# put and pingpong sweeps through nvlink, every table's data check passing.
+if(TARGET weft-perf AND TARGET weft-perf-gpu AND TARGET weft-plugin-nvlink)
+  weft_add_test(test_perfgpu_gpu SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_perfgpu.c LABELS gpu TIMEOUT 600
+    ENV "WEFT_TEST_PERF=$<TARGET_FILE:weft-perf>" WEFT_TEST_PERFGPU_GPU=1 WEFT_CORE_BOOTSTRAP_ADDR=127.0.0.1
+    NCCL_NVLS_ENABLE=0)
+  add_dependencies(test_perfgpu_gpu weft-perf weft-perf-gpu weft-plugin-nvlink)
+endif()

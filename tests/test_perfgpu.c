@@ -1,7 +1,8 @@
-/* weft-perf --op put|pingpong --mem cuda where no GPU can be used: the GPU
- * library (libweft-perf-gpu.so) is found beside libweft.so, or named by
+/* weft-perf --op put|pingpong --mem cuda. Without a GPU (test_perfgpu): the
+ * GPU library (libweft-perf-gpu.so) is found beside libweft.so, or named by
  * WEFT_PERF_GPU_LIB; without a device, without the library, or with a library
- * that is not weft-perf's, the run ends with one message and exit 1. */
+ * that is not weft-perf's, the run ends with one message and exit 1. On GPUs
+ * (test_perfgpu_gpu): small sweeps whose tables pass their data checks. */
 #define _GNU_SOURCE
 #include <stdarg.h>
 #include <stdio.h>
@@ -164,8 +165,121 @@ START_TEST(help_describes_the_gpu_rows)
 }
 END_TEST
 
+/* ------------------------------------------------------------ on GPUs
+ * (test_perfgpu_gpu, label gpu): small sweeps through the real thing, at odd
+ * sizes; every table's data check must pass. Without a GPU: skipped, or failed
+ * under WEFT_REQUIRE_GPU=1. */
+
+/* Runs weft-perf with the GPUs visible. */
+static char *run_gpu(int *code, const char *args)
+{
+	char cmd[2048];
+	snprintf(cmd, sizeof(cmd), "timeout -s KILL 240 %s %s </dev/null", perf(), args);
+	int st = 0;
+	char *out = wt_run_capture(cmd, &st);
+	ck_assert_ptr_nonnull(out);
+	*code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	return out;
+}
+
+/* Table rows (lines that are not comments and not empty) and their field counts. */
+static int rows(const char *out, int nfields, int *bad_fields, int *zero)
+{
+	int n = 0;
+	*bad_fields = *zero = 0;
+	for (const char *l = out; l && *l;) {
+		const char *e = strchr(l, '\n');
+		size_t len = e ? (size_t)(e - l) : strlen(l);
+		if (len && l[0] != '#' && strncmp(l, "weft-perf", 9) != 0) {
+			char line[512];
+			snprintf(line, sizeof(line), "%.*s", (int)(len < 511 ? len : 511), l);
+			/* Between the size and #wrong: times or bandwidths, all positive. */
+			double v[16];
+			int f = 0;
+			for (char *sv, *t = strtok_r(line, " \t", &sv); t; t = strtok_r(NULL, " \t", &sv), f++)
+				if (f < 16)
+					v[f] = strtod(t, NULL);
+			for (int k = 1; k < f - 1 && k < 16; k++)
+				if (!(v[k] > 0))
+					(*zero)++;
+			if (f != nfields)
+				(*bad_fields)++;
+			n++;
+		}
+		l = e ? e + 1 : NULL;
+	}
+	return n;
+}
+
+START_TEST(gpu_pingpong_table)
+{
+	int code, bad, zero;
+	char *out = run_gpu(&code, "--np 2 --op pingpong --mem cuda -b 0 -e 4099 -f 64 -n 2 -w 1");
+	ck_assert_msg(code == 0, "exited %d:\n%s", code, out);
+	/* Sizes 0, 1, 64 and 4096: four rows of size, four times and #wrong. */
+	ck_assert_msg(rows(out, 6, &bad, &zero) == 4 && !bad && !zero, "unexpected rows:\n%s", out);
+	ck_assert_msg(count(out, "# Out of bounds values : 0 OK") == 1 && !strstr(out, "FAILED"), "data check:\n%s", out);
+	ck_assert_msg(strstr(out, "HALF the round trip") && strstr(out, "# Round trip at 0 B"), "header/footer:\n%s", out);
+	free(out);
+}
+END_TEST
+
+START_TEST(gpu_put_tables)
+{
+	int code, bad, zero;
+	/* Sizes 4097, 131104 and 4195328: not multiples of 16, tails included. */
+	char *out = run_gpu(&code, "--np 2 --op put --mem cuda -b 4097 -e 5M -f 32 -n 2 -w 1");
+	ck_assert_msg(code == 0, "exited %d:\n%s", code, out);
+	/* Four memory-channel tables (size, five block counts, #wrong) and two
+	 * copy-engine ones (size, GB/s, #wrong), three sizes each. */
+	int n = rows(out, 7, &bad, &zero);
+	ck_assert_msg(n == 18 && bad == 6 && !zero, "unexpected rows (%d, %d of another width):\n%s", n, bad, out);
+	ck_assert_msg(count(out, "# Out of bounds values : 0 OK") == 6 && !strstr(out, "FAILED"), "data check:\n%s",
+		      out);
+	ck_assert_msg(count(out, "# memory channel, ") == 4 && count(out, "# port channel (copy engine), ") == 2,
+		      "table headers:\n%s", out);
+	free(out);
+}
+END_TEST
+
+static int gpu_main(void)
+{
+	/* Outside a test: no ck_assert here. */
+	const char *p = getenv("WEFT_TEST_PERF");
+	char cmd[2048];
+	if (!p || !*p) {
+		fprintf(stderr, "WEFT_TEST_PERF must name the weft-perf binary\n");
+		return 1;
+	}
+	snprintf(cmd, sizeof(cmd), "timeout -s KILL 120 %s --np 2 --op pingpong --mem cuda -b 4 -e 4 -n 1 -w 0 </dev/null",
+		 p);
+	int st = 0;
+	char *out = wt_run_capture(cmd, &st);
+	if (!out) {
+		fprintf(stderr, "could not run %s\n", p);
+		return 1;
+	}
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 1 && strstr(out, "no CUDA device")) {
+		const char *req = getenv("WEFT_REQUIRE_GPU");
+		int required = req && strcmp(req, "1") == 0;
+		printf("%s: weft-perf found no GPU:\n%s", required ? "FAIL (WEFT_REQUIRE_GPU=1)" : "SKIP", out);
+		free(out);
+		return required ? 1 : WT_SKIP;
+	}
+	free(out);
+	Suite *s = suite_create("perfgpu_gpu");
+	TCase *tc = tcase_create("gpu");
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, gpu_pingpong_table);
+	tcase_add_test(tc, gpu_put_tables);
+	suite_add_tcase(s, tc);
+	return wt_run_suite(s);
+}
+
 int main(void)
 {
+	if (getenv("WEFT_TEST_PERFGPU_GPU"))
+		return gpu_main();
 	Suite *s = suite_create("perfgpu");
 	TCase *tc = tcase_create("no_gpu");
 	tcase_add_loop_test(tc, no_gpu_fails_with_one_message, 0, (int)(sizeof(no_gpu_cases) / sizeof(no_gpu_cases[0])));

@@ -73,8 +73,8 @@ do_build() {
 			# shellcheck disable=SC2086 # a list of target names
 			cmake --build "$bdir" -j "$jobs" --target ${WEFT_GPU_TARGETS:-weft-plugin-nvlink weft-plugin-algo-gpu \
 				weft-plugin-shm test_nvlink_gpu test_devchan_gpu test_nvlink_nodev test_algo_gpu \
-				test_algo_gpu_sched weft-gpu-bench weft-algo-gpu-bench weft-info weft-perf weft-perf-gpu weft_nccl \
-				weft-nccl-driver}
+				test_algo_gpu_sched weft-gpu-bench weft-algo-gpu-bench weft-info weft-perf weft-perf-gpu test_perfgpu_gpu \
+				weft_nccl weft-nccl-driver}
 		fi &&
 		tools/check-no-multicast.sh "$bdir"
 }
