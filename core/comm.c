@@ -15,6 +15,7 @@
 #include "consist.h"
 #include "log.h"
 #include "registry.h"
+#include "topo.h"
 #include "tpsel.h"
 
 /* -------------------------------------------------------------- id tables */
@@ -328,6 +329,11 @@ WEFT_API int weft_comm_create(const struct weft_unique_id *id, int nranks, int r
 	rc = weft__consist_check(comm, lrc, err);
 	if (rc != 0)
 		goto err_close_transports;
+	/* Which peers are joined by NVLink: every rank's GPU facts, gathered
+	 * once, for the peer class transport choice uses. */
+	rc = weft__topo_comm_attach(comm);
+	if (rc != 0)
+		goto err_close_transports;
 	*out = comm;
 	return 0;
 
@@ -388,6 +394,7 @@ WEFT_API int weft_comm_destroy(weft_comm_t *comm)
 	weft__mem_destroy_all(comm);
 	weft__devchan_destroy_all(comm);
 	close_transports(comm);
+	weft__topo_comm_detach(comm);
 	weft__bootstrap_destroy(comm->bs);
 	weft__idtab_free(&comm->mem_ids);
 	weft__idtab_free(&comm->rmem_ids);

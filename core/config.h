@@ -55,7 +55,8 @@ int weft__config_section_lines(const char *section, const char *const **lines, c
  *            size=<lo>..<hi>   (sizes with K/M/G suffixes; either end may be empty)
  *            ranks=<lo>..<hi>
  *            mem=host|cuda|hip[,...]
- *            peer=same-process|same-host|other-host[,...]
+ *            peer=same-process|same-host|other-host|same-gpu-link[,...]
+ *            (same-host also matches same-gpu-link peers, which are on this host)
  * Example:  use algo-host/ring when coll=allreduce and size=1M.. and mem=host
  * Rules are read top to bottom; the first that matches a question answers it. */
 enum weft__rule_action { WEFT_RULE_USE, WEFT_RULE_PREFER, WEFT_RULE_FORBID, WEFT_RULE_REQUIRE };
@@ -67,7 +68,7 @@ struct weft__rule {
 	uint64_t size_lo, size_hi; /* inclusive; hi UINT64_MAX = no bound */
 	int ranks_lo, ranks_hi;    /* inclusive; hi INT_MAX = no bound */
 	uint32_t mem_types;  /* bit per enum weft_mem_type; 0 = any */
-	uint32_t peer_classes; /* bit per enum weft_peer_class; 0 = any */
+	uint32_t peer_classes; /* bit per peer class (topo.h's WEFT__PEER_CLASSES); 0 = any */
 	int lineno;
 };
 

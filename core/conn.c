@@ -17,7 +17,8 @@
 /* Connect message, little-endian:
  *   magic u32 "WFTC" | status i32 (0, or this side's error) | flags u32 (bit 0: the
  *   caller named a transport; bits 8-15: how many leading candidates a use or
- *   require rule pinned, whose connect failure is an error, not a fall-back) |
+ *   require rule pinned, whose connect failure is an error, not a fall-back;
+ *   bits 16-23: the memory type the caller asked for) |
  *   candidate count u32 |
  *   per candidate: name char[32] | address length u32 | address bytes */
 #define CONN_MAGIC 0x43544657u /* "WFTC" */
@@ -182,28 +183,42 @@ static int find_peer_cand(int peer, const unsigned char *m, size_t len, const ch
 	return 0;
 }
 
-static int connect_peer(weft_comm_t *comm, int peer, const char *transport, weft_conn_t **out);
+static int connect_peer(weft_comm_t *comm, int peer, const char *transport, enum weft_mem_type mem,
+			weft_conn_t **out);
 
-WEFT_API int weft_connect(weft_comm_t *comm, int peer, const char *transport, weft_conn_t **out)
+WEFT_API int weft_connect_mem(weft_comm_t *comm, int peer, const char *transport, enum weft_mem_type mem,
+			      weft_conn_t **out)
 {
 	if (!comm || !out) {
 		WEFT_ERROR("weft_connect: NULL %s", comm ? "conn out-pointer" : "comm");
+		return -EINVAL;
+	}
+	if ((unsigned)mem >= WEFT_MEM_TYPE_COUNT) {
+		WEFT_ERROR("weft_connect_mem: %d is not a memory type (0..%d)", (int)mem, WEFT_MEM_TYPE_COUNT - 1);
 		return -EINVAL;
 	}
 	int rc = weft__progress_hold(comm);
 	if (rc != 0)
 		return rc;
-	rc = connect_peer(comm, peer, transport, out);
+	rc = connect_peer(comm, peer, transport, mem, out);
 	weft__progress_release(comm);
 	return rc;
 }
 
-static int connect_peer(weft_comm_t *comm, int peer, const char *transport, weft_conn_t **out)
+WEFT_API int weft_connect(weft_comm_t *comm, int peer, const char *transport, weft_conn_t **out)
 {
-	if (!comm || !out) {
-		WEFT_ERROR("weft_connect: NULL %s", comm ? "conn out-pointer" : "comm");
-		return -EINVAL;
-	}
+	return weft_connect_mem(comm, peer, transport, WEFT_MEM_HOST, out);
+}
+
+static const char *mem_name(enum weft_mem_type mem)
+{
+	static const char *const names[WEFT_MEM_TYPE_COUNT] = {"host", "cuda", "hip"};
+	return (unsigned)mem < WEFT_MEM_TYPE_COUNT ? names[mem] : "?";
+}
+
+static int connect_peer(weft_comm_t *comm, int peer, const char *transport, enum weft_mem_type mem,
+			weft_conn_t **out)
+{
 	if (peer < 0 || peer >= comm->nranks || peer == comm->rank) {
 		WEFT_ERROR("weft_connect: peer %d is not another rank of this communicator (size %d)", peer,
 			   comm->nranks);
@@ -213,10 +228,15 @@ static int connect_peer(weft_comm_t *comm, int peer, const char *transport, weft
 	if (rc != 0)
 		return rc;
 
+	/* The core's own class same-gpu-link is handed to transports as
+	 * same-host (topo.h): the plugin ABI knows only the first three. */
+	enum weft_peer_class cls = weft__peer_class(comm, peer);
+	struct weft__gpu_link gl;
+	weft__topo_gpu_link(comm, peer, &gl);
 	struct weft_tp_peer tpeer = {
 		.size = sizeof(tpeer),
 		.rank = peer,
-		.peer_class = weft__peer_class(comm, peer),
+		.peer_class = cls == WEFT__PEER_SAME_GPU_LINK ? WEFT_PEER_SAME_HOST : cls,
 		.host_id = weft__bootstrap_host_id(comm->bs, peer),
 		.addr = weft__bootstrap_peer_addr(comm->bs, peer),
 	};
@@ -263,9 +283,9 @@ static int connect_peer(weft_comm_t *comm, int peer, const char *transport, weft
 			tc[i].name = comm->tp[i].name;
 			tc[i].ops = comm->tp[i].ops;
 		}
-		/* weft_connect's connections are chosen for host memory: that is what
-		 * every connection carries (semaphore pools, host buffers). */
-		status = weft__tp_plan(tc, comm->ntp, tpeer.peer_class, WEFT_MEM_HOST, comm->nranks, 0, plan);
+		/* The memory type the caller named (host for weft_connect): rules
+		 * with a mem= condition and the per-memory-type scores follow it. */
+		status = weft__tp_plan(tc, comm->ntp, cls, mem, &gl, comm->nranks, 0, plan);
 		for (int k = 0; status == 0 && k < plan->n; k++) {
 			int i = plan->order[k];
 			int erc = make_endpoint(comm, i, &tpeer, &c[nc]);
@@ -290,7 +310,7 @@ static int connect_peer(weft_comm_t *comm, int peer, const char *transport, weft
 
 	/* Always send, even on a local failure, so the peer is not left waiting. */
 	size_t mlen = 0, tlen = 0;
-	uint32_t flags = (transport != NULL) | ((uint32_t)(npinned > 255 ? 255 : npinned) << 8);
+	uint32_t flags = (transport != NULL) | ((uint32_t)(npinned > 255 ? 255 : npinned) << 8) | ((uint32_t)mem << 16);
 	unsigned char *mine = build_msg(comm, status, (int)flags, c, nc, &mlen), *theirs = NULL;
 	int *failed = NULL;
 	if (!mine) {
@@ -321,6 +341,13 @@ static int connect_peer(weft_comm_t *comm, int peer, const char *transport, weft
 	if ((pflags & 1) != (transport != NULL)) {
 		WEFT_ERROR("weft_connect: rank %d %s a transport but this rank %s", peer,
 			   (pflags & 1) ? "named" : "did not name", transport ? "did" : "did not");
+		rc = -WEFT_ERR_MISMATCH;
+		goto err_free_msg;
+	}
+	uint32_t pmem = (pflags >> 16) & 0xff;
+	if (pmem != (uint32_t)mem) {
+		WEFT_ERROR("weft_connect: rank %d asked for a connection for %s memory but this rank for %s memory",
+			   peer, mem_name((enum weft_mem_type)pmem), mem_name(mem));
 		rc = -WEFT_ERR_MISMATCH;
 		goto err_free_msg;
 	}
@@ -428,7 +455,8 @@ static int connect_peer(weft_comm_t *comm, int peer, const char *transport, weft
 	pthread_mutex_lock(&comm->lock);
 	weft__list_push(&comm->conns, &conn->link);
 	pthread_mutex_unlock(&comm->lock);
-	WEFT_DEBUG("connected to rank %d through %s", peer, tp->name);
+	WEFT_DEBUG("connected to rank %d through %s (%s peer, %s memory)", peer, tp->name, weft__peer_class_name(cls),
+		   mem_name(mem));
 	*out = conn;
 	return 0;
 

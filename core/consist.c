@@ -1,9 +1,12 @@
 /* Consistency check at communicator creation: ranks allgather a hash of what
- * must agree (core version, loaded plugins and their ABI, [transport] and
- * [algorithm] rules, algorithm-pack parameters, core.require) with their local
- * set-up status; on a difference they swap the texts and each names it. */
+ * must agree (core version, loaded plugins with their ABI and build identity,
+ * [transport] and [algorithm] rules, algorithm-pack parameters, core.require)
+ * with their local set-up status; on a difference they swap the texts and
+ * each names it. */
 #define _GNU_SOURCE
+#include <elf.h>
 #include <errno.h>
+#include <link.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -58,6 +61,103 @@ static int add(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
 		*buf = nb;
 		*cap = ncap;
 	}
+}
+
+/* ---------------------------------------------------- plugin identity
+ * Which build of a plugin file a rank loaded: the GNU build-id note of the
+ * loaded object (what the linker derived from its contents, so two builds
+ * that differ in any byte differ), read from the mapped program headers;
+ * failing that, a SHA-256 of the file's bytes. */
+struct bid_find {
+	const void *addr; /* something inside the object: its ops table */
+	char *out;
+	size_t len;
+	int object; /* the object holding addr was found */
+	int found;  /* and it has a build-id note */
+};
+
+static void hex(const unsigned char *p, size_t n, char *out, size_t len)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < n && k + 3 <= len; i++, k += 2)
+		snprintf(out + k, len - k, "%02x", p[i]);
+	if (len)
+		out[k < len ? k : len - 1] = '\0';
+}
+
+static int bid_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct bid_find *b = arg;
+	(void)size;
+	int holds = 0;
+	for (int i = 0; i < info->dlpi_phnum && !holds; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t lo = (uintptr_t)info->dlpi_addr + ph->p_vaddr;
+		holds = ph->p_type == PT_LOAD && (uintptr_t)b->addr >= lo && (uintptr_t)b->addr < lo + ph->p_memsz;
+	}
+	if (!holds)
+		return 0;
+	b->object = 1;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_NOTE)
+			continue;
+		/* Name and descriptor are padded to the segment's alignment (4, or 8
+		 * for a segment of 8-aligned notes such as .note.gnu.property). */
+		size_t al = ph->p_align == 8 ? 8 : 4;
+		const unsigned char *p = (const unsigned char *)(info->dlpi_addr + ph->p_vaddr);
+		size_t left = ph->p_memsz;
+		while (left >= sizeof(ElfW(Nhdr))) {
+			const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)(const void *)p;
+			size_t nsz = (nh->n_namesz + al - 1) & ~(al - 1), dsz = (nh->n_descsz + al - 1) & ~(al - 1);
+			if (nsz > left || dsz > left || sizeof(*nh) + nsz + dsz > left)
+				break;
+			if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 && memcmp(p + sizeof(*nh), "GNU", 4) == 0 &&
+			    nh->n_descsz > 0) {
+				hex(p + sizeof(*nh) + nsz, nh->n_descsz, b->out, b->len);
+				b->found = 1;
+				return 1;
+			}
+			p += sizeof(*nh) + nsz + dsz;
+			left -= sizeof(*nh) + nsz + dsz;
+		}
+	}
+	return 1;
+}
+
+/* Writes "build-id <hex>" or "file sha256 <hex>" (or why neither) for the
+ * plugin whose ops table is ops, loaded from path. */
+static void plugin_identity(const void *ops, const char *path, char *out, size_t len)
+{
+	char id[2 * 64 + 1] = "";
+	struct bid_find b = {.addr = ops, .out = id, .len = sizeof(id)};
+	if (ops)
+		dl_iterate_phdr(bid_cb, &b);
+	if (b.found) {
+		snprintf(out, len, "build-id %s", id);
+		return;
+	}
+	FILE *f = path ? fopen(path, "rb") : NULL;
+	if (!f) {
+		snprintf(out, len, "build unknown (no build-id, and %s cannot be read: %s)", path ? path : "(no path)",
+			 strerror(errno));
+		return;
+	}
+	struct weft__sha256 c;
+	weft__sha256_init(&c);
+	unsigned char buf[8192], sum[WEFT_SHA256_BYTES];
+	size_t n;
+	while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+		weft__sha256_update(&c, buf, n);
+	int bad = ferror(f);
+	fclose(f);
+	weft__sha256_final(&c, sum);
+	if (bad) {
+		snprintf(out, len, "build unknown (no build-id, and reading %s failed)", path);
+		return;
+	}
+	hex(sum, sizeof(sum), id, sizeof(id));
+	snprintf(out, len, "file sha256 %s", id);
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -124,9 +224,11 @@ char *weft__consist_text(void)
 	for (int i = 0; rc == 0 && i < ne; i++) {
 		if (e[i]->state != WEFT_PLUGIN_LOADED || !e[i]->name)
 			continue;
-		if (asprintf(&items[ni], "plugin %s = %s, ABI %u.%u\n", e[i]->name,
+		char build[192];
+		plugin_identity(e[i]->ops, e[i]->path, build, sizeof(build));
+		if (asprintf(&items[ni], "plugin %s = %s, ABI %u.%u, %s\n", e[i]->name,
 			     e[i]->kind == WEFT_PLUGIN_TRANSPORT ? "transport" : "algorithm pack", e[i]->abi_major,
-			     e[i]->abi_minor) < 0) {
+			     e[i]->abi_minor, build) < 0) {
 			items[ni] = NULL;
 			rc = -ENOMEM;
 			break;

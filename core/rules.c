@@ -14,6 +14,7 @@
 
 #include "config.h"
 #include "rules.h"
+#include "topo.h"
 
 /* Longest word a rule may hold; longer ones are refused rather than cut. */
 #define RULE_WORD_MAX 256
@@ -141,6 +142,7 @@ static const struct name_val peer_names[] = {
 	{"same-process", WEFT_PEER_SAME_PROCESS},
 	{"same-host", WEFT_PEER_SAME_HOST},
 	{"other-host", WEFT_PEER_OTHER_HOST},
+	{"same-gpu-link", WEFT__PEER_SAME_GPU_LINK},
 };
 static const char *const cond_names[] = {"coll", "size", "ranks", "mem", "peer"};
 static const char *const action_names[] = {"use", "prefer", "forbid", "require"};
@@ -446,8 +448,14 @@ int weft__rule_matches(const struct weft__rule *rule, const struct weft__rule_qu
 	if (rule->mem_types && q->mem_type >= 0 &&
 	    (q->mem_type >= 32 || !(rule->mem_types & (1u << q->mem_type))))
 		return 0;
-	if (rule->peer_classes && q->peer_class >= 0 &&
-	    (q->peer_class >= 32 || !(rule->peer_classes & (1u << q->peer_class))))
-		return 0;
+	if (rule->peer_classes && q->peer_class >= 0) {
+		uint32_t want = q->peer_class < 32 ? 1u << q->peer_class : 0;
+		/* A GPU-linked peer is on this host too: same-host rules cover it,
+		 * so a config written before the class existed keeps its meaning. */
+		if (q->peer_class == (int)WEFT__PEER_SAME_GPU_LINK)
+			want |= 1u << WEFT_PEER_SAME_HOST;
+		if (!(rule->peer_classes & want))
+			return 0;
+	}
 	return 1;
 }

@@ -9,6 +9,22 @@
 #include <stdio.h>
 
 #include <weft/plugin.h>
+#include <weft/weft.h>
+
+/* The core's own peer class beyond the plugin ABI's three: another process on
+ * this host whose GPU is joined to this rank's GPU by NVLink (directly or
+ * through NVSwitch), as NVML reports. It refines same-host: transports are
+ * handed such a peer as same-host, and a device that reaches same-host peers
+ * reaches these. */
+#define WEFT__PEER_SAME_GPU_LINK ((enum weft_peer_class)WEFT_PEER_CLASS_COUNT)
+#define WEFT__PEER_CLASSES (WEFT_PEER_CLASS_COUNT + 1)
+
+/* "same-process", "same-host", "other-host", "same-gpu-link"; "?" otherwise. */
+const char *weft__peer_class_name(int cls);
+
+/* The test hook: when set (also to ""), its text replaces what NVML and CUDA
+ * would say about this rank's GPU. Read by topo.c only; see docs/configuration.md. */
+#define WEFT__FAKE_NVML_ENV "WEFT_TEST_FAKE_NVML"
 
 /* The message size a score is the estimated transfer time of: large enough
  * that bandwidth counts, small enough that latency still does. */
@@ -18,6 +34,15 @@
  * transport that declares its properties beats one that declares none. */
 #define WEFT__ASSUMED_LAT_US 10.0
 #define WEFT__ASSUMED_BW_GBPS 1.0
+
+/* What NVML says joins this rank's GPU to one peer's: links 0 when nothing
+ * (or when unknown); link_gbps the one-way bandwidth of one link of that
+ * NVLink generation (the lower of the two GPUs'). */
+struct weft__gpu_link {
+	int links;
+	double link_gbps;
+	int via_switch; /* the links go through NVSwitch, not GPU to GPU */
+};
 
 /* How well one transport reaches one peer class with one memory type, from
  * the best of its probed devices (the lowest score). */
@@ -31,15 +56,18 @@ struct weft__tp_score {
 	double score_us;    /* lat*f + WEFT__SCORE_BYTES/(bw/f); lower is better; 1e18 when !reach */
 	char dev[64];
 	char link[32];
+	int nvlinks;        /* bandwidth from NVML's link count (gl->links x gl->link_gbps) */
 };
 
-/* Scores transport `ops` for a peer of class cls and memory type mem. Probes
+/* Scores transport `ops` for a peer of class cls and memory type mem; gl (may
+ * be NULL) is what joins the two GPUs: for a same-gpu-link peer a device whose
+ * link is "nvlink" gets gl->links x gl->link_gbps as its bandwidth. Probes
  * once per process per transport (devices do not change under a running job,
  * and probing may be slow). A transport without a probe op, or whose probe
  * fails, gets the assumed figures (reach 1, probed 0): it is offered, but
  * after every transport that declares better. Thread safety: any thread. */
 void weft__topo_score(const struct weft_transport_ops *ops, enum weft_peer_class cls, enum weft_mem_type mem,
-		      struct weft__tp_score *out);
+		      const struct weft__gpu_link *gl, struct weft__tp_score *out);
 
 /* One line saying how the score came about, for logs and weft-info --select. */
 void weft__topo_score_text(const struct weft__tp_score *s, char *buf, size_t len);
@@ -49,5 +77,22 @@ void weft__topo_score_text(const struct weft__tp_score *s, char *buf, size_t len
  * with their NUMA node and distance, and the NVLink state (NVML, or "no NVML").
  * Thread safety: any thread. */
 WEFT_API void weft__topo_print(FILE *out);
+
+/* ---- the GPU-link domain of a communicator ----
+ * At creation every rank reads its GPU's facts (the GPU of the CUDA context
+ * current on the creating thread, when libcuda is already loaded in the
+ * process, and NVML's NVLink state of that GPU; or the test hook) and the
+ * ranks allgather them. Collective: every rank of comm calls it once, after
+ * the consistency check. Returns 0 (also when no rank has a GPU), or the
+ * bootstrap's error, -ENOMEM, -WEFT_ERR_PROTOCOL (a malformed record). */
+int weft__topo_comm_attach(weft_comm_t *comm);
+/* Forgets comm's facts (at destroy). Accepts a comm never attached. */
+void weft__topo_comm_detach(const weft_comm_t *comm);
+/* What joins this rank's GPU to peer's, in comm (links 0: nothing known).
+ * Only meaningful for a peer on this host, in another process. */
+void weft__topo_gpu_link(const weft_comm_t *comm, int peer, struct weft__gpu_link *out);
+/* One line about this rank's GPU facts in comm, for weft-info --select:
+ * where they come from, or why there are none. */
+void weft__topo_gpu_text(const weft_comm_t *comm, char *buf, size_t len);
 
 #endif

@@ -25,7 +25,6 @@ static struct tp_rule *rules;
 static int nrules;
 static int rules_err;
 
-static const char *const class_names[WEFT_PEER_CLASS_COUNT] = {"same-process", "same-host", "other-host"};
 static const char *const mem_names[WEFT_MEM_TYPE_COUNT] = {"host", "cuda", "hip"};
 /* The project's transports: a rule naming one of them that is not installed
  * here is not a typo, and a typo of one gets it suggested. */
@@ -178,7 +177,7 @@ static void absent_reason(const char *name, char *buf, size_t len)
 }
 
 int weft__tp_plan(const struct weft__tp_cand *c, int n, enum weft_peer_class cls, enum weft_mem_type mem,
-		  int nranks, int quiet, struct weft__tp_plan *plan)
+		  const struct weft__gpu_link *gl, int nranks, int quiet, struct weft__tp_plan *plan)
 {
 	int rc = rules_get();
 	if (rc != 0)
@@ -209,14 +208,14 @@ int weft__tp_plan(const struct weft__tp_cand *c, int n, enum weft_peer_class cls
 				char why[512];
 				absent_reason(ru->target, why, sizeof(why));
 				WEFT_ERROR("transport '%s' is required (%s:%d) for %s peers with %s memory, but %s",
-					   ru->target, cfg_name(), ru->lineno, class_names[cls], mem_names[mem], why);
+					   ru->target, cfg_name(), ru->lineno, weft__peer_class_name(cls), mem_names[mem], why);
 			}
 			return -WEFT_ERR_PLUGIN;
 		}
 		if (forbidden[i]) {
 			if (!quiet)
 				WEFT_ERROR("transport '%s' is required (%s:%d) and forbidden (%s:%d) for %s peers",
-					   ru->target, cfg_name(), ru->lineno, cfg_name(), forbid_line[i], class_names[cls]);
+					   ru->target, cfg_name(), ru->lineno, cfg_name(), forbid_line[i], weft__peer_class_name(cls));
 			return -WEFT_ERR_CONFIG;
 		}
 		plan->order[0] = i;
@@ -234,7 +233,7 @@ int weft__tp_plan(const struct weft__tp_cand *c, int n, enum weft_peer_class cls
 		if (i < 0 || forbidden[i]) {
 			if (ru->action == WEFT_RULE_USE && !quiet && !__atomic_exchange_n(&tr->warned, 1, __ATOMIC_RELAXED))
 				WEFT_WARN("%s:%d: 'use %s' cannot serve %s peers: %s; the next rules and the scores decide",
-					  cfg_name(), ru->lineno, ru->target, class_names[cls],
+					  cfg_name(), ru->lineno, ru->target, weft__peer_class_name(cls),
 					  i < 0 ? "it is not open for this communicator" : "it is forbidden");
 			continue;
 		}
@@ -252,7 +251,7 @@ int weft__tp_plan(const struct weft__tp_cand *c, int n, enum weft_peer_class cls
 	for (int i = 0; i < n; i++) {
 		if (forbidden[i] || placed[i])
 			continue;
-		weft__topo_score(c[i].ops, cls, mem, &sc[i]);
+		weft__topo_score(c[i].ops, cls, mem, gl, &sc[i]);
 		rest[nr++] = i;
 	}
 	for (int a = 1; a < nr; a++) {
@@ -271,7 +270,7 @@ int weft__tp_plan(const struct weft__tp_cand *c, int n, enum weft_peer_class cls
 	if (plan->n == 0) {
 		if (!quiet && n > 0)
 			WEFT_ERROR("every transport open for %s peers is forbidden by [transport] rules (%s)",
-				   class_names[cls], cfg_name());
+				   weft__peer_class_name(cls), cfg_name());
 		return -EHOSTUNREACH;
 	}
 	return 0;
@@ -283,9 +282,11 @@ enum weft_peer_class weft__peer_class(const weft_comm_t *comm, int peer)
 		return WEFT_PEER_SAME_PROCESS;
 	const char *a = weft__bootstrap_host_id(comm->bs, peer);
 	const char *b = weft__bootstrap_host_id(comm->bs, comm->rank);
-	if (a && b && strcmp(a, b) == 0)
-		return WEFT_PEER_SAME_HOST;
-	return WEFT_PEER_OTHER_HOST;
+	if (!a || !b || strcmp(a, b) != 0)
+		return WEFT_PEER_OTHER_HOST;
+	struct weft__gpu_link gl;
+	weft__topo_gpu_link(comm, peer, &gl);
+	return gl.links > 0 ? WEFT__PEER_SAME_GPU_LINK : WEFT_PEER_SAME_HOST;
 }
 
 int weft__tp_check_required(const weft_comm_t *comm, char *err, size_t errlen)
@@ -303,15 +304,17 @@ int weft__tp_check_required(const weft_comm_t *comm, char *err, size_t errlen)
 		const struct weft__rule *ru = &rules[r].r;
 		if (ru->action != WEFT_RULE_REQUIRE || weft__comm_tp_index(comm, ru->target) >= 0)
 			continue;
-		/* Connections are chosen for host memory (weft_connect), so that is
-		 * the memory type a require rule must serve here. */
-		for (int cls = 0; cls < WEFT_PEER_CLASS_COUNT; cls++) {
+		/* Every connection can carry host memory (weft_connect chooses for
+		 * it), so that is the memory type a require rule must serve here; a
+		 * rule for device memory is checked by the weft_connect_mem call
+		 * that asks for it. */
+		for (int cls = 0; cls < WEFT__PEER_CLASSES; cls++) {
 			if (!(present & (1u << cls)) || !rule_applies(ru, cls, WEFT_MEM_HOST, comm->nranks))
 				continue;
 			char why[512];
 			absent_reason(ru->target, why, sizeof(why));
 			snprintf(err, errlen, "transport '%s' is required (%s:%d, for %s peers) but %s", ru->target,
-				 cfg_name(), ru->lineno, class_names[cls], why);
+				 cfg_name(), ru->lineno, weft__peer_class_name(cls), why);
 			WEFT_ERROR("%s", err);
 			return -WEFT_ERR_PLUGIN;
 		}
@@ -339,12 +342,12 @@ char *weft__tp_rules_text(void)
 
 /* ------------------------------------------------------------- weft-info */
 static int print_plan(FILE *out, const char *indent, const struct weft__tp_cand *c, int n, enum weft_peer_class cls,
-		       enum weft_mem_type mem, int nranks)
+		       enum weft_mem_type mem, const struct weft__gpu_link *gl, int nranks)
 {
 	struct weft__tp_plan *plan = malloc(sizeof(*plan));
 	if (!plan)
 		return -ENOMEM;
-	int rc = weft__tp_plan(c, n, cls, mem, nranks, 1, plan);
+	int rc = weft__tp_plan(c, n, cls, mem, gl, nranks, 1, plan);
 	if (rc == -WEFT_ERR_PLUGIN || rc == -WEFT_ERR_CONFIG) {
 		/* Say it the way a communicator would. */
 		for (int r = 0; r < nrules; r++) {
@@ -413,29 +416,42 @@ WEFT_API int weft__tp_print_choices(FILE *out, weft_comm_t *comm, int nranks, en
 		     "connect falls back to the next unless pinned by a use/require rule):\n",
 		mem_names[mem]);
 	if (mem != WEFT_MEM_HOST)
-		fprintf(out, "  (weft_connect chooses for host memory today; this is the order for %s memory)\n",
+		fprintf(out, "  (weft_connect chooses for host memory; this is the order weft_connect_mem gives %s "
+			     "memory)\n",
 			mem_names[mem]);
 	if (nrules == 0)
 		fprintf(out, "  ([transport] has no rules: scores decide)\n");
 	if (comm) {
+		char gtext[384];
+		weft__topo_gpu_text(comm, gtext, sizeof(gtext));
+		fprintf(out, "  GPU links of rank %d: %s\n", comm->rank, gtext);
 		fprintf(out, "  rank %d of %d:\n", comm->rank, comm->nranks);
 		for (int p = 0; p < comm->nranks; p++) {
 			if (p == comm->rank)
 				continue;
 			enum weft_peer_class cls = weft__peer_class(comm, p);
-			fprintf(out, "  peer %d (%s):\n", p, class_names[cls]);
-			rc = print_plan(out, "    ", c, n, cls, mem, nranks);
+			struct weft__gpu_link gl;
+			weft__topo_gpu_link(comm, p, &gl);
+			if (cls == WEFT__PEER_SAME_GPU_LINK)
+				fprintf(out, "  peer %d (%s: %d NVLink(s)%s):\n", p, weft__peer_class_name(cls), gl.links,
+					gl.via_switch ? " through NVSwitch" : "");
+			else
+				fprintf(out, "  peer %d (%s):\n", p, weft__peer_class_name(cls));
+			rc = print_plan(out, "    ", c, n, cls, mem, &gl, nranks);
 			if (rc != 0 && first == 0)
 				first = rc;
 		}
 		return first;
 	}
 	fprintf(out, "  rank 0 of %d, every peer on this host (run under a launcher to see the real peers):\n", nranks);
-	for (int cls = 0; cls < WEFT_PEER_CLASS_COUNT; cls++) {
-		fprintf(out, "  %s peers:\n", class_names[cls]);
+	for (int cls = 0; cls < WEFT__PEER_CLASSES; cls++) {
+		fprintf(out, "  %s peers:\n", weft__peer_class_name(cls));
 		if (cls == WEFT_PEER_SAME_HOST && nranks > 1)
 			fprintf(out, "    (ranks 1..%d)\n", nranks - 1);
-		rc = print_plan(out, "    ", c, n, (enum weft_peer_class)cls, mem, nranks);
+		if (cls == WEFT__PEER_SAME_GPU_LINK)
+			fprintf(out, "    (ranks on this host whose GPUs NVML shows joined by NVLink; none without NVML or "
+				     "a GPU, and outside a communicator the link count is unknown)\n");
+		rc = print_plan(out, "    ", c, n, (enum weft_peer_class)cls, mem, NULL, nranks);
 		if (rc != 0 && first == 0)
 			first = rc;
 	}

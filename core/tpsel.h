@@ -8,6 +8,8 @@
 #include <weft/plugin.h>
 #include <weft/weft.h>
 
+#include "topo.h"
+
 #define WEFT__WHY_MAX 200
 
 /* A transport the choice may take. */
@@ -28,7 +30,8 @@ struct weft__tp_plan {
 };
 
 /* Applies the rules to candidates c[0..n) for a peer of class cls, buffers of
- * memory type mem, on a comm of nranks ranks: forbid rules drop their targets,
+ * memory type mem, GPUs joined as gl says (may be NULL), on a comm of nranks
+ * ranks: forbid rules drop their targets,
  * the first matching require rule leaves only its target, otherwise matching
  * use/prefer rules go first in file order and the rest follow by score (ties by
  * name). Returns 0, -WEFT_ERR_PLUGIN (a matching require rule names a transport
@@ -36,9 +39,11 @@ struct weft__tp_plan {
  * requires a transport that a forbid rule forbids), -EHOSTUNREACH (every
  * candidate is forbidden). Thread safety: any thread. */
 int weft__tp_plan(const struct weft__tp_cand *c, int n, enum weft_peer_class cls, enum weft_mem_type mem,
-		  int nranks, int quiet, struct weft__tp_plan *plan);
+		  const struct weft__gpu_link *gl, int nranks, int quiet, struct weft__tp_plan *plan);
 
-/* The peer class of peer as seen from comm's rank. */
+/* The peer class of peer as seen from comm's rank: same-process, then
+ * same-gpu-link (same host, GPUs joined by NVLink: topo.h), same-host,
+ * other-host. */
 enum weft_peer_class weft__peer_class(const weft_comm_t *comm, int peer);
 
 /* At comm creation, on this rank: every require rule that applies to a peer of

@@ -6,6 +6,11 @@
  * forbid and require, a missing required transport fails creation naming it,
  * a misspelled name is warned about with a suggestion, and ranks whose
  * configurations differ all fail creation with the difference named.
+ * Connections for device memory (weft_connect_mem) follow mem= rules and
+ * per-memory-type scores; peers whose GPUs are joined by NVLink (faked through
+ * the WEFT_TEST_FAKE_NVML test hook) form the class same-gpu-link, which rules
+ * name and which scores NVLink devices by link count; ranks that load
+ * different builds of one plugin fail creation naming both builds.
  *
  * Every rank loads its own config (WEFT_CONFIG set in the child before any
  * weft call), so ranks meet through WEFT_CORE_BOOTSTRAP_ROOT, not an id made
@@ -97,6 +102,14 @@ struct scenario {
 	int numa;                /* run on node 0 of a two-NUMA-node hwloc topology (two_nodes_xml) */
 	int cpu;                 /* filled by the parent: the CPU of node 0 */
 	int nranks;              /* 0: 2 */
+	/* After the host connection, a second one for CUDA memory
+	 * (weft_connect_mem) must go through this transport (NULL: none made). */
+	const char *cuda_transport;
+	int rank1_cuda;          /* rank 1 asks its first connection for CUDA memory, rank 0 for host */
+	/* Every pair connects (in one global order); pair_tp[a][b] (a < b) is
+	 * what each pair's connection must go through. */
+	int all_pairs;
+	const char *pair_tp[NR][NR];
 	/* filled by the parent */
 	char *dir;
 	int port;
@@ -114,9 +127,8 @@ struct scenario {
 	} while (0)
 
 /* Moves BYTES from each rank to the other through conn and checks them. */
-static int move_data(int rank, weft_comm_t *comm, weft_conn_t *conn)
+static int move_data(int rank, int peer, weft_comm_t *comm, weft_conn_t *conn)
 {
-	int peer = 1 - rank;
 	unsigned char *buf = calloc(2, BYTES);
 	RCHECK(buf, "no memory");
 	for (int i = 0; i < BYTES; i++)
@@ -134,7 +146,11 @@ static int move_data(int rank, weft_comm_t *comm, weft_conn_t *conn)
 	RCHECK(weft_sem_wait(sem, 1) == 0, "wait");
 	for (int i = 0; i < BYTES; i++)
 		RCHECK(buf[BYTES + i] == (unsigned char)(i * 13 + peer + 1), "byte %d from rank %d is wrong", i, peer);
-	RCHECK(weft_comm_barrier(comm) == 0, "barrier");
+	/* Both ends of the pair are done before either releases anything. */
+	uint32_t done = 1, pdone = 0;
+	RCHECK(weft_comm_send(comm, peer, 77, &done, sizeof(done)) == 0 &&
+		       weft_comm_recv(comm, peer, 77, &pdone, sizeof(pdone)) == 0,
+	       "pair sync");
 	weft_rsem_release(rsem);
 	weft_sem_destroy(sem);
 	weft_rmem_release(rmem);
@@ -180,15 +196,50 @@ static int run_rank(int rank, int n, void *arg)
 		RCHECK(comm == NULL, "comm written on failure");
 		return 0;
 	}
+	if (sc->all_pairs) {
+		/* Pairs in one global order, so no rank waits on a pair that waits on it. */
+		for (int a = 0; a < n; a++)
+			for (int b = a + 1; b < n; b++) {
+				if (rank != a && rank != b)
+					continue;
+				int peer = rank == a ? b : a;
+				weft_conn_t *conn = NULL;
+				rc = weft_connect(comm, peer, NULL, &conn);
+				RCHECK(rc == 0, "weft_connect to rank %d returned %d (%s)", peer, rc, weft_strerror(rc));
+				const char *t = weft_conn_transport(conn);
+				RCHECK(t && strcmp(t, sc->pair_tp[a][b]) == 0,
+				       "the connection of ranks %d and %d went through '%s', expected '%s'", a, b,
+				       t ? t : "(null)", sc->pair_tp[a][b]);
+				if (move_data(rank, peer, comm, conn) != 0)
+					return 1;
+				RCHECK(weft_conn_close(conn) == 0, "close");
+			}
+		RCHECK(weft_comm_destroy(comm) == 0, "destroy");
+		return 0;
+	}
 	weft_conn_t *conn = NULL;
-	rc = weft_connect(comm, 1 - rank, NULL, &conn);
+	enum weft_mem_type mem = sc->rank1_cuda && rank == 1 ? WEFT_MEM_CUDA : WEFT_MEM_HOST;
+	rc = weft_connect_mem(comm, 1 - rank, NULL, mem, &conn);
 	RCHECK(rc == sc->connect_rc, "weft_connect returned %d (%s), expected %d", rc, weft_strerror(rc),
 	       sc->connect_rc);
 	if (rc == 0) {
 		const char *t = weft_conn_transport(conn);
 		RCHECK(t && strcmp(t, sc->transport) == 0, "the connection went through '%s', expected '%s'",
 		       t ? t : "(null)", sc->transport);
-		if (move_data(rank, comm, conn) != 0)
+		if (move_data(rank, 1 - rank, comm, conn) != 0)
+			return 1;
+		RCHECK(weft_conn_close(conn) == 0, "close");
+	}
+	if (rc == 0 && sc->cuda_transport) {
+		/* The transport a connection for device memory gets; the data
+		 * moved over it is host memory, which every transport here carries. */
+		rc = weft_connect_mem(comm, 1 - rank, NULL, WEFT_MEM_CUDA, &conn);
+		RCHECK(rc == 0, "weft_connect_mem(cuda) returned %d (%s)", rc, weft_strerror(rc));
+		const char *t = weft_conn_transport(conn);
+		RCHECK(t && strcmp(t, sc->cuda_transport) == 0,
+		       "the connection for CUDA memory went through '%s', expected '%s'", t ? t : "(null)",
+		       sc->cuda_transport);
+		if (move_data(rank, 1 - rank, comm, conn) != 0)
 			return 1;
 		RCHECK(weft_conn_close(conn) == 0, "close");
 	}
@@ -447,6 +498,147 @@ START_TEST(misspelled_name_warns)
 }
 END_TEST
 
+/* ------------------------------------------------------- memory types */
+START_TEST(mem_rule_only_for_mem_typed)
+{
+	/* A mem=cuda rule changes the choice for a connection made for CUDA
+	 * memory only: the host connection still goes to shm on score. */
+	const char *conf = "[transport]\nuse ofi when mem=cuda\n";
+	struct scenario sc = {.conf = {conf, conf}, .transport = "shm", .cuda_transport = "ofi"};
+	char *logs[NR];
+	run(&sc, logs);
+	free_logs(logs);
+}
+END_TEST
+
+START_TEST(mem_scores_per_type)
+{
+	/* fakefast declares its device reaches CUDA memory only, with the best
+	 * figures: it wins the CUDA connection and, unreachable for host
+	 * memory, loses the host one to shm. */
+	struct scenario sc = {.env = {{"WEFT_FAKEFAST_LATENCY_US=0.05", "WEFT_FAKEFAST_BANDWIDTH_GBPS=50",
+				       "WEFT_FAKEFAST_MEM_TYPES=cuda"},
+				      {"WEFT_FAKEFAST_LATENCY_US=0.05", "WEFT_FAKEFAST_BANDWIDTH_GBPS=50",
+				       "WEFT_FAKEFAST_MEM_TYPES=cuda"}},
+			      .transport = "shm", .cuda_transport = "fakefast"};
+	char *logs[NR];
+	run(&sc, logs);
+	free_logs(logs);
+}
+END_TEST
+
+START_TEST(mem_type_mismatch_fails_connect)
+{
+	/* Rank 0 asks for host memory, rank 1 for CUDA memory: both fail, saying so. */
+	struct scenario sc = {.rank1_cuda = 1, .connect_rc = -WEFT_ERR_MISMATCH};
+	char *logs[NR];
+	run(&sc, logs);
+	ck_assert_msg(strstr(logs[0], "rank 1 asked for a connection for cuda memory but this rank for host memory"),
+		      "rank 0:\n%s", logs[0]);
+	ck_assert_msg(strstr(logs[1], "rank 0 asked for a connection for host memory but this rank for cuda memory"),
+		      "rank 1:\n%s", logs[1]);
+	free_logs(logs);
+}
+END_TEST
+
+/* ----------------------------------------------------------- GPU links */
+/* Ranks 0 and 1 on GPUs joined by four NVLinks, rank 2 on a GPU without links. */
+#define NVML_R0 "WEFT_TEST_FAKE_NVML=gpu=0000:01:00.0 link=0000:02:00.0*4"
+#define NVML_R1 "WEFT_TEST_FAKE_NVML=gpu=0000:02:00.0 link=0000:01:00.0*4"
+#define NVML_R2 "WEFT_TEST_FAKE_NVML=gpu=0000:03:00.0"
+
+START_TEST(gpu_link_rule_applies)
+{
+	/* 'use ofi when peer=same-gpu-link' serves the NVLink-joined pair only;
+	 * the other pairs are plain same-host peers and get shm on score. */
+	const char *conf = "[transport]\nuse ofi when peer=same-gpu-link\n";
+	struct scenario sc = {.conf = {conf, conf, conf}, .env = {{NVML_R0}, {NVML_R1}, {NVML_R2}}, .nranks = 3,
+			      .all_pairs = 1};
+	sc.pair_tp[0][1] = "ofi";
+	sc.pair_tp[0][2] = "shm";
+	sc.pair_tp[1][2] = "shm";
+	char *logs[NR];
+	run(&sc, logs);
+	free_logs(logs);
+}
+END_TEST
+
+START_TEST(gpu_link_through_switch)
+{
+	/* GPUs whose links go to NVSwitch are joined through it. */
+	const char *conf = "[transport]\nuse ofi when peer=same-gpu-link\n";
+	struct scenario sc = {.conf = {conf, conf},
+			      .env = {{"WEFT_TEST_FAKE_NVML=gpu=0000:01:00.0 switch=18 version=4"},
+				      {"WEFT_TEST_FAKE_NVML=gpu=0000:02:00.0 switch=18 version=4"}},
+			      .transport = "ofi"};
+	char *logs[NR];
+	run(&sc, logs);
+	free_logs(logs);
+}
+END_TEST
+
+START_TEST(same_host_rule_covers_gpu_link)
+{
+	/* A GPU-linked peer is on this host: a same-host rule still applies to it. */
+	const char *conf = "[transport]\nuse ofi when peer=same-host\n";
+	struct scenario sc = {.conf = {conf, conf}, .env = {{NVML_R0}, {NVML_R1}}, .transport = "ofi"};
+	char *logs[NR];
+	run(&sc, logs);
+	free_logs(logs);
+}
+END_TEST
+
+START_TEST(no_gpu_no_gpu_link)
+{
+	/* Without GPU facts (no hook, no CUDA in this process) no peer is
+	 * same-gpu-link, so the rule never applies. */
+	const char *conf = "[transport]\nuse ofi when peer=same-gpu-link\n";
+	struct scenario sc = {.conf = {conf, conf}, .transport = "shm"};
+	char *logs[NR];
+	run(&sc, logs);
+	free_logs(logs);
+}
+END_TEST
+
+START_TEST(bad_fake_nvml_warns)
+{
+	/* A malformed hook is named in a warning, and the rank has no GPU facts. */
+	const char *conf = "[transport]\nuse ofi when peer=same-gpu-link\n";
+	struct scenario sc = {.conf = {conf, conf},
+			      .env = {{"WEFT_TEST_FAKE_NVML=gpu=0000:01:00.0 link=0000:02:00.0"}, {NVML_R1}},
+			      .transport = "shm"};
+	char *logs[NR];
+	run(&sc, logs);
+	ck_assert_msg(strstr(logs[0], "WEFT_TEST_FAKE_NVML: cannot read 'link=0000:02:00.0'"), "rank 0:\n%s", logs[0]);
+	free_logs(logs);
+}
+END_TEST
+
+/* fakefast declaring an NVLink device with 7 us and no bandwidth: scored on
+ * NVML's link count it takes 7 + 64 KiB / (links x 25 GB/s): 7.66 us for
+ * four links, beating shm's 8.39 us, and 9.62 us for one, losing to it. */
+#define NVLINK_FF "WEFT_FAKEFAST_LINK=nvlink", "WEFT_FAKEFAST_LATENCY_US=7"
+
+START_TEST(nvlink_scored_by_link_count_four)
+{
+	struct scenario sc = {.env = {{NVML_R0, NVLINK_FF}, {NVML_R1, NVLINK_FF}}, .transport = "fakefast"};
+	char *logs[NR];
+	run(&sc, logs);
+	free_logs(logs);
+}
+END_TEST
+
+START_TEST(nvlink_scored_by_link_count_one)
+{
+	struct scenario sc = {.env = {{"WEFT_TEST_FAKE_NVML=gpu=0000:01:00.0 link=0000:02:00.0*1", NVLINK_FF},
+				      {"WEFT_TEST_FAKE_NVML=gpu=0000:02:00.0 link=0000:01:00.0*1", NVLINK_FF}},
+			      .transport = "shm"};
+	char *logs[NR];
+	run(&sc, logs);
+	free_logs(logs);
+}
+END_TEST
+
 /* --------------------------------------------------------- consistency */
 START_TEST(different_rules_fail_creation)
 {
@@ -504,6 +696,57 @@ START_TEST(different_plugin_sets_fail_creation)
 }
 END_TEST
 
+START_TEST(same_plugin_build_elsewhere_passes)
+{
+	/* Rank 1 loads an identical copy of the test plugin from another folder:
+	 * the same build, so creation succeeds. */
+	struct scenario sc = {.env = {{NULL}, {"WEFT_PLUGIN_PATH=" TS_PLUGINS_COPY}}, .transport = "shm"};
+	char *logs[NR];
+	run(&sc, logs);
+	free_logs(logs);
+}
+END_TEST
+
+/* The two quoted values of the "plugin fakefast" difference in log, or 0. */
+static int plugin_diff(const char *log, char *v0, char *v1, size_t len)
+{
+	const char *l = strstr(log, "ranks disagree: plugin fakefast is '");
+	if (!l)
+		return 0;
+	l += strlen("ranks disagree: plugin fakefast is '");
+	const char *e = strstr(l, "' on rank 0 but '");
+	if (!e || (size_t)(e - l) >= len)
+		return 0;
+	snprintf(v0, len, "%.*s", (int)(e - l), l);
+	l = e + strlen("' on rank 0 but '");
+	e = strstr(l, "' on rank 1");
+	if (!e || (size_t)(e - l) >= len)
+		return 0;
+	snprintf(v1, len, "%.*s", (int)(e - l), l);
+	return 1;
+}
+
+START_TEST(different_plugin_builds_fail_creation)
+{
+	/* Rank 1 loads another build of the test plugin (one constant differs):
+	 * every rank fails and names the plugin and both builds. */
+	struct scenario sc = {.env = {{NULL}, {"WEFT_PLUGIN_PATH=" TS_PLUGINS_B}}, .create_rc = -WEFT_ERR_MISMATCH};
+	char *logs[NR];
+	run(&sc, logs);
+	for (int r = 0; r < 2; r++) {
+		char v0[512], v1[512];
+		ck_assert_msg(plugin_diff(logs[r], v0, v1, sizeof(v0)), "rank %d did not name the plugin:\n%s", r, logs[r]);
+		ck_assert_msg(strstr(v0, "transport, ABI ") && strstr(v1, "transport, ABI "), "rank %d: '%s' / '%s'", r, v0,
+			      v1);
+		const char *i0 = strstr(v0, "build-id ") ? strstr(v0, "build-id ") : strstr(v0, "file sha256 ");
+		const char *i1 = strstr(v1, "build-id ") ? strstr(v1, "build-id ") : strstr(v1, "file sha256 ");
+		ck_assert_msg(i0 && i1 && strcmp(i0, i1) != 0, "rank %d: the builds are not named apart: '%s' / '%s'", r,
+			      v0, v1);
+	}
+	free_logs(logs);
+}
+END_TEST
+
 START_TEST(one_rank_missing_required_fails_all)
 {
 	/* Only rank 1 lacks the required transport; both fail, and rank 0 says why. */
@@ -538,6 +781,11 @@ static int info_rank(int rank, int n, void *arg)
 	snprintf(want, sizeof(want), "  rank %d of %d:\n  peer %d (same-host):\n    1. fakefast score ", rank, n,
 		 1 - rank);
 	RCHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0 && strstr(out, want), "weft-info --select gave:\n%s", out);
+	/* weft-info never loads CUDA, so without the test hook it knows no GPU. */
+	snprintf(want, sizeof(want),
+		 "  GPU links of rank %d: none known (this process has not loaded CUDA); 0 peer(s) joined by NVLink\n",
+		 rank);
+	RCHECK(strstr(out, want), "weft-info --select gave:\n%s", out);
 	free(out);
 	return 0;
 }
@@ -546,6 +794,41 @@ START_TEST(info_select_under_launcher)
 {
 	port_for_info = wt_free_port();
 	ck_assert_int_eq(wt_fork_ranks(2, info_rank, NULL, TIMEOUT_S), 0);
+}
+END_TEST
+
+/* weft-info --select under a launcher, each rank with fake GPU facts: the
+ * peer is shown as same-gpu-link with its link count, and the fakefast test
+ * plugin, declaring an NVLink device, is scored by that count. */
+static int info_gpu_rank(int rank, int n, void *arg)
+{
+	(void)arg;
+	char cmd[8192];
+	snprintf(cmd, sizeof(cmd),
+		 "RANK=%d WORLD_SIZE=%d WEFT_CORE_BOOTSTRAP_ROOT=127.0.0.1:%d WEFT_CORE_BOOTSTRAP_SECRET=s3 "
+		 "WEFT_TEST_FAKE_NVML='gpu=0000:0%d:00.0 link=0000:0%d:00.0*4' WEFT_FAKEFAST_LINK=nvlink "
+		 "WEFT_FAKEFAST_LATENCY_US=7 '%s' --select 2>&1",
+		 rank, n, port_for_info, rank + 1, 2 - rank, TS_WEFT_INFO);
+	int st = 0;
+	char *out = wt_run_capture(cmd, &st);
+	RCHECK(out, "no output");
+	char want[512];
+	snprintf(want, sizeof(want),
+		 "  GPU links of rank %d: from the test hook WEFT_TEST_FAKE_NVML='gpu=0000:0%d:00.0 "
+		 "link=0000:0%d:00.0*4'; 1 peer(s) joined by NVLink\n  rank %d of %d:\n"
+		 "  peer %d (same-gpu-link: 4 NVLink(s)):\n    1. fakefast score 7.66 us for 64 KiB: device fake0 "
+		 "(nvlink), latency 7 us, 100 GB/s (4 NVLinks x 25 GB/s, NVML)",
+		 rank, rank + 1, 2 - rank, rank, n, 1 - rank);
+	RCHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0 && strstr(out, want), "weft-info --select gave:\n%s\nwanted:\n%s",
+	       out, want);
+	free(out);
+	return 0;
+}
+
+START_TEST(info_select_gpu_link_under_launcher)
+{
+	port_for_info = wt_free_port();
+	ck_assert_int_eq(wt_fork_ranks(2, info_gpu_rank, NULL, TIMEOUT_S), 0);
 }
 END_TEST
 
@@ -589,6 +872,19 @@ int main(void)
 	tcase_add_test(tc, different_plugin_sets_fail_creation);
 	tcase_add_test(tc, one_rank_missing_required_fails_all);
 	tcase_add_test(tc, info_select_under_launcher);
+	tcase_add_test(tc, info_select_gpu_link_under_launcher);
+	tcase_add_test(tc, mem_rule_only_for_mem_typed);
+	tcase_add_test(tc, mem_scores_per_type);
+	tcase_add_test(tc, mem_type_mismatch_fails_connect);
+	tcase_add_test(tc, gpu_link_rule_applies);
+	tcase_add_test(tc, gpu_link_through_switch);
+	tcase_add_test(tc, same_host_rule_covers_gpu_link);
+	tcase_add_test(tc, no_gpu_no_gpu_link);
+	tcase_add_test(tc, bad_fake_nvml_warns);
+	tcase_add_test(tc, nvlink_scored_by_link_count_four);
+	tcase_add_test(tc, nvlink_scored_by_link_count_one);
+	tcase_add_test(tc, same_plugin_build_elsewhere_passes);
+	tcase_add_test(tc, different_plugin_builds_fail_creation);
 	tcase_add_test(tc, same_config_passes);
 	suite_add_tcase(s, tc);
 	return wt_run_suite(s);

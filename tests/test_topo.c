@@ -1,7 +1,7 @@
 /* weft-info --topo and --select as a user sees them (core/topo.c, tpsel.c):
  * the NUMA view (hwloc, or a line saying the build has none), the NVML line,
  * each transport's probed devices, and the transport order per peer class
- * with the rule or the score behind each place. */
+ * (same-gpu-link included) with the rule or the score behind each place. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +43,8 @@ START_TEST(topo_shows_numa_nvml_and_devices)
 	HAS(out, "numa: weft was built without hwloc");
 #endif
 	ck_assert_msg(strstr(out, "nvlink: no NVML") || strstr(out, "nvlink (NVML): "), "no NVML line:\n%s", out);
+	if (strstr(out, "nvlink: no NVML"))
+		HAS(out, "NVLink connectivity unknown, no peer is same-gpu-link\n");
 	/* shm declares its figures; they are shown as declared. */
 	HAS(out, "  shm: 1 device(s)");
 	HAS(out, "link shm      latency 0.2 us     bandwidth 8 GB/s");
@@ -112,6 +114,47 @@ START_TEST(select_shows_rules)
 }
 END_TEST
 
+START_TEST(topo_shows_fake_nvml)
+{
+	/* The test hook is named where NVML would be, so nobody mistakes it for a real GPU. */
+	int st = 0;
+	setenv("WEFT_TEST_FAKE_NVML", "gpu=0000:01:00.0 link=0000:02:00.0*2", 1);
+	char *out = info(NULL, "--topo", &st);
+	unsetenv("WEFT_TEST_FAKE_NVML");
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "weft-info --topo failed:\n%s", out);
+	HAS(out, "nvlink: WEFT_TEST_FAKE_NVML='gpu=0000:01:00.0 link=0000:02:00.0*2' (a test hook) stands in for NVML");
+	free(out);
+}
+END_TEST
+
+START_TEST(select_shows_gpu_link_class)
+{
+	int st = 0;
+	char *out = info("[transport]\nuse ofi when peer=same-gpu-link\n", "--select", &st);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "weft-info --select failed:\n%s", out);
+	HAS(out, "  same-gpu-link peers:\n    (ranks on this host whose GPUs NVML shows joined by NVLink; none without "
+		 "NVML or a GPU");
+	HAS(out, "\n    1. ofi      'use ofi' at ");
+	/* The rule is about GPU-linked peers only. */
+	char *a = strstr(out, "  same-host peers:"), *b = a ? strstr(a, "  other-host peers:") : NULL;
+	ck_assert_ptr_nonnull(b);
+	*b = '\0';
+	ck_assert_msg(strstr(a, "1. shm "), "same-host peers do not get shm first:\n%s", a);
+	free(out);
+}
+END_TEST
+
+START_TEST(select_misspelled_peer_class)
+{
+	int st = 0;
+	char *out = info("[transport]\nuse ofi when peer=same-gpu-lnk\n", "--select", &st);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 2, "weft-info --select exited 0x%x, not 2:\n%s", st, out);
+	HAS(out, "same-gpu-lnk");
+	HAS(out, "did you mean 'same-gpu-link'?");
+	free(out);
+}
+END_TEST
+
 START_TEST(select_names_missing_required)
 {
 	int st = 0;
@@ -139,6 +182,9 @@ int main(void)
 	tcase_add_test(tc, select_shows_scores);
 	tcase_add_test(tc, select_shows_rules);
 	tcase_add_test(tc, select_names_missing_required);
+	tcase_add_test(tc, topo_shows_fake_nvml);
+	tcase_add_test(tc, select_shows_gpu_link_class);
+	tcase_add_test(tc, select_misspelled_peer_class);
 	suite_add_tcase(s, tc);
 	int rc = wt_run_suite(s);
 	wt_rmdir(dir);

@@ -152,6 +152,15 @@ WEFT_API int weft_mem_exchange(weft_mem_t *mem, int peer, weft_rmem_t **rmem);
  * Errors: -WEFT_ERR_PLUGIN (named transport not loaded), -EHOSTUNREACH (it cannot
  * reach that peer), -WEFT_ERR_PEER. Blocking: yes. */
 WEFT_API int weft_connect(weft_comm_t *comm, int peer, const char *transport, weft_conn_t **conn);
+/* As weft_connect, for a connection that will carry memory of type mem (the
+ * buffers its puts read and write): with transport NULL, the [transport] rules
+ * with a mem= condition and the transports' scores for that memory type decide
+ * (weft_connect is this with WEFT_MEM_HOST). Both ranks call it with the same
+ * transport and memory type. Errors: those of weft_connect, -EINVAL (unknown
+ * memory type), -WEFT_ERR_MISMATCH (the peer asked for another memory type).
+ * Thread safety: one thread per comm. Blocking: yes. */
+WEFT_API int weft_connect_mem(weft_comm_t *comm, int peer, const char *transport, enum weft_mem_type mem,
+			      weft_conn_t **conn);
 /* Accepts NULL. Flushes first. */
 WEFT_API int weft_conn_close(weft_conn_t *conn);
 /* Name of the transport carrying conn. The string lives as long as conn. */

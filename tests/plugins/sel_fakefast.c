@@ -4,7 +4,10 @@
  * test can show that the core's choice follows declared properties:
  *   [fakefast] latency_us, bandwidth_gbps (0 = unknown), peer_classes (a list
  *   of same-process, same-host, other-host), numa_node, pci_path,
+ *   mem_types (a list of host, cuda, hip), link (the link kind, e.g. nvlink),
  *   fail_connect (connect fails).
+ * FF_VARIANT, a number a build may define, makes two builds of this file
+ * differ (tests/select.cmake builds a second one for the consistency check).
  * Real data moves, so a connection it wins carries a real workload. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -14,6 +17,10 @@
 #include <unistd.h>
 
 #include "shm.h"
+
+#ifndef FF_VARIANT
+#define FF_VARIANT 0
+#endif
 
 const struct weft_core_api *shm_core;
 
@@ -30,6 +37,10 @@ static const struct weft_param_decl ff_params[] = {
 	 "PCI path the probe declares for its device (unset: none)"},
 	{sizeof(struct weft_param_decl), "fakefast", "fail_connect", WEFT_PARAM_BOOL, "0",
 	 "make every connect fail with -EIO (to test the fall-back)"},
+	{sizeof(struct weft_param_decl), "fakefast", "mem_types", WEFT_PARAM_STRING, "host",
+	 "memory types the probe declares its device reaches (host, cuda, hip)"},
+	{sizeof(struct weft_param_decl), "fakefast", "link", WEFT_PARAM_STRING, "fake",
+	 "link kind the probe declares for its device"},
 };
 
 static int ff_open(const struct weft_tp_open_args *args, void **tc)
@@ -64,7 +75,8 @@ static int ff_connect(void *ep, const void *peer_addr, size_t len)
 
 static int ff_describe(void *tc, char *buf, size_t len)
 {
-	int n = snprintf(buf, len, "fakefast (test transport: shm's data path, declared properties)");
+	int n = snprintf(buf, len, "fakefast (test transport: shm's data path, declared properties; build variant %d)",
+			 FF_VARIANT);
 	return n >= 0 && (size_t)n < len ? 0 : -ENOSPC;
 }
 
@@ -77,7 +89,7 @@ static int ff_probe(struct weft_tp_device *devs, int *n)
 		return -ENOSPC;
 	}
 	double lat = 0, bw = 0;
-	const char *cls = NULL;
+	const char *cls = NULL, *mem = NULL, *link = NULL;
 	int64_t numa = -1;
 	shm_core->param_get(shm_core->self, "fakefast", "numa_node", WEFT_PARAM_INT, &numa, NULL);
 	const char *pci = NULL;
@@ -85,17 +97,24 @@ static int ff_probe(struct weft_tp_device *devs, int *n)
 	shm_core->param_get(shm_core->self, "fakefast", "latency_us", WEFT_PARAM_DOUBLE, &lat, NULL);
 	shm_core->param_get(shm_core->self, "fakefast", "bandwidth_gbps", WEFT_PARAM_DOUBLE, &bw, NULL);
 	shm_core->param_get(shm_core->self, "fakefast", "peer_classes", WEFT_PARAM_STRING, &cls, NULL);
+	shm_core->param_get(shm_core->self, "fakefast", "mem_types", WEFT_PARAM_STRING, &mem, NULL);
+	shm_core->param_get(shm_core->self, "fakefast", "link", WEFT_PARAM_STRING, &link, NULL);
 	struct weft_tp_device *d = &devs[0];
 	memset(d, 0, sizeof(*d));
 	d->size = sizeof(*d);
 	snprintf(d->name, sizeof(d->name), "fake0");
-	snprintf(d->link, sizeof(d->link), "fake");
+	snprintf(d->link, sizeof(d->link), "%s", link ? link : "fake");
 	d->latency_us = lat;
 	d->bandwidth_gbps = bw;
 	d->numa_node = (int)numa;
 	if (pci)
 		snprintf(d->pci_path, sizeof(d->pci_path), "%s", pci);
-	d->mem_types = 1u << WEFT_MEM_HOST;
+	if (mem && strstr(mem, "host"))
+		d->mem_types |= 1u << WEFT_MEM_HOST;
+	if (mem && strstr(mem, "cuda"))
+		d->mem_types |= 1u << WEFT_MEM_CUDA;
+	if (mem && strstr(mem, "hip"))
+		d->mem_types |= 1u << WEFT_MEM_HIP;
 	if (cls && strstr(cls, "same-process"))
 		d->peer_classes |= 1u << WEFT_PEER_SAME_PROCESS;
 	if (cls && strstr(cls, "same-host"))
