@@ -141,8 +141,11 @@ int ah_run(struct ah_ctx *c, uint64_t rounds, ah_plan_fn plan, ah_plan_fn consum
 
 /* Each rank writes its part [off[p], +bytes[p]) of buf (len bytes on every
  * rank) straight into every peer's buf, after registering and exchanging buf
- * for this call (see engine.c). Collective: every rank calls it together. */
-int ah_direct_gather(struct ah_ctx *c, void *buf, size_t len, const size_t *off, const size_t *bytes);
+ * for this call (see engine.c). src, when not NULL, is where our part still
+ * is (not overlapping buf): it is copied to its place as it goes out.
+ * Collective: every rank calls it together. */
+int ah_direct_gather(struct ah_ctx *c, void *buf, size_t len, const size_t *off, const size_t *bytes,
+		     const void *src);
 /* Whether a gather of blocks of `block` bytes goes direct (collective: may
  * call ah_pull_ready). */
 int ah_use_direct(struct ah_ctx *c, size_t block);

@@ -348,7 +348,7 @@ static int allreduce_rsag(void *state, const struct weft_coll_args *a)
 			c->doff[p] = blk_off(&bl, p) * es;
 			c->dbytes[p] = blk_len(&bl, p) * es;
 		}
-		return ah_direct_gather(c, a->recvbuf, a->count * es, c->doff, c->dbytes);
+		return ah_direct_gather(c, a->recvbuf, a->count * es, c->doff, c->dbytes, NULL);
 	}
 	struct ag_plan g = {.bl = bl, .es = es, .cel = cel, .mine = mine, .out = a->recvbuf};
 	if (pull)
@@ -383,18 +383,19 @@ static int allgather_direct(void *state, const struct weft_coll_args *a)
 	char *own = (char *)a->recvbuf + (size_t)c->rank * a->count * es;
 	int direct = ah_use_direct(c, a->count * es);
 	int pull = !direct && ah_pull_ready(c);
-	/* Pulling, our block is copied to its place as it is published (one read
-	 * of the input for both), unless the two overlap. */
+	/* Pulling or direct, our block is copied to its place as it goes out
+	 * (while it is in cache), unless the two overlap. */
 	const char *in = a->sendbuf;
 	int overlap = in < own + a->count * es && own < in + a->count * es;
-	if (in != own && (!pull || overlap))
+	if (in != own && (!(pull || direct) || overlap))
 		memmove(own, in, a->count * es);
 	if (direct) {
 		for (int p = 0; p < c->nranks; p++) {
 			c->doff[p] = (size_t)p * a->count * es;
 			c->dbytes[p] = a->count * es;
 		}
-		return ah_direct_gather(c, a->recvbuf, (size_t)c->nranks * a->count * es, c->doff, c->dbytes);
+		return ah_direct_gather(c, a->recvbuf, (size_t)c->nranks * a->count * es, c->doff, c->dbytes,
+					in != own && !overlap ? in : NULL);
 	}
 	struct ag_plan g = {.bl = bl, .es = es, .cel = cel, .mine = own, .out = a->recvbuf,
 			    .src = pull && !overlap ? in : NULL};
@@ -695,8 +696,8 @@ static const struct weft_param_decl ah_params[] = {
 	 "Smallest block (bytes per rank) that allgather and allreduce's allgather phase write straight into the peers' output buffers, registered for the call; 0 never."},
 	{sizeof(struct weft_param_decl), AH_NAME, "cached_min", WEFT_PARAM_SIZE, "16K",
 	 "Where every pair of ranks maps each other (shm) and has a CPU, smallest block that allgather and allreduce's allgather phase write straight into the peers' outputs, keeping the output buffer's registration for the next call on it; 0 never does (direct_min applies)."},
-	{sizeof(struct weft_param_decl), AH_NAME, "cached_max", WEFT_PARAM_SIZE, "128K",
-	 "Largest block the cached direct gather serves (see cached_min); larger ones publish and pull."},
+	{sizeof(struct weft_param_decl), AH_NAME, "cached_max", WEFT_PARAM_SIZE, "0",
+	 "Largest block the cached direct gather serves (see cached_min); larger ones publish and pull. 0: no limit."},
 	{sizeof(struct weft_param_decl), AH_NAME, "nudge", WEFT_PARAM_BOOL, "1",
 	 "When two ranks of a comm with a CPU per rank wait on the same CPU, the higher one moves to another CPU it may use (its affinity mask is narrowed and restored at once)."},
 	{sizeof(struct weft_param_decl), AH_NAME, "cached_oversub", WEFT_PARAM_BOOL, "0",

@@ -77,7 +77,7 @@ static int read_params(struct ah_ctx *c)
 	c->poll_ns = poll_us > UINT64_MAX / 1000 ? UINT64_MAX : poll_us * 1000;
 	ah_core->param_get(ah_core->self, AH_NAME, "map", WEFT_PARAM_BOOL, &map, NULL);
 	ah_core->param_get(ah_core->self, AH_NAME, "direct_min", WEFT_PARAM_SIZE, &direct_min, NULL);
-	uint64_t cached_min = 16 * 1024, cached_max = 128 * 1024;
+	uint64_t cached_min = 16 * 1024, cached_max = 0;
 	ah_core->param_get(ah_core->self, AH_NAME, "cached_min", WEFT_PARAM_SIZE, &cached_min, NULL);
 	ah_core->param_get(ah_core->self, AH_NAME, "cached_max", WEFT_PARAM_SIZE, &cached_max, NULL);
 	c->cached_min = cached_min > SIZE_MAX ? SIZE_MAX : (size_t)cached_min;
@@ -677,9 +677,14 @@ static int in_memfd(const void *p, size_t len)
 int ah_use_direct(struct ah_ctx *c, size_t block)
 {
 	if (ah_pull_ready(c) && c->cached_min)
-		return (c->spin || c->cached_oversub) && block >= c->cached_min && block <= c->cached_max;
+		return (c->spin || c->cached_oversub) && block >= c->cached_min &&
+		       (!c->cached_max || block <= c->cached_max);
 	return c->direct_min && block >= c->direct_min;
 }
+
+/* Bytes of our part copied and put at a time (see ah_direct_gather): within
+ * a core's L2 (1 MiB on the 2-core VM), few enough syscalls per part. */
+#define AH_DIRECT_PIECE ((size_t)512 * 1024)
 
 /* Every rank owns one part [off[p], off[p] + bytes[p]) of buf (len bytes, the
  * same on every rank) and writes it straight into every peer's buf: one copy
@@ -701,7 +706,7 @@ int ah_use_direct(struct ah_ctx *c, size_t block)
  * mapping (a shared segment, which can be freed and replaced at the same
  * address) is not kept: this rank then moves to a new generation, so the
  * next call exchanges afresh. Elsewhere buf is registered for the call only. */
-int ah_direct_gather(struct ah_ctx *c, void *buf, size_t len, const size_t *off, const size_t *bytes)
+int ah_direct_gather(struct ah_ctx *c, void *buf, size_t len, const size_t *off, const size_t *bytes, const void *src)
 {
 	const struct weft_prim_api *pr = c->prim;
 	int n = c->nranks, me = c->rank, rc;
@@ -762,11 +767,22 @@ int ah_direct_gather(struct ah_ctx *c, void *buf, size_t len, const size_t *off,
 			}
 		}
 	}
+	/* Piece by piece: the copy of a piece from src to its place leaves it in
+	 * this core's cache for the puts that read it next, where copying the
+	 * whole part first reads it back from memory once it outgrows the cache. */
+	for (size_t o = 0; o < bytes[me]; o += AH_DIRECT_PIECE) {
+		size_t m = bytes[me] - o < AH_DIRECT_PIECE ? bytes[me] - o : AH_DIRECT_PIECE;
+		if (src)
+			memcpy((char *)buf + off[me] + o, (const char *)src + o, m);
+		for (int i = 1; i < n; i++) {
+			struct ah_peer *pp = &c->peers[(me + i) % n];
+			if ((rc = pr->put(pp->conn, pp->rdirect, off[me] + o, mem, off[me] + o, m)))
+				goto err_broken;
+		}
+	}
 	for (int i = 1; i < n; i++) {
 		int p = (me + i) % n;
 		struct ah_peer *pp = &c->peers[p];
-		if (bytes[me] && (rc = pr->put(pp->conn, pp->rdirect, off[me], mem, off[me], bytes[me])))
-			goto err_broken;
 		/* A fast pair's token is our own store: the put must be complete first. */
 		if (pp->fast && bytes[me] && (rc = pr->flush(pp->conn)))
 			goto err_broken;
