@@ -539,6 +539,14 @@ static int cuda_current_bus(uint64_t *bus, char *why, size_t len)
 	return rc;
 }
 
+#define GF_CACHE 16 /* GPUs per host, with room */
+static pthread_mutex_t gf_cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	struct gpu_facts f;
+	char text[320];
+} gf_cache[GF_CACHE];
+static int gf_cache_n;
+
 /* This rank's facts, and one line saying where they come from. */
 static void gf_local(struct gpu_facts *f, char *text, size_t len)
 {
@@ -562,6 +570,17 @@ static void gf_local(struct gpu_facts *f, char *text, size_t len)
 		snprintf(text, len, "none known (%s)", why);
 		return;
 	}
+	/* NVLinks do not change under a running job, and NVML's start-up can
+	 * take a while: each GPU is read once per process. */
+	pthread_mutex_lock(&gf_cache_lock);
+	for (int i = 0; i < gf_cache_n; i++)
+		if (gf_cache[i].f.bus == bus) {
+			*f = gf_cache[i].f;
+			snprintf(text, len, "%s", gf_cache[i].text);
+			pthread_mutex_unlock(&gf_cache_lock);
+			return;
+		}
+	pthread_mutex_unlock(&gf_cache_lock);
 	char bt[24];
 	bus_text(bus, bt, sizeof(bt));
 	struct nvml n;
@@ -599,6 +618,13 @@ static void gf_local(struct gpu_facts *f, char *text, size_t len)
 	nvml_close(&n);
 	snprintf(text, len, "GPU %s from NVML: %u direct peer GPU(s), %u link(s) to NVSwitch", bt, f->npeer,
 		 f->nswitch);
+	pthread_mutex_lock(&gf_cache_lock);
+	if (gf_cache_n < GF_CACHE) {
+		gf_cache[gf_cache_n].f = *f;
+		snprintf(gf_cache[gf_cache_n].text, sizeof(gf_cache[gf_cache_n].text), "%s", text);
+		gf_cache_n++;
+	}
+	pthread_mutex_unlock(&gf_cache_lock);
 }
 
 /* What joins GPUs a and b: links in either direction (the larger count, in
