@@ -271,10 +271,10 @@ static int run_coll(struct rank_ctx *cs, int nlocal, const struct opts *o, enum 
 			uncapture(cs, nlocal);
 			return 1;
 		}
-		double t0 = 0;
+		/* Timed: the calls and the wait for them, not the checks between. */
+		double elapsed = 0;
 		for (int it = 0; it < o->warmup + o->iters; it++) {
-			if (it == o->warmup)
-				t0 = now_us();
+			double t0 = now_us();
 			ncclResult_t r = ncclSuccess;
 			if (o->graph) {
 				for (int l = 0; l < nlocal && !r; l++)
@@ -292,6 +292,8 @@ static int run_coll(struct rank_ctx *cs, int nlocal, const struct opts *o, enum 
 			if (o->cuda)
 				for (int l = 0; l < nlocal; l++)
 					cu.stream_sync(cs[l].stream);
+			if (it >= o->warmup)
+				elapsed += now_us() - t0;
 			/* The first and the last round are checked: a graph replayed
 			 * many times must keep giving the right answer. */
 			if ((it == 0 || it == o->warmup + o->iters - 1) && o->check)
@@ -300,7 +302,7 @@ static int run_coll(struct rank_ctx *cs, int nlocal, const struct opts *o, enum 
 		}
 		uncapture(cs, nlocal);
 		/* Per call: a graph launch runs o->graph calls. */
-		double us = (now_us() - t0) / (o->iters > 0 ? o->iters : 1) / (o->graph ? o->graph : 1);
+		double us = elapsed / (o->iters > 0 ? o->iters : 1) / (o->graph ? o->graph : 1);
 		/* algbw over the per-rank data size; busbw with nccl-tests' factors. */
 		double data = (double)count * 4 * (k == C_ALLGATHER || k == C_REDUCESCATTER || k == C_ALLTOALL ? n : 1);
 		double alg = data / us / 1e3;

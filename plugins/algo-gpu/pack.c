@@ -17,7 +17,7 @@ static const struct weft_core_api *wag_core;
 
 /* The pack's parameters, read once in weft_plugin_init. */
 static struct {
-	uint64_t ll_max, oneshot_max, ag_oneshot_max, min_seg, tile;
+	uint64_t ll_max, llx_max, oneshot_max, ag_oneshot_max, min_seg, tile;
 	int64_t oneshot_blocks, rsag_blocks, ag_blocks, depth, p2p_blocks;
 } cfg;
 
@@ -67,7 +67,7 @@ static uint32_t ll_blocks(uint64_t bytes)
 
 static void layout(int nranks, int sms, struct wag_layout *l)
 {
-	uint64_t maxb = (uint64_t)ll_blocks(cfg.ll_max);
+	uint64_t maxb = (uint64_t)ll_blocks(cfg.ll_max > cfg.llx_max ? cfg.ll_max : cfg.llx_max);
 	int64_t b[] = {cfg.oneshot_blocks, cfg.rsag_blocks, cfg.ag_blocks};
 	for (size_t i = 0; i < 3; i++)
 		if ((uint64_t)b[i] > maxb)
@@ -84,7 +84,7 @@ static void layout(int nranks, int sms, struct wag_layout *l)
 	if (pb > (uint64_t)cfg.p2p_blocks)
 		pb = (uint64_t)cfg.p2p_blocks;
 	l->pblocks = (uint32_t)(pb ? pb : 1);
-	l->ll_slot = round_up(2 * cfg.ll_max, 256);
+	l->ll_slot = round_up(2 * (cfg.ll_max > cfg.llx_max ? cfg.ll_max : cfg.llx_max), 256);
 	l->os_slot = round_up(cfg.oneshot_max > cfg.ag_oneshot_max ? cfg.oneshot_max : cfg.ag_oneshot_max, 256);
 	uint64_t off = 0;
 	l->flags = off;
@@ -213,23 +213,33 @@ err_free:
 	return rc;
 }
 
+/* The creation is collective: it runs outside ctx_lock, since other ranks of
+ * the same communicator may live in this process (ncclCommInitAll, threads)
+ * and need the lock for their own half of it. One communicator's algorithms
+ * are set up one after another by the core, so two creations of one comm
+ * never race. */
 static int ctx_get(const struct weft_algo_comm *ac, struct wag_ctx **out)
 {
 	pthread_mutex_lock(&ctx_lock);
 	struct wag_ctx *c = ctxs;
 	while (c && c->comm != ac->comm)
 		c = c->next;
-	int rc = 0;
 	if (c)
 		c->refs++;
-	else if ((rc = ctx_create(ac, &c)) == 0) {
-		c->next = ctxs;
-		ctxs = c;
-	}
 	pthread_mutex_unlock(&ctx_lock);
-	if (rc == 0)
+	if (c) {
 		*out = c;
-	return rc;
+		return 0;
+	}
+	int rc = ctx_create(ac, &c);
+	if (rc != 0)
+		return rc;
+	pthread_mutex_lock(&ctx_lock);
+	c->next = ctxs;
+	ctxs = c;
+	pthread_mutex_unlock(&ctx_lock);
+	*out = c;
+	return 0;
 }
 
 static void ctx_put(struct wag_ctx *c)
@@ -269,6 +279,9 @@ static int reducible(enum weft_datatype t, enum weft_redop op)
 
 enum wag_kind {
 	WAG_AR_LL,
+	WAG_AG_LL,
+	WAG_RS_LL,
+	WAG_A2A_LL,
 	WAG_AR_ONESHOT,
 	WAG_AR_RSAG,
 	WAG_AG_ONESHOT,
@@ -285,6 +298,9 @@ enum wag_kind {
 
 static const char *const kind_name[] = {
 	[WAG_AR_LL] = "allreduce-ll",
+	[WAG_AG_LL] = "allgather-ll",
+	[WAG_RS_LL] = "reduce-scatter-ll",
+	[WAG_A2A_LL] = "alltoall-ll",
 	[WAG_AR_ONESHOT] = "allreduce-oneshot",
 	[WAG_AR_RSAG] = "allreduce-rsag",
 	[WAG_AG_ONESHOT] = "allgather-oneshot",
@@ -305,6 +321,11 @@ static int capacity_ok(const struct wag_ctx *c, enum wag_kind k, const struct we
 	switch (k) {
 	case WAG_AR_LL:
 		return bytes <= c->lay.ll_slot / 2 && ll_blocks(bytes) <= c->lay.maxb;
+	case WAG_AG_LL:
+	case WAG_RS_LL:
+	case WAG_A2A_LL:
+		/* The message to each peer is one rank's block (count). */
+		return bytes <= cfg.llx_max && bytes <= c->lay.ll_slot / 2 && ll_blocks(bytes) <= c->lay.maxb;
 	case WAG_AR_ONESHOT:
 	case WAG_AG_ONESHOT:
 	case WAG_RS_ONESHOT:
@@ -332,6 +353,9 @@ static int supports_kind(void *state, const struct weft_coll_args *a, enum wag_k
 }
 
 static int sup_ll(void *s, const struct weft_coll_args *a) { return supports_kind(s, a, WAG_AR_LL); }
+static int sup_agll(void *s, const struct weft_coll_args *a) { return supports_kind(s, a, WAG_AG_LL); }
+static int sup_rsll(void *s, const struct weft_coll_args *a) { return supports_kind(s, a, WAG_RS_LL); }
+static int sup_a2all(void *s, const struct weft_coll_args *a) { return supports_kind(s, a, WAG_A2A_LL); }
 static int sup_os(void *s, const struct weft_coll_args *a) { return supports_kind(s, a, WAG_AR_ONESHOT); }
 static int sup_rsag(void *s, const struct weft_coll_args *a) { return supports_kind(s, a, WAG_AR_RSAG); }
 static int sup_agos(void *s, const struct weft_coll_args *a) { return supports_kind(s, a, WAG_AG_ONESHOT); }
@@ -383,6 +407,18 @@ static int run(void *state, const struct weft_coll_args *a, enum wag_kind k)
 		ka.count = a->count;
 		ka.nblocks = ll_blocks(a->count * es);
 		rc = wag_launch_allreduce_ll(&ka, a->stream, err, sizeof(err));
+		break;
+	case WAG_AG_LL:
+	case WAG_A2A_LL:
+		ka.count = a->count * es;
+		ka.mode = k == WAG_AG_LL ? WAG_LL_ALLGATHER : WAG_LL_ALLTOALL;
+		ka.nblocks = ll_blocks(ka.count);
+		rc = wag_launch_ll_move(&ka, a->stream, err, sizeof(err));
+		break;
+	case WAG_RS_LL:
+		ka.count = a->count;
+		ka.nblocks = ll_blocks(a->count * es);
+		rc = wag_launch_reduce_scatter_ll(&ka, a->stream, err, sizeof(err));
 		break;
 	case WAG_AR_ONESHOT:
 		ka.count = a->count;
@@ -475,6 +511,9 @@ static int run(void *state, const struct weft_coll_args *a, enum wag_kind k)
 }
 
 static int ex_ll(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_AR_LL); }
+static int ex_agll(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_AG_LL); }
+static int ex_rsll(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_RS_LL); }
+static int ex_a2all(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_A2A_LL); }
 static int ex_os(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_AR_ONESHOT); }
 static int ex_rsag(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_AR_RSAG); }
 static int ex_agos(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_AG_ONESHOT); }
@@ -623,6 +662,9 @@ static void wag_teardown(void *state)
 	}
 
 WAG_ALGO(algo_ll, "allreduce-ll", WEFT_COLL_ALLREDUCE, 30, sup_ll, ex_ll);
+WAG_ALGO(algo_agll, "allgather-ll", WEFT_COLL_ALLGATHER, 30, sup_agll, ex_agll);
+WAG_ALGO(algo_rsll, "reduce-scatter-ll", WEFT_COLL_REDUCE_SCATTER, 30, sup_rsll, ex_rsll);
+WAG_ALGO(algo_a2all, "alltoall-ll", WEFT_COLL_ALLTOALL, 30, sup_a2all, ex_a2all);
 WAG_ALGO(algo_os, "allreduce-oneshot", WEFT_COLL_ALLREDUCE, 20, sup_os, ex_os);
 WAG_ALGO(algo_rsag, "allreduce-rsag", WEFT_COLL_ALLREDUCE, 10, sup_rsag, ex_rsag);
 WAG_ALGO(algo_agos, "allgather-oneshot", WEFT_COLL_ALLGATHER, 20, sup_agos, ex_agos);
@@ -638,7 +680,7 @@ WAG_ALGO(algo_a2aring, "alltoall-ring", WEFT_COLL_ALLTOALL, 10, sup_a2aring, ex_
 WAG_ALGO(algo_p2p, "sendrecv-ring", WEFT_COLL_SENDRECV, 10, sup_p2p, ex_p2p);
 
 static const struct weft_algo *const wag_algos[] = {
-	&algo_ll,    &algo_os,    &algo_rsag,    &algo_agos,    &algo_agring,  &algo_rsos,  &algo_rsring,
+	&algo_ll,    &algo_agll,  &algo_rsll,   &algo_a2all,   &algo_os,    &algo_rsag,    &algo_agos,    &algo_agring,  &algo_rsos,  &algo_rsring,
 	&algo_redos, &algo_redring, &algo_bcos, &algo_bcring, &algo_a2aos, &algo_a2aring, &algo_p2p, NULL};
 
 static const struct weft_algo_ops wag_ops = {
@@ -660,6 +702,9 @@ static const struct weft_plugin_desc *const wag_descs[] = {&wag_desc, NULL};
 #define P(key, type, def, help) {sizeof(struct weft_param_decl), WAG_NAME, key, type, def, help}
 static const struct weft_param_decl wag_params[] = {
 	P("ll_max", WEFT_PARAM_SIZE, "64K", "Largest allreduce (bytes) the LL-packet algorithm serves; 0 turns it off."),
+	P("ll_exchange_max", WEFT_PARAM_SIZE, "128K",
+	  "Largest message per peer (one rank's block, bytes) of the LL-packet allgather, reduce-scatter and "
+	  "alltoall; 0 turns them off."),
 	P("oneshot_max", WEFT_PARAM_SIZE, "16M",
 	  "Largest allreduce (bytes) the one-shot algorithm serves; larger ones use reduce-scatter + allgather. "
 	  "Scratch holds 2 x ranks x this."),
@@ -707,6 +752,7 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 		return NULL;
 	}
 	cfg.ll_max = 64 << 10;
+	cfg.llx_max = 128 << 10;
 	cfg.oneshot_max = 16 << 20;
 	cfg.ag_oneshot_max = 1 << 20;
 	cfg.min_seg = 16 << 10;
@@ -716,7 +762,8 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 	cfg.ag_blocks = 64;
 	cfg.depth = 4;
 	cfg.p2p_blocks = 4;
-	if (get_size("ll_max", &cfg.ll_max) || get_size("oneshot_max", &cfg.oneshot_max) ||
+	if (get_size("ll_max", &cfg.ll_max) || get_size("ll_exchange_max", &cfg.llx_max) ||
+	    get_size("oneshot_max", &cfg.oneshot_max) ||
 	    get_size("allgather_oneshot_max", &cfg.ag_oneshot_max) || get_size("oneshot_min_segment", &cfg.min_seg) ||
 	    get_size("tile", &cfg.tile) || get_int("oneshot_blocks", &cfg.oneshot_blocks, 1, 1024) ||
 	    get_int("rsag_blocks", &cfg.rsag_blocks, 1, 1024) || get_int("allgather_blocks", &cfg.ag_blocks, 1, 1024) ||
@@ -724,8 +771,9 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 		WAG_LOG(WEFT_LOG_ERROR, "bad parameter; the pack declines to load");
 		return NULL;
 	}
-	if (cfg.tile < 256 || cfg.tile % 16 || cfg.ll_max > (64ull << 20)) {
-		WAG_LOG(WEFT_LOG_ERROR, "algo-gpu.tile must be a multiple of 16 bytes, at least 256, and ll_max at most 64M; "
+	if (cfg.tile < 256 || cfg.tile % 16 || cfg.ll_max > (64ull << 20) || cfg.llx_max > (64ull << 20)) {
+		WAG_LOG(WEFT_LOG_ERROR, "algo-gpu.tile must be a multiple of 16 bytes, at least 256, and ll_max and "
+				       "ll_exchange_max at most 64M; "
 				       "the pack declines to load");
 		return NULL;
 	}
@@ -734,6 +782,8 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 	if (cfg.ll_max == 0)
 		algo_ll.mem_types = 0;
 	algo_ll.max_bytes = cfg.ll_max;
+	if (cfg.llx_max == 0)
+		algo_agll.mem_types = algo_rsll.mem_types = algo_a2all.mem_types = 0;
 	if (cfg.oneshot_max == 0)
 		algo_os.mem_types = 0;
 	algo_os.max_bytes = cfg.oneshot_max;
