@@ -31,11 +31,13 @@ if(TARGET weft-plugin-algo-gpu AND TARGET weft-plugin-nvlink)
   add_dependencies(test_algo_gpu weft-plugin-algo-gpu weft-plugin-nvlink)
   set_property(TARGET test_algo_gpu PROPERTY COMPILE_OPTIONS
     "$<$<COMPILE_LANGUAGE:C>:${_wag_topts}>" "$<$<COMPILE_LANGUAGE:CUDA>:${_wag_tcuda}>")
-  # The same binary, one Check case per entry; the _rings entries turn the LL
-  # and both one-shot paths off, so every size, odd tails included, goes
-  # through the pipelined rings (small tiles: many pipeline steps).
-  set(_wag_rings WEFT_ALGO_GPU_LL_MAX=0 WEFT_ALGO_GPU_ONESHOT_MAX=0 WEFT_ALGO_GPU_ALLGATHER_ONESHOT_MAX=0
-    WEFT_ALGO_GPU_TILE=4K)
+  # The same binary, one Check case per entry; the _rings entries turn the LL,
+  # one-shot and copy-engine paths off, so every size, odd tails included,
+  # goes through the pipelined rings (small tiles: many pipeline steps).
+  set(_wag_rings WEFT_ALGO_GPU_LL_MAX=0 WEFT_ALGO_GPU_LL_EXCHANGE_MAX=0 WEFT_ALGO_GPU_ONESHOT_MAX=0
+    WEFT_ALGO_GPU_ALLGATHER_ONESHOT_MAX=0 WEFT_ALGO_GPU_TILE=4K WEFT_ALGO_GPU_CE_ALLREDUCE_MIN=0
+    WEFT_ALGO_GPU_CE_REDUCE_SCATTER_MIN=0 WEFT_ALGO_GPU_CE_ALLGATHER_MIN=0 WEFT_ALGO_GPU_CE_BROADCAST_MIN=0
+    WEFT_ALGO_GPU_CE_ALLTOALL_MIN=0)
   foreach(v graph:graph: multi:multi: rings_two:two:rings rings_graph:graph:rings)
     string(REPLACE ":" ";" _v "${v}")
     list(GET _v 0 _name)

@@ -124,7 +124,6 @@ static const struct {
 	{"--graph 2", "--graph"},
 	{"--mem cuda --graph 0", "--graph"},
 	{"--mem cuda --graph 2 --op put", "--graph"},
-	{"--mem cuda --op pingpong", "weft-gpu-bench"},
 	{"--mem cuda --graph 2 --fresh-buffers", "--graph"},
 	{"--peer nccl", "--peer"},
 	{"--mem cuda --peer mpi", "mpi"},

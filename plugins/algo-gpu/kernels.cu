@@ -5,6 +5,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
+#include <cuda.h> /* driver types only: cuPointerGetAttribute is reached through the runtime */
 #include <cuda_runtime.h>
 #include <errno.h>
 #include <stdio.h>
@@ -351,6 +352,105 @@ template <typename T> __global__ void __launch_bounds__(WAG_LL_TPB) k_allreduce_
 			if (q != me && ok)
 				ok = weft_ll16_read((const uint4 *)(a.scr[me] + a.lay.ll + (half * n + q) * a.lay.ll_slot) + k,
 						    flag, &v, a.abort[q]) == WEFT_DEV_OK;
+			const T *t = reinterpret_cast<const T *>(&v);
+#pragma unroll
+			for (int e = 0; e < E; e++)
+				acc[e] = q == 0 ? Tr<T>::ld(t[e]) : combine<A>(a.op, acc[e], Tr<T>::ld(t[e]));
+		}
+		uint64_t o = 0;
+		T *ot = reinterpret_cast<T *>(&o);
+#pragma unroll
+		for (int e = 0; e < E; e++)
+			ot[e] = Tr<T>::st(finish<A>(a.op, acc[e], n));
+		if (ok)
+			store_bytes(a.out, boff, nb, o);
+	}
+	__syncthreads();
+	if (threadIdx.x == 0)
+		*ep = c;
+}
+
+/* ------------------------------------------- LL exchanges (small sizes)
+ * The LL allreduce's scheme for the other collectives that swap one message
+ * with every peer: thread k moves packet k of the message for each peer (an
+ * allgather sends its input to all, an alltoall and a reduce-scatter block q
+ * to peer q), then reads packet k of every peer's message and delivers it.
+ * Each call sends to and receives from every peer on every block launched,
+ * so the LL epochs (shared with allreduce-ll) stay in step on every rank.
+ * a.count is the message per peer: bytes (move), elements (reduce-scatter). */
+
+WAG_DEV uint4 *ll_slot_at(const wag_kargs &a, int owner, uint64_t half, int sender)
+{
+	return (uint4 *)(a.scr[owner] + a.lay.ll + (half * a.nranks + sender) * a.lay.ll_slot);
+}
+
+/* a.mode: WAG_LL_ALLGATHER or WAG_LL_ALLTOALL. */
+__global__ void __launch_bounds__(WAG_LL_TPB) k_ll_move(wag_kargs a)
+{
+	uint32_t g = blockIdx.x;
+	uint64_t *ep = local_at(a, WAG_L_LL, g);
+	uint64_t c = *ep + 1;
+	uint32_t flag = (uint32_t)(c % 0xffffffffull) + 1;
+	uint64_t half = c & 1, m = a.count;
+	uint64_t k = (uint64_t)g * WAG_LL_TPB + threadIdx.x;
+	int me = a.rank, n = a.nranks, a2a = a.mode == WAG_LL_ALLTOALL;
+	const char *in = (const char *)a.in;
+	char *out = (char *)a.out;
+	if (k * 8 < m) {
+		uint64_t boff = k * 8;
+		uint32_t nb = m - boff < 8 ? (uint32_t)(m - boff) : 8;
+#pragma unroll
+		for (int q = 0; q < WAG_MAX_RANKS; q++)
+			if (q < n && q != me)
+				weft_ll16_write(ll_slot_at(a, q, half, me) + k,
+						load_bytes(in + (a2a ? (uint64_t)q * m : 0), boff, nb), flag);
+		/* Own part (in place it is already there: same bytes). */
+		uint64_t mine = load_bytes(in + (a2a ? (uint64_t)me * m : 0), boff, nb);
+		store_bytes(out + (uint64_t)me * m, boff, nb, mine);
+#pragma unroll
+		for (int q = 0; q < WAG_MAX_RANKS; q++) {
+			uint64_t v;
+			if (q < n && q != me &&
+			    weft_ll16_read(ll_slot_at(a, me, half, q) + k, flag, &v, a.abort[q]) == WEFT_DEV_OK)
+				store_bytes(out + (uint64_t)q * m, boff, nb, v);
+		}
+	}
+	__syncthreads();
+	if (threadIdx.x == 0)
+		*ep = c;
+}
+
+/* Reduce-scatter: block q of the input goes to peer q; the own block is
+ * reduced in rank order from the peers' packets and the own input. */
+template <typename T> __global__ void __launch_bounds__(WAG_LL_TPB) k_reduce_scatter_ll(wag_kargs a)
+{
+	typedef typename Tr<T>::A A;
+	constexpr int E = 8 / sizeof(T);
+	uint32_t g = blockIdx.x;
+	uint64_t *ep = local_at(a, WAG_L_LL, g);
+	uint64_t c = *ep + 1;
+	uint32_t flag = (uint32_t)(c % 0xffffffffull) + 1;
+	uint64_t half = c & 1, m = a.count * sizeof(T);
+	uint64_t k = (uint64_t)g * WAG_LL_TPB + threadIdx.x;
+	int me = a.rank, n = a.nranks;
+	const char *in = (const char *)a.in;
+	if (k * 8 < m) {
+		uint64_t boff = k * 8;
+		uint32_t nb = m - boff < 8 ? (uint32_t)(m - boff) : 8;
+#pragma unroll
+		for (int q = 0; q < WAG_MAX_RANKS; q++)
+			if (q < n && q != me)
+				weft_ll16_write(ll_slot_at(a, q, half, me) + k, load_bytes(in + (uint64_t)q * m, boff, nb), flag);
+		uint64_t mine = load_bytes(in + (uint64_t)me * m, boff, nb);
+		A acc[E];
+		bool ok = true;
+#pragma unroll
+		for (int q = 0; q < WAG_MAX_RANKS; q++) {
+			if (q >= n)
+				break;
+			uint64_t v = mine;
+			if (q != me && ok)
+				ok = weft_ll16_read(ll_slot_at(a, me, half, q) + k, flag, &v, a.abort[q]) == WEFT_DEV_OK;
 			const T *t = reinterpret_cast<const T *>(&v);
 #pragma unroll
 			for (int e = 0; e < E; e++)
@@ -898,6 +998,44 @@ __global__ void __launch_bounds__(WAG_TPB) k_p2p(wag_kargs a, wag_p2p_args p)
 		*ctr = seq;
 }
 
+/* ------------------------------------------ copy-engine schedules (ce.c)
+ * Data moves on the copy engines; kernels only bracket a call with barriers
+ * and reduce chunks the engines pulled in. */
+
+/* One thread: raise (CE, me) at every peer to the next epoch, then wait for
+ * every peer's. The epoch lives in device memory (graph replays keep step);
+ * every copy-engine call runs exactly two of these on every rank. */
+__global__ void k_ce_barrier(wag_kargs a)
+{
+	uint64_t *ctr = local_at(a, WAG_L_CE, 0);
+	uint64_t c = *ctr + 1;
+	int me = a.rank, n = a.nranks;
+	__threadfence_system();
+#pragma unroll
+	for (int q = 0; q < WAG_MAX_RANKS; q++)
+		if (q < n && q != me)
+			weft_st_release_sys(flag_at(a, q, WAG_F_CE, me, 0), c);
+	*ctr = c;
+#pragma unroll
+	for (int q = 0; q < WAG_MAX_RANKS; q++)
+		if (q < n && q != me && !wait_geq(a, flag_at(a, me, WAG_F_CE, q, 0), c, q))
+			return;
+}
+
+template <typename T> __global__ void __launch_bounds__(WAG_TPB) k_ce_reduce(wag_kargs a)
+{
+	uint64_t off, len;
+	wag_segment(a.red.count, 16 / sizeof(T), gridDim.x, blockIdx.x, &off, &len);
+	const T *src[WAG_MAX_RANKS];
+	T *pdst[WAG_MAX_RANKS];
+#pragma unroll
+	for (int q = 0; q < WAG_MAX_RANKS; q++) {
+		src[q] = (const T *)a.red.src[q < a.nranks ? q : 0] + off;
+		pdst[q] = NULL;
+	}
+	reduce_range<T>(a.op, a.nranks, src, (T *)a.red.dst + off, pdst, len, a.red.vec != 0);
+}
+
 /* ------------------------------------------------------------ launchers */
 
 static int launched(const char *what, char *err, size_t errlen)
@@ -958,6 +1096,18 @@ extern "C" int wag_launch_allreduce_ll(const struct wag_kargs *a, void *stream, 
 {
 	WAG_DISPATCH(k_allreduce_ll, a->nblocks, WAG_LL_TPB, a, (cudaStream_t)stream);
 	return launched("allreduce-ll", err, errlen);
+}
+
+extern "C" int wag_launch_ll_move(const struct wag_kargs *a, void *stream, char *err, size_t errlen)
+{
+	k_ll_move<<<a->nblocks, WAG_LL_TPB, 0, (cudaStream_t)stream>>>(*a);
+	return launched(a->mode == WAG_LL_ALLTOALL ? "alltoall-ll" : "allgather-ll", err, errlen);
+}
+
+extern "C" int wag_launch_reduce_scatter_ll(const struct wag_kargs *a, void *stream, char *err, size_t errlen)
+{
+	WAG_DISPATCH(k_reduce_scatter_ll, a->nblocks, WAG_LL_TPB, a, (cudaStream_t)stream);
+	return launched("reduce-scatter-ll", err, errlen);
 }
 
 extern "C" int wag_launch_allreduce_oneshot(const struct wag_kargs *a, void *stream, char *err, size_t errlen)
@@ -1076,4 +1226,123 @@ extern "C" int wag_cuda_device_sync(void)
 extern "C" int wag_cuda_sm_count(int dev, int *n)
 {
 	return cudaDeviceGetAttribute(n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess ? 0 : -WEFT_ERR_NO_DEVICE;
+}
+
+extern "C" int wag_launch_ce_barrier(const struct wag_kargs *a, void *stream, char *err, size_t errlen)
+{
+	k_ce_barrier<<<1, 1, 0, (cudaStream_t)stream>>>(*a);
+	return launched("copy-engine barrier", err, errlen);
+}
+
+extern "C" int wag_launch_ce_reduce(const struct wag_kargs *a, void *stream, char *err, size_t errlen)
+{
+	WAG_DISPATCH(k_ce_reduce, a->nblocks, WAG_TPB, a, (cudaStream_t)stream);
+	return launched("copy-engine reduce", err, errlen);
+}
+
+static int cuda_ck(cudaError_t e, const char *what, char *err, size_t errlen)
+{
+	if (e == cudaSuccess)
+		return 0;
+	snprintf(err, errlen, "%s: %s", what, cudaGetErrorString(e));
+	return -WEFT_ERR_TRANSPORT;
+}
+
+extern "C" int wag_cuda_stream_new(void **stream, char *err, size_t errlen)
+{
+	cudaStream_t s;
+	int rc = cuda_ck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags", err, errlen);
+	if (rc == 0)
+		*stream = s;
+	return rc;
+}
+
+extern "C" void wag_cuda_stream_free(void *stream)
+{
+	if (stream)
+		cudaStreamDestroy((cudaStream_t)stream);
+}
+
+extern "C" int wag_cuda_event_new(void **event, char *err, size_t errlen)
+{
+	cudaEvent_t e;
+	int rc = cuda_ck(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags", err, errlen);
+	if (rc == 0)
+		*event = e;
+	return rc;
+}
+
+extern "C" void wag_cuda_event_free(void *event)
+{
+	if (event)
+		cudaEventDestroy((cudaEvent_t)event);
+}
+
+extern "C" int wag_cuda_record(void *event, void *stream, char *err, size_t errlen)
+{
+	return cuda_ck(cudaEventRecord((cudaEvent_t)event, (cudaStream_t)stream), "cudaEventRecord", err, errlen);
+}
+
+extern "C" int wag_cuda_wait(void *stream, void *event, char *err, size_t errlen)
+{
+	return cuda_ck(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, 0), "cudaStreamWaitEvent", err,
+		       errlen);
+}
+
+extern "C" int wag_cuda_event_sync(void *event, char *err, size_t errlen)
+{
+	return cuda_ck(cudaEventSynchronize((cudaEvent_t)event), "cudaEventSynchronize", err, errlen);
+}
+
+extern "C" int wag_cuda_copy(void *dst, const void *src, size_t bytes, void *stream, char *err, size_t errlen)
+{
+	return cuda_ck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream), "cudaMemcpyAsync", err,
+		       errlen);
+}
+
+extern "C" int wag_cuda_capturing(void *stream, int *yes, char *err, size_t errlen)
+{
+	cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+	int rc = cuda_ck(cudaStreamIsCapturing((cudaStream_t)stream, &st), "cudaStreamIsCapturing", err, errlen);
+	if (rc == 0)
+		*yes = st == cudaStreamCaptureStatusActive;
+	return rc;
+}
+
+/* cuPointerGetAttribute, reached through the runtime (libcuda is never linked). */
+typedef CUresult (*wag_ptr_attr_fn)(void *, CUpointer_attribute, CUdeviceptr);
+
+extern "C" int wag_cuda_buffer(const void *ptr, uint64_t *id, int *shareable)
+{
+	static wag_ptr_attr_fn fn;
+	static int looked;
+	if (!__atomic_load_n(&looked, __ATOMIC_ACQUIRE)) {
+		void *f = NULL;
+		cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+		if (cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", &f, 12000, cudaEnableDefault, &q) !=
+			    cudaSuccess ||
+		    q != cudaDriverEntryPointSuccess)
+			f = NULL;
+		(void)cudaGetLastError();
+		__atomic_store_n(&fn, (wag_ptr_attr_fn)f, __ATOMIC_RELAXED);
+		__atomic_store_n(&looked, 1, __ATOMIC_RELEASE);
+	}
+	wag_ptr_attr_fn f = __atomic_load_n(&fn, __ATOMIC_RELAXED);
+	cudaPointerAttributes at;
+	if (!f || cudaPointerGetAttributes(&at, ptr) != cudaSuccess || at.type != cudaMemoryTypeDevice) {
+		(void)cudaGetLastError();
+		return -ENOENT;
+	}
+	CUdeviceptr p = (CUdeviceptr)(uintptr_t)ptr;
+	unsigned long long bid = 0, handles = 0;
+	int legacy = 0;
+	if (f(&bid, CU_POINTER_ATTRIBUTE_BUFFER_ID, p) != CUDA_SUCCESS)
+		return -ENOENT;
+	if (f(&legacy, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, p) != CUDA_SUCCESS)
+		legacy = 0;
+	if (f(&handles, CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES, p) != CUDA_SUCCESS)
+		handles = 0;
+	*id = bid;
+	*shareable = legacy || (handles & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0;
+	return 0;
 }

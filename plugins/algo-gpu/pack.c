@@ -9,44 +9,17 @@
 #include <weft/device.h>
 #include <weft/plugin.h>
 
-#include "wag.h"
+#include "pack.h"
 
-static const struct weft_core_api *wag_core;
-
-#define WAG_LOG(level, ...) wag_core->log(wag_core->self, level, __VA_ARGS__)
-
-/* The pack's parameters, read once in weft_plugin_init. */
-static struct {
-	uint64_t ll_max, llx_max, oneshot_max, ag_oneshot_max, min_seg, tile;
-	int64_t oneshot_blocks, rsag_blocks, ag_blocks, depth, p2p_blocks;
-} cfg;
+const struct weft_core_api *wag_core;
+struct wag_cfg wag_cfg;
 
 /* ---------------------------------------------------- per-comm context */
-
-struct wag_peer {
-	weft_conn_t *conn;
-	weft_rmem_t *rmem;
-	weft_memchan_t *chan; /* only for the abort flag its device handle carries */
-};
-
-struct wag_ctx {
-	struct wag_ctx *next;
-	weft_comm_t *comm;
-	int refs;
-	int rank, nranks, dev;
-	int ready; /* setup completed on this rank: teardown meets the others */
-	const struct weft_prim_api *prim;
-	void *scratch;
-	weft_mem_t *mem;
-	struct wag_peer peers[WAG_MAX_RANKS];
-	struct wag_layout lay;
-	struct wag_kargs base; /* rank, nranks, scr, abort, lay filled */
-};
 
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct wag_ctx *ctxs;
 
-static const char *errname(int rc)
+const char *wag_errname(int rc)
 {
 	static const char *const own[] = {"plugin", "ABI", "config", "peer", "aborted", "protocol",
 					  "auth", "transport", "no device", "mismatch"};
@@ -67,8 +40,8 @@ static uint32_t ll_blocks(uint64_t bytes)
 
 static void layout(int nranks, int sms, struct wag_layout *l)
 {
-	uint64_t maxb = (uint64_t)ll_blocks(cfg.ll_max > cfg.llx_max ? cfg.ll_max : cfg.llx_max);
-	int64_t b[] = {cfg.oneshot_blocks, cfg.rsag_blocks, cfg.ag_blocks};
+	uint64_t maxb = (uint64_t)ll_blocks(wag_cfg.ll_max > wag_cfg.llx_max ? wag_cfg.ll_max : wag_cfg.llx_max);
+	int64_t b[] = {wag_cfg.oneshot_blocks, wag_cfg.rsag_blocks, wag_cfg.ag_blocks};
 	for (size_t i = 0; i < 3; i++)
 		if ((uint64_t)b[i] > maxb)
 			maxb = (uint64_t)b[i];
@@ -76,16 +49,16 @@ static void layout(int nranks, int sms, struct wag_layout *l)
 		maxb = (uint64_t)sms;
 	memset(l, 0, sizeof(*l));
 	l->maxb = (uint32_t)(maxb ? maxb : 1);
-	l->depth = (uint32_t)cfg.depth;
-	l->tile_bytes = cfg.tile;
+	l->depth = (uint32_t)wag_cfg.depth;
+	l->tile_bytes = wag_cfg.tile;
 	/* Every channel of a send/recv batch (a send and a receive per peer, and
 	 * the copies to itself) gets pblocks blocks, all resident at once. */
 	uint64_t pb = l->maxb / (2 * (uint64_t)nranks - 1);
-	if (pb > (uint64_t)cfg.p2p_blocks)
-		pb = (uint64_t)cfg.p2p_blocks;
+	if (pb > (uint64_t)wag_cfg.p2p_blocks)
+		pb = (uint64_t)wag_cfg.p2p_blocks;
 	l->pblocks = (uint32_t)(pb ? pb : 1);
-	l->ll_slot = round_up(2 * (cfg.ll_max > cfg.llx_max ? cfg.ll_max : cfg.llx_max), 256);
-	l->os_slot = round_up(cfg.oneshot_max > cfg.ag_oneshot_max ? cfg.oneshot_max : cfg.ag_oneshot_max, 256);
+	l->ll_slot = round_up(2 * (wag_cfg.ll_max > wag_cfg.llx_max ? wag_cfg.ll_max : wag_cfg.llx_max), 256);
+	l->os_slot = round_up(wag_cfg.oneshot_max > wag_cfg.ag_oneshot_max ? wag_cfg.oneshot_max : wag_cfg.ag_oneshot_max, 256);
 	uint64_t off = 0;
 	l->flags = off;
 	off += round_up((uint64_t)WAG_F_COUNT * WAG_MAX_RANKS * l->maxb * 8, 256);
@@ -117,6 +90,7 @@ static void ctx_free(struct wag_ctx *c)
 		wag_cuda_device_sync();
 		p->comm_barrier(c->comm);
 	}
+	wag_ce_free(c);
 	for (int q = 0; q < c->nranks; q++) {
 		struct wag_peer *pe = &c->peers[q];
 		if (pe->chan)
@@ -163,14 +137,15 @@ static int ctx_create(const struct weft_algo_comm *ac, struct wag_ctx **out)
 		rc = -ENOTSUP;
 		goto err_free;
 	}
+	c->sms = sms;
 	layout(c->nranks, sms, &c->lay);
 	if ((rc = p->mem_alloc(c->comm, WEFT_MEM_CUDA, c->lay.total, &c->scratch))) {
 		WAG_LOG(WEFT_LOG_ERROR, "cannot allocate %llu bytes of device scratch: %s",
-			(unsigned long long)c->lay.total, errname(rc));
+			(unsigned long long)c->lay.total, wag_errname(rc));
 		goto err_free;
 	}
 	if ((rc = p->mem_register(c->comm, c->scratch, c->lay.total, WEFT_MEM_CUDA, &c->mem))) {
-		WAG_LOG(WEFT_LOG_ERROR, "cannot register the scratch buffer: %s", errname(rc));
+		WAG_LOG(WEFT_LOG_ERROR, "cannot register the scratch buffer: %s", wag_errname(rc));
 		goto err_free;
 	}
 	c->base.rank = c->rank;
@@ -186,20 +161,20 @@ static int ctx_create(const struct weft_algo_comm *ac, struct wag_ctx **out)
 			void *dptr = NULL;
 			struct weft_memchan_dev dev;
 			if ((rc = p->connect(c->comm, q, "nvlink", &pe->conn))) {
-				WAG_LOG(WEFT_LOG_ERROR, "cannot connect to rank %d through nvlink: %s", q, errname(rc));
+				WAG_LOG(WEFT_LOG_ERROR, "cannot connect to rank %d through nvlink: %s", q, wag_errname(rc));
 				goto err_free;
 			}
 			if ((rc = p->mem_exchange(c->mem, q, &pe->rmem))) {
-				WAG_LOG(WEFT_LOG_ERROR, "cannot exchange scratch with rank %d: %s", q, errname(rc));
+				WAG_LOG(WEFT_LOG_ERROR, "cannot exchange scratch with rank %d: %s", q, wag_errname(rc));
 				goto err_free;
 			}
 			if ((rc = p->rmem_device_ptr(pe->conn, pe->rmem, &dptr))) {
-				WAG_LOG(WEFT_LOG_ERROR, "cannot map rank %d's scratch into this GPU: %s", q, errname(rc));
+				WAG_LOG(WEFT_LOG_ERROR, "cannot map rank %d's scratch into this GPU: %s", q, wag_errname(rc));
 				goto err_free;
 			}
 			if ((rc = p->memchan_create(pe->conn, pe->rmem, c->mem, NULL, NULL, &pe->chan)) ||
 			    (rc = p->memchan_device_handle(pe->chan, &dev))) {
-				WAG_LOG(WEFT_LOG_ERROR, "cannot make a memory channel to rank %d: %s", q, errname(rc));
+				WAG_LOG(WEFT_LOG_ERROR, "cannot make a memory channel to rank %d: %s", q, wag_errname(rc));
 				goto err_free;
 			}
 			c->base.scr[q] = dptr;
@@ -261,7 +236,7 @@ static void ctx_put(struct wag_ctx *c)
 
 /* ------------------------------------------------------------ algorithms */
 
-static size_t esize(enum weft_datatype t)
+size_t wag_esize(enum weft_datatype t)
 {
 	static const size_t sz[WEFT_DATATYPE_COUNT] = {
 		[WEFT_INT8] = 1,    [WEFT_UINT8] = 1,    [WEFT_INT32] = 4,   [WEFT_UINT32] = 4,
@@ -274,27 +249,9 @@ static size_t esize(enum weft_datatype t)
 /* Every datatype has a kernel (kernels.cu: WAG_DISPATCH); the op must be known. */
 static int reducible(enum weft_datatype t, enum weft_redop op)
 {
-	return (int)op >= 0 && op < WEFT_REDOP_COUNT && esize(t) != 0;
+	return (int)op >= 0 && op < WEFT_REDOP_COUNT && wag_esize(t) != 0;
 }
 
-enum wag_kind {
-	WAG_AR_LL,
-	WAG_AG_LL,
-	WAG_RS_LL,
-	WAG_A2A_LL,
-	WAG_AR_ONESHOT,
-	WAG_AR_RSAG,
-	WAG_AG_ONESHOT,
-	WAG_AG_RING,
-	WAG_RS_ONESHOT,
-	WAG_RS_RING,
-	WAG_RED_ONESHOT,
-	WAG_RED_RING,
-	WAG_BC_ONESHOT,
-	WAG_BC_RING,
-	WAG_A2A_ONESHOT,
-	WAG_A2A_RING,
-};
 
 static const char *const kind_name[] = {
 	[WAG_AR_LL] = "allreduce-ll",
@@ -313,11 +270,16 @@ static const char *const kind_name[] = {
 	[WAG_BC_RING] = "broadcast-ring",
 	[WAG_A2A_ONESHOT] = "alltoall-oneshot",
 	[WAG_A2A_RING] = "alltoall-ring",
+	[WAG_AR_CE] = "allreduce-ce",
+	[WAG_RS_CE] = "reduce-scatter-ce",
+	[WAG_AG_CE] = "allgather-ce",
+	[WAG_BC_CE] = "broadcast-ce",
+	[WAG_A2A_CE] = "alltoall-ce",
 };
 
 static int capacity_ok(const struct wag_ctx *c, enum wag_kind k, const struct weft_coll_args *a)
 {
-	uint64_t bytes = (uint64_t)a->count * esize(a->dtype);
+	uint64_t bytes = (uint64_t)a->count * wag_esize(a->dtype);
 	switch (k) {
 	case WAG_AR_LL:
 		return bytes <= c->lay.ll_slot / 2 && ll_blocks(bytes) <= c->lay.maxb;
@@ -325,7 +287,7 @@ static int capacity_ok(const struct wag_ctx *c, enum wag_kind k, const struct we
 	case WAG_RS_LL:
 	case WAG_A2A_LL:
 		/* The message to each peer is one rank's block (count). */
-		return bytes <= cfg.llx_max && bytes <= c->lay.ll_slot / 2 && ll_blocks(bytes) <= c->lay.maxb;
+		return bytes <= wag_cfg.llx_max && bytes <= c->lay.ll_slot / 2 && ll_blocks(bytes) <= c->lay.maxb;
 	case WAG_AR_ONESHOT:
 	case WAG_AG_ONESHOT:
 	case WAG_RS_ONESHOT:
@@ -342,7 +304,7 @@ static int capacity_ok(const struct wag_ctx *c, enum wag_kind k, const struct we
 static int supports_kind(void *state, const struct weft_coll_args *a, enum wag_kind k)
 {
 	struct wag_ctx *c = state;
-	if (a->mem_type != WEFT_MEM_CUDA || !esize(a->dtype))
+	if (a->mem_type != WEFT_MEM_CUDA || !wag_esize(a->dtype))
 		return -ENOTSUP;
 	if ((a->coll == WEFT_COLL_ALLREDUCE || a->coll == WEFT_COLL_REDUCE_SCATTER || a->coll == WEFT_COLL_REDUCE) &&
 	    !reducible(a->dtype, a->op))
@@ -371,7 +333,7 @@ static int sup_a2aring(void *s, const struct weft_coll_args *a) { return support
 
 static uint32_t os_blocks(const struct wag_ctx *c, uint64_t bytes)
 {
-	uint32_t nb = wag_segments(bytes, (uint32_t)cfg.oneshot_blocks, cfg.min_seg);
+	uint32_t nb = wag_segments(bytes, (uint32_t)wag_cfg.oneshot_blocks, wag_cfg.min_seg);
 	return nb > c->lay.maxb ? c->lay.maxb : nb;
 }
 
@@ -380,10 +342,9 @@ static uint32_t cap_blocks(const struct wag_ctx *c, int64_t want)
 	return (uint32_t)want < c->lay.maxb ? (uint32_t)want : c->lay.maxb;
 }
 
-static int run(void *state, const struct weft_coll_args *a, enum wag_kind k)
+int wag_run(struct wag_ctx *c, const struct weft_coll_args *a, enum wag_kind k)
 {
-	struct wag_ctx *c = state;
-	int rc = supports_kind(state, a, k);
+	int rc = supports_kind(c, a, k);
 	if (rc) {
 		WAG_LOG(WEFT_LOG_ERROR, "%s cannot serve %zu elements of datatype %d (op %d)", kind_name[k], a->count,
 			(int)a->dtype, (int)a->op);
@@ -392,7 +353,7 @@ static int run(void *state, const struct weft_coll_args *a, enum wag_kind k)
 	if (a->count == 0)
 		return 0;
 	struct wag_kargs ka = c->base;
-	size_t es = esize(a->dtype);
+	size_t es = wag_esize(a->dtype);
 	ka.dtype = (int)a->dtype;
 	ka.op = (int)a->op;
 	ka.in = a->sendbuf;
@@ -422,7 +383,7 @@ static int run(void *state, const struct weft_coll_args *a, enum wag_kind k)
 		break;
 	case WAG_AR_ONESHOT:
 		ka.count = a->count;
-		ka.nblocks = wag_segments(a->count * es, (uint32_t)cfg.oneshot_blocks, cfg.min_seg);
+		ka.nblocks = wag_segments(a->count * es, (uint32_t)wag_cfg.oneshot_blocks, wag_cfg.min_seg);
 		if (ka.nblocks > c->lay.maxb)
 			ka.nblocks = c->lay.maxb;
 		rc = wag_launch_allreduce_oneshot(&ka, a->stream, err, sizeof(err));
@@ -430,7 +391,7 @@ static int run(void *state, const struct weft_coll_args *a, enum wag_kind k)
 	case WAG_AR_RSAG:
 		ka.count = a->count;
 		rc = wag_sched_init(a->count, c->nranks, c->rank, (uint32_t)es, c->lay.tile_bytes,
-				    (uint32_t)cfg.rsag_blocks < c->lay.maxb ? (uint32_t)cfg.rsag_blocks : c->lay.maxb, &ka.s);
+				    (uint32_t)wag_cfg.rsag_blocks < c->lay.maxb ? (uint32_t)wag_cfg.rsag_blocks : c->lay.maxb, &ka.s);
 		if (rc == 0)
 			rc = wag_launch_allreduce_rsag(&ka, a->stream, err, sizeof(err));
 		break;
@@ -438,7 +399,7 @@ static int run(void *state, const struct weft_coll_args *a, enum wag_kind k)
 		/* Allgather moves bytes: no datatype needed past the size. */
 		ka.count = a->count * es;
 		ka.vec = 0;
-		ka.nblocks = wag_segments(ka.count, (uint32_t)cfg.oneshot_blocks, cfg.min_seg);
+		ka.nblocks = wag_segments(ka.count, (uint32_t)wag_cfg.oneshot_blocks, wag_cfg.min_seg);
 		if (ka.nblocks > c->lay.maxb)
 			ka.nblocks = c->lay.maxb;
 		rc = wag_launch_allgather_oneshot(&ka, a->stream, err, sizeof(err));
@@ -447,7 +408,7 @@ static int run(void *state, const struct weft_coll_args *a, enum wag_kind k)
 		ka.count = a->count * es;
 		ka.vec = 0;
 		rc = wag_sched_init(ka.count, 1, 0, 1, c->lay.tile_bytes,
-				    (uint32_t)cfg.ag_blocks < c->lay.maxb ? (uint32_t)cfg.ag_blocks : c->lay.maxb, &ka.s);
+				    (uint32_t)wag_cfg.ag_blocks < c->lay.maxb ? (uint32_t)wag_cfg.ag_blocks : c->lay.maxb, &ka.s);
 		if (rc == 0)
 			rc = wag_launch_allgather_ring(&ka, a->stream, err, sizeof(err));
 		break;
@@ -461,7 +422,7 @@ static int run(void *state, const struct weft_coll_args *a, enum wag_kind k)
 	case WAG_RS_RING:
 		ka.count = a->count;
 		ka.vec = ka.vec && (a->count * es) % 16 == 0;
-		rc = wag_sched_init(a->count, 1, 0, (uint32_t)es, c->lay.tile_bytes, cap_blocks(c, cfg.rsag_blocks), &ka.s);
+		rc = wag_sched_init(a->count, 1, 0, (uint32_t)es, c->lay.tile_bytes, cap_blocks(c, wag_cfg.rsag_blocks), &ka.s);
 		if (rc == 0)
 			rc = wag_launch_reduce_scatter_ring(&ka, a->stream, err, sizeof(err));
 		break;
@@ -472,7 +433,7 @@ static int run(void *state, const struct weft_coll_args *a, enum wag_kind k)
 		break;
 	case WAG_RED_RING:
 		ka.count = a->count;
-		rc = wag_sched_init(a->count, 1, 0, (uint32_t)es, c->lay.tile_bytes, cap_blocks(c, cfg.rsag_blocks), &ka.s);
+		rc = wag_sched_init(a->count, 1, 0, (uint32_t)es, c->lay.tile_bytes, cap_blocks(c, wag_cfg.rsag_blocks), &ka.s);
 		if (rc == 0)
 			rc = wag_launch_reduce_ring(&ka, a->stream, err, sizeof(err));
 		break;
@@ -485,7 +446,7 @@ static int run(void *state, const struct weft_coll_args *a, enum wag_kind k)
 	case WAG_BC_RING:
 		ka.count = a->count * es;
 		ka.vec = 0;
-		rc = wag_sched_init(ka.count, 1, 0, 1, c->lay.tile_bytes, cap_blocks(c, cfg.ag_blocks), &ka.s);
+		rc = wag_sched_init(ka.count, 1, 0, 1, c->lay.tile_bytes, cap_blocks(c, wag_cfg.ag_blocks), &ka.s);
 		if (rc == 0)
 			rc = wag_launch_broadcast_ring(&ka, a->stream, err, sizeof(err));
 		break;
@@ -498,34 +459,59 @@ static int run(void *state, const struct weft_coll_args *a, enum wag_kind k)
 	case WAG_A2A_RING:
 		ka.count = a->count * es;
 		ka.vec = 0;
-		rc = wag_sched_init(ka.count, 1, 0, 1, c->lay.tile_bytes, cap_blocks(c, cfg.ag_blocks), &ka.s);
+		rc = wag_sched_init(ka.count, 1, 0, 1, c->lay.tile_bytes, cap_blocks(c, wag_cfg.ag_blocks), &ka.s);
 		if (rc == 0)
 			rc = wag_launch_alltoall_ring(&ka, a->stream, err, sizeof(err));
+		break;
+	case WAG_AR_CE:
+	case WAG_RS_CE:
+	case WAG_AG_CE:
+	case WAG_BC_CE:
+	case WAG_A2A_CE:
+		/* ce.c's: never a kernel algorithm of its own. */
+		rc = -EINVAL;
 		break;
 	}
 	if (rc == 0 && !a->stream)
 		rc = wag_cuda_sync_stream(NULL, err, sizeof(err));
 	if (rc)
-		WAG_LOG(WEFT_LOG_ERROR, "%s", err[0] ? err : errname(rc));
+		WAG_LOG(WEFT_LOG_ERROR, "%s", err[0] ? err : wag_errname(rc));
 	return rc;
 }
 
-static int ex_ll(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_AR_LL); }
-static int ex_agll(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_AG_LL); }
-static int ex_rsll(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_RS_LL); }
-static int ex_a2all(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_A2A_LL); }
-static int ex_os(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_AR_ONESHOT); }
-static int ex_rsag(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_AR_RSAG); }
-static int ex_agos(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_AG_ONESHOT); }
-static int ex_agring(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_AG_RING); }
-static int ex_rsos(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_RS_ONESHOT); }
-static int ex_rsring(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_RS_RING); }
-static int ex_redos(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_RED_ONESHOT); }
-static int ex_redring(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_RED_RING); }
-static int ex_bcos(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_BC_ONESHOT); }
-static int ex_bcring(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_BC_RING); }
-static int ex_a2aos(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_A2A_ONESHOT); }
-static int ex_a2aring(void *s, const struct weft_coll_args *a) { return run(s, a, WAG_A2A_RING); }
+static int ex_ll(void *s, const struct weft_coll_args *a) { return wag_run(s, a, WAG_AR_LL); }
+/* The copy-engine algorithms and the kernel algorithm each falls back to
+ * where a rank's buffers cannot be shared (staging through the scratch). */
+static int ex_ce(void *s, const struct weft_coll_args *a, enum wag_kind k, enum wag_kind fallback)
+{
+	int rc = supports_kind(s, a, fallback);
+	if (rc) {
+		WAG_LOG(WEFT_LOG_ERROR, "%s cannot serve %zu elements of datatype %d (op %d)", kind_name[k], a->count,
+			(int)a->dtype, (int)a->op);
+		return rc;
+	}
+	return a->count ? wag_ce_run(s, a, k, fallback) : 0;
+}
+static int ex_arce(void *s, const struct weft_coll_args *a) { return ex_ce(s, a, WAG_AR_CE, WAG_AR_RSAG); }
+static int ex_rsce(void *s, const struct weft_coll_args *a) { return ex_ce(s, a, WAG_RS_CE, WAG_RS_RING); }
+static int ex_agce(void *s, const struct weft_coll_args *a) { return ex_ce(s, a, WAG_AG_CE, WAG_AG_RING); }
+static int ex_bcce(void *s, const struct weft_coll_args *a) { return ex_ce(s, a, WAG_BC_CE, WAG_BC_RING); }
+static int ex_a2ace(void *s, const struct weft_coll_args *a) { return ex_ce(s, a, WAG_A2A_CE, WAG_A2A_RING); }
+static int ex_agll(void *s, const struct weft_coll_args *a) { return wag_run(s, a, WAG_AG_LL); }
+static int ex_rsll(void *s, const struct weft_coll_args *a) { return wag_run(s, a, WAG_RS_LL); }
+static int ex_a2all(void *s, const struct weft_coll_args *a) { return wag_run(s, a, WAG_A2A_LL); }
+static int ex_os(void *s, const struct weft_coll_args *a) { return wag_run(s, a, WAG_AR_ONESHOT); }
+static int ex_rsag(void *s, const struct weft_coll_args *a) { return wag_run(s, a, WAG_AR_RSAG); }
+static int ex_agos(void *s, const struct weft_coll_args *a) { return wag_run(s, a, WAG_AG_ONESHOT); }
+static int ex_agring(void *s, const struct weft_coll_args *a) { return wag_run(s, a, WAG_AG_RING); }
+static int ex_rsos(void *s, const struct weft_coll_args *a) { return wag_run(s, a, WAG_RS_ONESHOT); }
+static int ex_rsring(void *s, const struct weft_coll_args *a) { return wag_run(s, a, WAG_RS_RING); }
+static int ex_redos(void *s, const struct weft_coll_args *a) { return wag_run(s, a, WAG_RED_ONESHOT); }
+static int ex_redring(void *s, const struct weft_coll_args *a) { return wag_run(s, a, WAG_RED_RING); }
+static int ex_bcos(void *s, const struct weft_coll_args *a) { return wag_run(s, a, WAG_BC_ONESHOT); }
+static int ex_bcring(void *s, const struct weft_coll_args *a) { return wag_run(s, a, WAG_BC_RING); }
+static int ex_a2aos(void *s, const struct weft_coll_args *a) { return wag_run(s, a, WAG_A2A_ONESHOT); }
+static int ex_a2aring(void *s, const struct weft_coll_args *a) { return wag_run(s, a, WAG_A2A_RING); }
 
 /* ---------------------------------------------------------- send/recv
  * A batch (struct weft_p2p_op, plugin.h) becomes one kernel: sends and
@@ -626,7 +612,7 @@ static int ex_p2p(void *state, const struct weft_coll_args *a)
 	if (rc == 0 && !a->stream)
 		rc = wag_cuda_sync_stream(NULL, err, sizeof(err));
 	if (rc)
-		WAG_LOG(WEFT_LOG_ERROR, "%s", err[0] ? err : errname(rc));
+		WAG_LOG(WEFT_LOG_ERROR, "%s", err[0] ? err : wag_errname(rc));
 	return rc;
 }
 
@@ -662,6 +648,11 @@ static void wag_teardown(void *state)
 	}
 
 WAG_ALGO(algo_ll, "allreduce-ll", WEFT_COLL_ALLREDUCE, 30, sup_ll, ex_ll);
+WAG_ALGO(algo_arce, "allreduce-ce", WEFT_COLL_ALLREDUCE, 40, sup_rsag, ex_arce);
+WAG_ALGO(algo_rsce, "reduce-scatter-ce", WEFT_COLL_REDUCE_SCATTER, 40, sup_rsring, ex_rsce);
+WAG_ALGO(algo_agce, "allgather-ce", WEFT_COLL_ALLGATHER, 40, sup_agring, ex_agce);
+WAG_ALGO(algo_bcce, "broadcast-ce", WEFT_COLL_BROADCAST, 40, sup_bcring, ex_bcce);
+WAG_ALGO(algo_a2ace, "alltoall-ce", WEFT_COLL_ALLTOALL, 40, sup_a2aring, ex_a2ace);
 WAG_ALGO(algo_agll, "allgather-ll", WEFT_COLL_ALLGATHER, 30, sup_agll, ex_agll);
 WAG_ALGO(algo_rsll, "reduce-scatter-ll", WEFT_COLL_REDUCE_SCATTER, 30, sup_rsll, ex_rsll);
 WAG_ALGO(algo_a2all, "alltoall-ll", WEFT_COLL_ALLTOALL, 30, sup_a2all, ex_a2all);
@@ -681,7 +672,8 @@ WAG_ALGO(algo_p2p, "sendrecv-ring", WEFT_COLL_SENDRECV, 10, sup_p2p, ex_p2p);
 
 static const struct weft_algo *const wag_algos[] = {
 	&algo_ll,    &algo_agll,  &algo_rsll,   &algo_a2all,   &algo_os,    &algo_rsag,    &algo_agos,    &algo_agring,  &algo_rsos,  &algo_rsring,
-	&algo_redos, &algo_redring, &algo_bcos, &algo_bcring, &algo_a2aos, &algo_a2aring, &algo_p2p, NULL};
+	&algo_redos, &algo_redring, &algo_bcos, &algo_bcring, &algo_a2aos, &algo_a2aring, &algo_p2p,
+	&algo_arce,  &algo_rsce,   &algo_agce,  &algo_bcce,   &algo_a2ace, NULL};
 
 static const struct weft_algo_ops wag_ops = {
 	.size = sizeof(struct weft_algo_ops),
@@ -710,6 +702,18 @@ static const struct weft_param_decl wag_params[] = {
 	  "Scratch holds 2 x ranks x this."),
 	P("allgather_oneshot_max", WEFT_PARAM_SIZE, "1M",
 	  "Largest allgather (output bytes) the one-shot algorithm serves; larger ones use the ring."),
+	P("ce_allreduce_min", WEFT_PARAM_SIZE, "16M",
+	  "Smallest allreduce (bytes) moved by the copy engines (allreduce-ce); 0 turns it off."),
+	P("ce_reduce_scatter_min", WEFT_PARAM_SIZE, "16M",
+	  "Smallest reduce-scatter (input bytes) moved by the copy engines; 0 turns it off."),
+	P("ce_allgather_min", WEFT_PARAM_SIZE, "16M",
+	  "Smallest allgather (output bytes) moved by the copy engines; 0 turns it off."),
+	P("ce_broadcast_min", WEFT_PARAM_SIZE, "16M",
+	  "Smallest broadcast (bytes) moved by the copy engines; 0 turns it off."),
+	P("ce_alltoall_min", WEFT_PARAM_SIZE, "16M",
+	  "Smallest alltoall (bytes per rank) moved by the copy engines; 0 turns it off."),
+	P("ce_chunk", WEFT_PARAM_SIZE, "16M",
+	  "Largest pipeline chunk (bytes) of the copy-engine allreduce and reduce-scatter (a multiple of 64K)."),
 	P("oneshot_blocks", WEFT_PARAM_INT, "32", "Most CUDA blocks of the one-shot kernels."),
 	P("oneshot_min_segment", WEFT_PARAM_SIZE, "16K", "Fewest bytes per CUDA block in the one-shot kernels."),
 	P("rsag_blocks", WEFT_PARAM_INT, "64", "CUDA blocks of the reduce-scatter + allgather allreduce."),
@@ -748,30 +752,57 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 	size_t bad = 0;
 	int drc = weft_plugin_declare_params(core, wag_params, sizeof(wag_params) / sizeof(wag_params[0]), &bad);
 	if (drc != 0) {
-		WAG_LOG(WEFT_LOG_ERROR, "cannot declare parameter %s: %s", wag_params[bad].key, errname(drc));
+		WAG_LOG(WEFT_LOG_ERROR, "cannot declare parameter %s: %s", wag_params[bad].key, wag_errname(drc));
 		return NULL;
 	}
-	cfg.ll_max = 64 << 10;
-	cfg.llx_max = 128 << 10;
-	cfg.oneshot_max = 16 << 20;
-	cfg.ag_oneshot_max = 1 << 20;
-	cfg.min_seg = 16 << 10;
-	cfg.tile = 64 << 10;
-	cfg.oneshot_blocks = 32;
-	cfg.rsag_blocks = 64;
-	cfg.ag_blocks = 64;
-	cfg.depth = 4;
-	cfg.p2p_blocks = 4;
-	if (get_size("ll_max", &cfg.ll_max) || get_size("ll_exchange_max", &cfg.llx_max) ||
-	    get_size("oneshot_max", &cfg.oneshot_max) ||
-	    get_size("allgather_oneshot_max", &cfg.ag_oneshot_max) || get_size("oneshot_min_segment", &cfg.min_seg) ||
-	    get_size("tile", &cfg.tile) || get_int("oneshot_blocks", &cfg.oneshot_blocks, 1, 1024) ||
-	    get_int("rsag_blocks", &cfg.rsag_blocks, 1, 1024) || get_int("allgather_blocks", &cfg.ag_blocks, 1, 1024) ||
-	    get_int("depth", &cfg.depth, 2, 16) || get_int("p2p_blocks", &cfg.p2p_blocks, 1, 64)) {
+	wag_cfg.ll_max = 64 << 10;
+	wag_cfg.llx_max = 128 << 10;
+	wag_cfg.oneshot_max = 16 << 20;
+	wag_cfg.ag_oneshot_max = 1 << 20;
+	wag_cfg.min_seg = 16 << 10;
+	wag_cfg.tile = 64 << 10;
+	wag_cfg.oneshot_blocks = 32;
+	wag_cfg.rsag_blocks = 64;
+	wag_cfg.ag_blocks = 64;
+	wag_cfg.depth = 4;
+	wag_cfg.p2p_blocks = 4;
+	wag_cfg.ce_chunk = 16 << 20;
+	static const char *const ce_keys[WEFT_COLL_COUNT] = {
+		[WEFT_COLL_ALLREDUCE] = "ce_allreduce_min", [WEFT_COLL_REDUCE_SCATTER] = "ce_reduce_scatter_min",
+		[WEFT_COLL_ALLGATHER] = "ce_allgather_min", [WEFT_COLL_BROADCAST] = "ce_broadcast_min",
+		[WEFT_COLL_ALLTOALL] = "ce_alltoall_min",
+	};
+	for (int i = 0; i < WEFT_COLL_COUNT; i++) {
+		wag_cfg.ce_min[i] = ce_keys[i] ? 16 << 20 : 0;
+		if (ce_keys[i] && get_size(ce_keys[i], &wag_cfg.ce_min[i])) {
+			WAG_LOG(WEFT_LOG_ERROR, "bad parameter %s.%s; the pack declines to load", WAG_NAME, ce_keys[i]);
+			return NULL;
+		}
+	}
+	if (get_size("ce_chunk", &wag_cfg.ce_chunk) || wag_cfg.ce_chunk < (64 << 10) || wag_cfg.ce_chunk % (64 << 10)) {
+		WAG_LOG(WEFT_LOG_ERROR, "%s.ce_chunk must be a multiple of 64K; the pack declines to load", WAG_NAME);
+		return NULL;
+	}
+	struct weft_algo *ce[WEFT_COLL_COUNT] = {
+		[WEFT_COLL_ALLREDUCE] = &algo_arce, [WEFT_COLL_REDUCE_SCATTER] = &algo_rsce,
+		[WEFT_COLL_ALLGATHER] = &algo_agce, [WEFT_COLL_BROADCAST] = &algo_bcce, [WEFT_COLL_ALLTOALL] = &algo_a2ace,
+	};
+	for (int i = 0; i < WEFT_COLL_COUNT; i++)
+		if (ce[i]) {
+			ce[i]->min_bytes = wag_cfg.ce_min[i];
+			if (wag_cfg.ce_min[i] == 0)
+				ce[i]->mem_types = 0;
+		}
+	if (get_size("ll_max", &wag_cfg.ll_max) || get_size("ll_exchange_max", &wag_cfg.llx_max) ||
+	    get_size("oneshot_max", &wag_cfg.oneshot_max) ||
+	    get_size("allgather_oneshot_max", &wag_cfg.ag_oneshot_max) || get_size("oneshot_min_segment", &wag_cfg.min_seg) ||
+	    get_size("tile", &wag_cfg.tile) || get_int("oneshot_blocks", &wag_cfg.oneshot_blocks, 1, 1024) ||
+	    get_int("rsag_blocks", &wag_cfg.rsag_blocks, 1, 1024) || get_int("allgather_blocks", &wag_cfg.ag_blocks, 1, 1024) ||
+	    get_int("depth", &wag_cfg.depth, 2, 16) || get_int("p2p_blocks", &wag_cfg.p2p_blocks, 1, 64)) {
 		WAG_LOG(WEFT_LOG_ERROR, "bad parameter; the pack declines to load");
 		return NULL;
 	}
-	if (cfg.tile < 256 || cfg.tile % 16 || cfg.ll_max > (64ull << 20) || cfg.llx_max > (64ull << 20)) {
+	if (wag_cfg.tile < 256 || wag_cfg.tile % 16 || wag_cfg.ll_max > (64ull << 20) || wag_cfg.llx_max > (64ull << 20)) {
 		WAG_LOG(WEFT_LOG_ERROR, "algo-gpu.tile must be a multiple of 16 bytes, at least 256, and ll_max and "
 				       "ll_exchange_max at most 64M; "
 				       "the pack declines to load");
@@ -779,27 +810,27 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 	}
 	/* Each algorithm serves the sizes its threshold gives it; a threshold of 0
 	 * turns the smaller algorithm off. */
-	if (cfg.ll_max == 0)
+	if (wag_cfg.ll_max == 0)
 		algo_ll.mem_types = 0;
-	algo_ll.max_bytes = cfg.ll_max;
-	if (cfg.llx_max == 0)
+	algo_ll.max_bytes = wag_cfg.ll_max;
+	if (wag_cfg.llx_max == 0)
 		algo_agll.mem_types = algo_rsll.mem_types = algo_a2all.mem_types = 0;
-	if (cfg.oneshot_max == 0)
+	if (wag_cfg.oneshot_max == 0)
 		algo_os.mem_types = 0;
-	algo_os.max_bytes = cfg.oneshot_max;
-	if (cfg.ag_oneshot_max == 0)
+	algo_os.max_bytes = wag_cfg.oneshot_max;
+	if (wag_cfg.ag_oneshot_max == 0)
 		algo_agos.mem_types = 0;
-	algo_agos.max_bytes = cfg.ag_oneshot_max;
+	algo_agos.max_bytes = wag_cfg.ag_oneshot_max;
 	/* The rooted and reduce-scatter one-shots follow the allreduce threshold,
 	 * alltoall (a data mover) the allgather one. */
 	struct weft_algo *os_like[] = {&algo_rsos, &algo_redos, &algo_bcos};
 	for (size_t i = 0; i < sizeof(os_like) / sizeof(os_like[0]); i++) {
-		if (cfg.oneshot_max == 0)
+		if (wag_cfg.oneshot_max == 0)
 			os_like[i]->mem_types = 0;
-		os_like[i]->max_bytes = cfg.oneshot_max;
+		os_like[i]->max_bytes = wag_cfg.oneshot_max;
 	}
-	if (cfg.ag_oneshot_max == 0)
+	if (wag_cfg.ag_oneshot_max == 0)
 		algo_a2aos.mem_types = 0;
-	algo_a2aos.max_bytes = cfg.ag_oneshot_max;
+	algo_a2aos.max_bytes = wag_cfg.ag_oneshot_max;
 	return wag_descs;
 }

@@ -24,6 +24,7 @@ enum {
 	WAG_F_AG_CRED,
 	WAG_F_P2P_READY,
 	WAG_F_P2P_CRED,
+	WAG_F_CE, /* the copy-engine schedules' barriers (block 0 only) */
 	WAG_F_COUNT
 };
 /* Per-block counters in this rank's own part of scratch (no peer touches them):
@@ -31,13 +32,15 @@ enum {
  * one-shot epoch (WAG_L_OS) is kept equal across all blocks (block 0 also
  * advances the blocks a call does not launch), so every one-shot call has one
  * epoch and one half of the double buffer. */
-enum { WAG_L_LL = 0, WAG_L_OS, WAG_L_RS, WAG_L_AG, WAG_L_COUNT };
+enum { WAG_L_LL = 0, WAG_L_OS, WAG_L_RS, WAG_L_AG, WAG_L_CE, WAG_L_COUNT };
 /* Point-to-point sequence counters, [dir][peer][block h] in this rank's
  * scratch: dir 0 counts tiles sent to peer, dir 1 tiles received from it. */
 enum { WAG_P2P_TX = 0, WAG_P2P_RX = 1 };
 
 /* Most entries of one send/recv batch one kernel takes (kernel parameters). */
 #define WAG_P2P_MAX_OPS 64
+
+enum { WAG_LL_ALLGATHER = 0, WAG_LL_ALLTOALL = 1 };
 
 #define WAG_LL_TPB 512  /* threads per LL block; one 8-byte packet each */
 #define WAG_TPB 512     /* threads per block of the other kernels */
@@ -61,6 +64,15 @@ struct wag_layout {
 	uint64_t total;
 };
 
+/* The reduction of one chunk by the copy-engine schedules: dst = src[0] op
+ * src[1] ... over count elements, in rank order. */
+struct wag_ce_red {
+	const void *src[WAG_MAX_RANKS];
+	void *dst;
+	uint64_t count;
+	int vec; /* every pointer 16-byte aligned */
+};
+
 struct wag_kargs {
 	int rank;
 	int nranks;
@@ -68,6 +80,7 @@ struct wag_kargs {
 	int op;     /* enum weft_redop */
 	int vec;    /* in and out (and every block of them) 16-byte aligned */
 	int root;   /* broadcast, reduce */
+	int mode;   /* k_ll_move: WAG_LL_ALLGATHER or WAG_LL_ALLTOALL */
 	uint32_t nblocks;
 	const void *in;
 	void *out;
@@ -78,6 +91,7 @@ struct wag_kargs {
 	const volatile uint32_t *abort[WAG_MAX_RANKS]; /* per peer, host-mapped */
 	struct wag_layout lay;
 	struct wag_sched s;
+	struct wag_ce_red red; /* k_ce_reduce */
 };
 
 /* One entry of a point-to-point kernel: a send to peer, a receive from peer,
@@ -107,6 +121,8 @@ extern "C" {
 /* Kernel launches on stream (a cudaStream_t). Return 0 or -WEFT_ERR_TRANSPORT
  * with the CUDA error written to err (at least 128 bytes). */
 int wag_launch_allreduce_ll(const struct wag_kargs *a, void *stream, char *err, size_t errlen);
+int wag_launch_ll_move(const struct wag_kargs *a, void *stream, char *err, size_t errlen);
+int wag_launch_reduce_scatter_ll(const struct wag_kargs *a, void *stream, char *err, size_t errlen);
 int wag_launch_allreduce_oneshot(const struct wag_kargs *a, void *stream, char *err, size_t errlen);
 int wag_launch_allreduce_rsag(const struct wag_kargs *a, void *stream, char *err, size_t errlen);
 int wag_launch_allgather_oneshot(const struct wag_kargs *a, void *stream, char *err, size_t errlen);
@@ -120,6 +136,26 @@ int wag_launch_broadcast_ring(const struct wag_kargs *a, void *stream, char *err
 int wag_launch_alltoall_oneshot(const struct wag_kargs *a, void *stream, char *err, size_t errlen);
 int wag_launch_alltoall_ring(const struct wag_kargs *a, void *stream, char *err, size_t errlen);
 int wag_launch_p2p(const struct wag_kargs *a, const struct wag_p2p_args *p, void *stream, char *err, size_t errlen);
+/* The copy-engine schedules' kernels: a barrier of every rank (one block),
+ * and a reduction of a->red over a->nblocks blocks. */
+int wag_launch_ce_barrier(const struct wag_kargs *a, void *stream, char *err, size_t errlen);
+int wag_launch_ce_reduce(const struct wag_kargs *a, void *stream, char *err, size_t errlen);
+/* Streams, events and copies for them: 0 or -WEFT_ERR_TRANSPORT with the CUDA
+ * error in err. */
+int wag_cuda_stream_new(void **stream, char *err, size_t errlen);
+void wag_cuda_stream_free(void *stream);
+int wag_cuda_event_new(void **event, char *err, size_t errlen);
+void wag_cuda_event_free(void *event);
+int wag_cuda_record(void *event, void *stream, char *err, size_t errlen);
+int wag_cuda_wait(void *stream, void *event, char *err, size_t errlen);
+int wag_cuda_event_sync(void *event, char *err, size_t errlen);
+int wag_cuda_copy(void *dst, const void *src, size_t bytes, void *stream, char *err, size_t errlen);
+/* *yes = 1 while stream is being captured into a graph. */
+int wag_cuda_capturing(void *stream, int *yes, char *err, size_t errlen);
+/* The allocation holding ptr: its process-wide id, and whether another
+ * process can map it (cudaMalloc IPC, or a VMM buffer with a POSIX fd
+ * handle). -ENOENT when ptr is not device memory. */
+int wag_cuda_buffer(const void *ptr, uint64_t *id, int *shareable);
 /* Device, stream and sync helpers the host side needs (cudart is C++-linked here). */
 int wag_cuda_get_device(int *dev);
 int wag_cuda_set_device(int dev);

@@ -665,6 +665,26 @@ static int matrix_rank(int rank, int n, void *arg)
 		    check_alltoall(&c, (1u << 18) + 3, WEFT_FLOAT32, ip, seed++) ||
 		    check_alltoall(&c, (big * 4) / 2 + 1, WEFT_INT8, ip, seed++))
 			return 1;
+	/* Buffers the peers cannot map (managed memory): the copy-engine
+	 * algorithms fall back to staging through the pack's scratch, on every
+	 * rank at once, and stay exact. */
+	{
+		void *ds = c.dsend, *dr = c.drecv;
+		CK(cudaMallocManaged(&c.dsend, c.cap));
+		CK(cudaMallocManaged(&c.drecv, c.cap));
+		int bad = check_allreduce<float>(&c, big + 1, WEFT_SUM, 0, seed++) ||
+			  check_allreduce<float>(&c, big, WEFT_MAX, 1, seed++) ||
+			  check_allgather(&c, big / (size_t)n + 1, WEFT_FLOAT32, 0, seed++) ||
+			  check_reduce_scatter<float>(&c, big / (size_t)n, WEFT_SUM, 1, seed++) ||
+			  check_broadcast(&c, big, WEFT_FLOAT32, 1, 0, seed++) ||
+			  check_alltoall(&c, big / (size_t)n, WEFT_FLOAT32, 0, seed++);
+		cudaFree(c.dsend);
+		cudaFree(c.drecv);
+		c.dsend = ds;
+		c.drecv = dr;
+		if (bad)
+			return 1;
+	}
 	/* Send/recv: tiny, odd, and past a channel's ring (senders wait for credit). */
 	const size_t bases[] = {1, 4099, (2u << 20) + 3};
 	for (size_t k = 0; k < sizeof(bases) / sizeof(bases[0]); k++)
@@ -823,6 +843,63 @@ static int graph_rank(int rank, int n, void *arg)
 	return ctx_close(&c);
 }
 
+/* The copy-engine algorithms (large sizes) captured in a graph: an allreduce,
+ * an allgather and a reduce-scatter of new data on every one of 20 replays.
+ * Buffers are mapped at capture; replays reuse them. */
+static int graph_ce_rank(int rank, int n, void *arg)
+{
+	(void)arg;
+	struct ctx c;
+	const size_t nar = (5u << 20) + 7, nag = (3u << 20) + 1, nrs = (2u << 20) + 5;
+	if (ctx_open(&c, rank, n, (size_t)(nar + nag * n + nrs * n + 64) * 4))
+		return 1;
+	float *inar = (float *)c.dsend, *inag = inar + nar + 1, *inrs = inag + nag + 2;
+	float *outar = (float *)c.drecv, *outag = outar + nar + 1, *outrs = outag + nag * n + 2;
+	size_t recv_floats = (size_t)(outrs + nrs - outar);
+	uint32_t *dseed;
+	CK(cudaMalloc(&dseed, sizeof(uint32_t)));
+	OK(weft_allreduce(inar, outar, 1, WEFT_FLOAT32, WEFT_SUM, c.comm, c.st)); /* setup, not captured */
+	CK(cudaStreamSynchronize(c.st));
+	cudaGraph_t graph;
+	cudaGraphExec_t exec;
+	CK(cudaStreamBeginCapture(c.st, cudaStreamCaptureModeGlobal));
+	fill_kernel<<<264, 256, 0, c.st>>>(inar, nar, dseed, rank);
+	fill_kernel<<<264, 256, 0, c.st>>>(inag, nag, dseed, rank);
+	fill_kernel<<<264, 256, 0, c.st>>>(inrs, nrs * n, dseed, rank);
+	int r1 = weft_allreduce(inar, outar, nar, WEFT_FLOAT32, WEFT_SUM, c.comm, c.st);
+	int r2 = weft_allgather(inag, outag, nag, WEFT_FLOAT32, c.comm, c.st);
+	int r3 = weft_reduce_scatter(inrs, outrs, nrs, WEFT_FLOAT32, WEFT_SUM, c.comm, c.st);
+	CK(cudaStreamEndCapture(c.st, &graph));
+	OK(r1);
+	OK(r2);
+	OK(r3);
+	CK(cudaGraphInstantiate(&exec, graph, 0));
+	float *har = (float *)c.hout, *hag = har + nar + 1, *hrs = hag + nag * n + 2;
+	for (uint32_t it = 0; it < 20; it++) {
+		uint32_t seed = 9100 + it;
+		CK(cudaMemcpyAsync(dseed, &seed, sizeof(seed), cudaMemcpyHostToDevice, c.st));
+		CK(cudaMemsetAsync(c.drecv, 0xA5, recv_floats * 4, c.st));
+		CK(cudaGraphLaunch(exec, c.st));
+		CK(cudaMemcpyAsync(c.hout, c.drecv, recv_floats * 4, cudaMemcpyDeviceToHost, c.st));
+		CK(cudaStreamSynchronize(c.st));
+		for (size_t i = 0; i < nar; i++)
+			if (har[i] != reference<float>(seed, n, i, WEFT_SUM))
+				RFAIL("replay %u: allreduce element %zu is %g", it, i, har[i]);
+		for (int q = 0; q < n; q++)
+			for (size_t i = 0; i < nag; i++)
+				if (hag[(size_t)q * nag + i] != (float)gen(seed, q, i, WEFT_SUM))
+					RFAIL("replay %u: allgather rank %d element %zu is %g", it, q, i,
+					      hag[(size_t)q * nag + i]);
+		for (size_t i = 0; i < nrs; i++)
+			if (hrs[i] != reference<float>(seed, n, (uint64_t)rank * nrs + i, WEFT_SUM))
+				RFAIL("replay %u: reduce_scatter element %zu is %g", it, i, hrs[i]);
+	}
+	CK(cudaGraphExecDestroy(exec));
+	CK(cudaGraphDestroy(graph));
+	cudaFree(dseed);
+	return ctx_close(&c);
+}
+
 /* WAG_TEST_TIMEOUT (seconds) bounds each fork of ranks: a hung kernel fails
  * the case instead of stalling the run. */
 static int run(int n, wt_rank_fn fn, int timeout)
@@ -844,6 +921,12 @@ END_TEST
 START_TEST(two_ranks_graph_replay)
 {
 	ck_assert_int_eq(run(2, graph_rank, 300), 0);
+}
+END_TEST
+
+START_TEST(two_ranks_graph_ce)
+{
+	ck_assert_int_eq(run(2, graph_ce_rank, 300), 0);
 }
 END_TEST
 
@@ -898,6 +981,7 @@ int main(void)
 	tc = tcase_create("graph");
 	tcase_set_timeout(tc, 900);
 	tcase_add_test(tc, two_ranks_graph_replay);
+	tcase_add_test(tc, two_ranks_graph_ce);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("multi");
 	tcase_set_timeout(tc, 900);

@@ -1,0 +1,81 @@
+/* algo-gpu: host-side declarations shared by the pack (pack.c) and its
+ * copy-engine schedules (ce.c): the parameters, the per-communicator context
+ * and the entry points between the two files. */
+#ifndef WAG_PACK_H
+#define WAG_PACK_H
+
+#include <weft/plugin.h>
+
+#include "wag.h"
+
+/* The pack's parameters, read once in weft_plugin_init. */
+struct wag_cfg {
+	uint64_t ll_max, llx_max, oneshot_max, ag_oneshot_max, min_seg, tile;
+	int64_t oneshot_blocks, rsag_blocks, ag_blocks, depth, p2p_blocks;
+	uint64_t ce_chunk;             /* largest pipeline chunk of the copy-engine schedules */
+	uint64_t ce_min[WEFT_COLL_COUNT]; /* smallest call (selection bytes) per collective; 0 = off */
+};
+extern struct wag_cfg wag_cfg;
+extern const struct weft_core_api *wag_core;
+
+#define WAG_LOG(level, ...) wag_core->log(wag_core->self, level, __VA_ARGS__)
+
+struct wag_peer {
+	weft_conn_t *conn;
+	weft_rmem_t *rmem;
+	weft_memchan_t *chan; /* only for the abort flag its device handle carries */
+};
+
+struct wag_ce;
+
+struct wag_ctx {
+	struct wag_ctx *next;
+	weft_comm_t *comm;
+	int refs;
+	int rank, nranks, dev, sms;
+	int ready; /* setup completed on this rank: teardown meets the others */
+	const struct weft_prim_api *prim;
+	void *scratch;
+	weft_mem_t *mem;
+	struct wag_peer peers[WAG_MAX_RANKS];
+	struct wag_layout lay;
+	struct wag_kargs base; /* rank, nranks, scr, abort, lay filled */
+	struct wag_ce *ce;     /* the copy-engine schedules' state (ce.c), made on first use */
+};
+
+/* The pack's kinds of algorithm (pack.c's table). */
+enum wag_kind {
+	WAG_AR_LL,
+	WAG_AG_LL,
+	WAG_RS_LL,
+	WAG_A2A_LL,
+	WAG_AR_ONESHOT,
+	WAG_AR_RSAG,
+	WAG_AG_ONESHOT,
+	WAG_AG_RING,
+	WAG_RS_ONESHOT,
+	WAG_RS_RING,
+	WAG_RED_ONESHOT,
+	WAG_RED_RING,
+	WAG_BC_ONESHOT,
+	WAG_BC_RING,
+	WAG_A2A_ONESHOT,
+	WAG_A2A_RING,
+	WAG_AR_CE,
+	WAG_RS_CE,
+	WAG_AG_CE,
+	WAG_BC_CE,
+	WAG_A2A_CE,
+};
+
+const char *wag_errname(int rc);
+size_t wag_esize(enum weft_datatype t);
+/* Runs one call with a kernel algorithm of the pack (pack.c). */
+int wag_run(struct wag_ctx *c, const struct weft_coll_args *a, enum wag_kind k);
+/* Runs one call on the copy engines (ce.c); falls back to `fallback` on
+ * every rank at once where some rank's buffers cannot be shared. */
+int wag_ce_run(struct wag_ctx *c, const struct weft_coll_args *a, enum wag_kind k, enum wag_kind fallback);
+/* Releases the copy-engine state (after the device and every rank are idle). */
+void wag_ce_free(struct wag_ctx *c);
+
+#endif
