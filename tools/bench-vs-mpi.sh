@@ -55,7 +55,9 @@ mpicc -O2 -o "$mpi_bench" "$src/tools/mpi_bench.c" || die "mpicc failed on tools
 	echo "mpi: $(mpirun --version 2>&1 | head -1)"
 	echo "weft environment: $(env | grep -E '^(WEFT_|FI_)' | sort | tr '\n' ' ')"
 	echo "runs: $runs, ranks: $nps, collectives: $colls, sizes: $minb..$maxb x$factor, iters $iters, warmup $warmup, type $dtype"
+	echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$out/env.txt"
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 
 sweep=(-b "$minb" -e "$maxb" -f "$factor" -n "$iters" -w "$warmup" -d "$dtype")
 mpirun_cmd=(mpirun --allow-run-as-root --oversubscribe --mca btl self,vader --mca oob_tcp_if_include lo)
@@ -87,6 +89,8 @@ for np in $nps; do
 		done
 	done
 done
+load_end=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "load at end: $load_end" >>"$out/env.txt"
 
 # median <tool> <coll> <np>: "size median_us" per size over the runs' out-of-place
 # time column (6th field of nccl-tests' rows).
@@ -109,6 +113,7 @@ median() {
 	echo "Median of $runs runs each (run alternately), out-of-place time per call in us;"
 	echo "ratio = weft / MPI (below 1: weft is faster). Type $dtype, $iters iterations after $warmup warm-up."
 	echo "MPI: ${mpirun_cmd[*]} -np N mpi_bench. weft: weft-perf --np N."
+	echo "Load average (1, 5, 15 min) at start: $load_start; at end: $load_end ($(nproc) CPUs)."
 	for np in $nps; do
 		for coll in $colls; do
 			echo

@@ -106,6 +106,10 @@ struct ah_ctx {
 	size_t dir_len;
 	uint64_t dir_gen, dir_seq;
 	int dir_volatile; /* dir_mem lies in a shared segment: register anew each call */
+	weft_mem_t *src_mem; /* the kept registration of the input ah_direct_gather puts from */
+	const void *src_ptr;
+	size_t src_len;
+	int src_volatile; /* src_mem lies in a shared segment: register anew each call */
 	uint64_t poll_ns; /* parameter poll_us: how long ah_wait polls a mapped peer's token */
 	int spin;         /* no more ranks than CPUs: a wait may spin before it yields */
 	int pull;         /* parameter pull */
