@@ -702,15 +702,15 @@ static const struct weft_param_decl wag_params[] = {
 	  "Scratch holds 2 x ranks x this."),
 	P("allgather_oneshot_max", WEFT_PARAM_SIZE, "1M",
 	  "Largest allgather (output bytes) the one-shot algorithm serves; larger ones use the ring."),
-	P("ce_allreduce_min", WEFT_PARAM_SIZE, "16M",
+	P("ce_allreduce_min", WEFT_PARAM_SIZE, "256M",
 	  "Smallest allreduce (bytes) moved by the copy engines (allreduce-ce); 0 turns it off."),
-	P("ce_reduce_scatter_min", WEFT_PARAM_SIZE, "16M",
+	P("ce_reduce_scatter_min", WEFT_PARAM_SIZE, "256M",
 	  "Smallest reduce-scatter (input bytes) moved by the copy engines; 0 turns it off."),
-	P("ce_allgather_min", WEFT_PARAM_SIZE, "16M",
+	P("ce_allgather_min", WEFT_PARAM_SIZE, "256M",
 	  "Smallest allgather (output bytes) moved by the copy engines; 0 turns it off."),
-	P("ce_broadcast_min", WEFT_PARAM_SIZE, "16M",
+	P("ce_broadcast_min", WEFT_PARAM_SIZE, "256M",
 	  "Smallest broadcast (bytes) moved by the copy engines; 0 turns it off."),
-	P("ce_alltoall_min", WEFT_PARAM_SIZE, "16M",
+	P("ce_alltoall_min", WEFT_PARAM_SIZE, "256M",
 	  "Smallest alltoall (bytes per rank) moved by the copy engines; 0 turns it off."),
 	P("ce_chunk", WEFT_PARAM_SIZE, "16M",
 	  "Largest pipeline chunk (bytes) of the copy-engine allreduce and reduce-scatter (a multiple of 64K)."),
@@ -773,7 +773,7 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 		[WEFT_COLL_ALLTOALL] = "ce_alltoall_min",
 	};
 	for (int i = 0; i < WEFT_COLL_COUNT; i++) {
-		wag_cfg.ce_min[i] = ce_keys[i] ? 16 << 20 : 0;
+		wag_cfg.ce_min[i] = ce_keys[i] ? 256 << 20 : 0;
 		if (ce_keys[i] && get_size(ce_keys[i], &wag_cfg.ce_min[i])) {
 			WAG_LOG(WEFT_LOG_ERROR, "bad parameter %s.%s; the pack declines to load", WAG_NAME, ce_keys[i]);
 			return NULL;
@@ -815,6 +815,9 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 	algo_ll.max_bytes = wag_cfg.ll_max;
 	if (wag_cfg.llx_max == 0)
 		algo_agll.mem_types = algo_rsll.mem_types = algo_a2all.mem_types = 0;
+	/* Their selection bytes are ranks x the message per peer: exact for two
+	 * ranks, and supports() refuses a larger message with more. */
+	algo_agll.max_bytes = algo_rsll.max_bytes = algo_a2all.max_bytes = 2 * wag_cfg.llx_max;
 	if (wag_cfg.oneshot_max == 0)
 		algo_os.mem_types = 0;
 	algo_os.max_bytes = wag_cfg.oneshot_max;
