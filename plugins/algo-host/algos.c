@@ -694,7 +694,7 @@ static const struct weft_param_decl ah_params[] = {
 	 "Copy chunks straight into a peer's scratch where the transport maps it into this process (shm); 0 always puts through staging."},
 	{sizeof(struct weft_param_decl), AH_NAME, "direct_min", WEFT_PARAM_SIZE, "4M",
 	 "Smallest block (bytes per rank) that allgather and allreduce's allgather phase write straight into the peers' output buffers, registered for the call; 0 never."},
-	{sizeof(struct weft_param_decl), AH_NAME, "cached_min", WEFT_PARAM_SIZE, "16K",
+	{sizeof(struct weft_param_decl), AH_NAME, "cached_min", WEFT_PARAM_SIZE, "8K",
 	 "Where every pair of ranks maps each other (shm) and has a CPU, smallest block that allgather and allreduce's allgather phase write straight into the peers' outputs, keeping the output buffer's registration for the next call on it; 0 never does (direct_min applies)."},
 	{sizeof(struct weft_param_decl), AH_NAME, "cached_max", WEFT_PARAM_SIZE, "0",
 	 "Largest block the cached direct gather serves (see cached_min); larger ones publish and pull. 0: no limit."},

@@ -80,7 +80,7 @@ static int read_params(struct ah_ctx *c)
 	c->poll_ns = poll_us > UINT64_MAX / 1000 ? UINT64_MAX : poll_us * 1000;
 	ah_core->param_get(ah_core->self, AH_NAME, "map", WEFT_PARAM_BOOL, &map, NULL);
 	ah_core->param_get(ah_core->self, AH_NAME, "direct_min", WEFT_PARAM_SIZE, &direct_min, NULL);
-	uint64_t cached_min = 16 * 1024, cached_max = 0;
+	uint64_t cached_min = 8 * 1024, cached_max = 0;
 	ah_core->param_get(ah_core->self, AH_NAME, "cached_min", WEFT_PARAM_SIZE, &cached_min, NULL);
 	ah_core->param_get(ah_core->self, AH_NAME, "cached_max", WEFT_PARAM_SIZE, &cached_max, NULL);
 	c->cached_min = cached_min > SIZE_MAX ? SIZE_MAX : (size_t)cached_min;
@@ -673,11 +673,14 @@ static int in_memfd(const void *p, size_t len)
 	return hit;
 }
 
-/* Measured on shm (2-core VM, see docs/perf): with every pair fast, the
- * cached direct gather beats publish-and-pull for blocks of 16K to 128K when
- * every rank has a CPU (pinning pages per call costs more than two cached
- * copies above that); oversubscribed, pull wins at every size. Elsewhere a
- * per-call registration pays from direct_min up. */
+/* Measured on shm (2-core VM, see docs/perf): with every pair fast and
+ * every rank on a CPU of its own, the cached direct gather beats
+ * publish-and-pull from 8K blocks up. Above 128K pull can be faster while
+ * lines move cheaply between cores, but the VM spent whole runs in a state
+ * where a line just written by one core reached the other at ~2 GB/s, and
+ * pull was then 3-10x slower while the direct gather (no line goes from one
+ * core to the other) stayed at Open MPI's level. Oversubscribed, pull wins
+ * at every size. Elsewhere a per-call registration pays from direct_min up. */
 int ah_use_direct(struct ah_ctx *c, size_t block)
 {
 	if (ah_pull_ready(c) && c->cached_min)
