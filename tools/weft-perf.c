@@ -1276,7 +1276,8 @@ static int coll_measure_repeated(const struct run *r, const struct coll_shape *s
 		if ((rc = coll_measure(r, LIB_WEFT, s, p, inplace, want, &t[k], &w)) != 0)
 			break;
 		mine->wrong[inplace] += w;
-		if (!o->peer_nccl)
+		/* NCCL defines no in-place alltoall or send/recv: nothing to compare. */
+		if (!o->peer_nccl || (inplace && (o->coll == C_ALLTOALL || o->coll == C_SENDRECV)))
 			continue;
 		w = 0;
 		if ((rc = coll_measure(r, LIB_NCCL, s, p, inplace, want, &t[n + k], &w)) != 0)
@@ -1287,7 +1288,7 @@ static int coll_measure_repeated(const struct run *r, const struct coll_shape *s
 		qsort(t, (size_t)n, sizeof(*t), cmp_double);
 		qsort(t + n, (size_t)n, sizeof(*t), cmp_double);
 		mine->us[inplace] = t[n / 2];
-		mine->nccl_us[inplace] = t[n + n / 2];
+		mine->nccl_us[inplace] = t[n + n / 2]; /* 0 where NCCL did not run */
 	}
 	free(t);
 	return rc;
@@ -1366,8 +1367,12 @@ static int run_coll(const struct run *r, double *bw_sum, int *bw_n, uint64_t *wr
 					snprintf(ws, sizeof(ws), "%6s", "N/A");
 				printf("  %7s  %6.2f  %6.2f  %6s", ts, algbw, busbw, ws);
 				if (peer) {
-					print_time(all.nccl_us[ip], ts, sizeof(ts));
-					printf("  %7s  %6.2f", ts, all.us[ip] > 0 ? all.nccl_us[ip] / all.us[ip] : 0);
+					if (all.nccl_us[ip] > 0) {
+						print_time(all.nccl_us[ip], ts, sizeof(ts));
+						printf("  %7s  %6.2f", ts, all.us[ip] > 0 ? all.nccl_us[ip] / all.us[ip] : 0);
+					} else {
+						printf("  %7s  %6s", "n/a", "n/a");
+					}
 				}
 				*bw_sum += busbw;
 				(*bw_n)++;
