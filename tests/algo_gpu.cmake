@@ -25,9 +25,13 @@ if(TARGET weft-plugin-algo-gpu AND TARGET weft-plugin-nvlink)
   foreach(o IN LISTS _wag_topts)
     list(APPEND _wag_tcuda "-Xcompiler=${o}")
   endforeach()
+  # The copy-engine algorithms start at 256 MiB by default; the tests' buffers
+  # are smaller, so the plain entries lower that to 16 MiB to reach them.
+  set(_wag_ce16 WEFT_ALGO_GPU_CE_ALLREDUCE_MIN=16M WEFT_ALGO_GPU_CE_REDUCE_SCATTER_MIN=16M
+    WEFT_ALGO_GPU_CE_ALLGATHER_MIN=16M WEFT_ALGO_GPU_CE_BROADCAST_MIN=16M WEFT_ALGO_GPU_CE_ALLTOALL_MIN=16M)
   weft_add_test(test_algo_gpu SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/gpu/test_algo_gpu.cu LABELS gpu TIMEOUT 900
     LIBS CUDA::cudart_static ${CMAKE_DL_LIBS} rt
-    ENV WEFT_CORE_BOOTSTRAP_ADDR=127.0.0.1 NCCL_NVLS_ENABLE=0 CK_RUN_CASE=two)
+    ENV WEFT_CORE_BOOTSTRAP_ADDR=127.0.0.1 NCCL_NVLS_ENABLE=0 CK_RUN_CASE=two ${_wag_ce16})
   add_dependencies(test_algo_gpu weft-plugin-algo-gpu weft-plugin-nvlink)
   set_property(TARGET test_algo_gpu PROPERTY COMPILE_OPTIONS
     "$<$<COMPILE_LANGUAGE:C>:${_wag_topts}>" "$<$<COMPILE_LANGUAGE:CUDA>:${_wag_tcuda}>")
@@ -47,6 +51,8 @@ if(TARGET weft-plugin-algo-gpu AND TARGET weft-plugin-nvlink)
       WEFT_CORE_BOOTSTRAP_ADDR=127.0.0.1 NCCL_NVLS_ENABLE=0 CK_RUN_CASE=${_case})
     if(v MATCHES ":rings$")
       list(APPEND _env ${_wag_rings})
+    else()
+      list(APPEND _env ${_wag_ce16})
     endif()
     add_test(NAME test_algo_gpu_${_name} COMMAND test_algo_gpu)
     set_tests_properties(test_algo_gpu_${_name} PROPERTIES LABELS gpu TIMEOUT 900 SKIP_RETURN_CODE 77
