@@ -92,8 +92,8 @@ done
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "load at end: $load_end" >>"$out/env.txt"
 
-# median <tool> <coll> <np>: "size median_us" per size over the runs' out-of-place
-# time column (6th field of nccl-tests' rows).
+# median <tool> <coll> <np>: "size median_us runs min_us" per size over the runs'
+# out-of-place time column (6th field of nccl-tests' rows).
 median() {
 	cat "$out"/raw/"$1-$2-np$3"-run*.log 2>/dev/null | awk '/^ *[0-9]/ && NF >= 13 {print $1, $6}' |
 		sort -k1,1n -k2,2g | awk '
@@ -102,7 +102,7 @@ median() {
 			for (s in n) {
 				c = split(substr(v[s], 2), a, " ")
 				m = (c % 2) ? a[(c + 1) / 2] : (a[c / 2] + a[c / 2 + 1]) / 2
-				print s, m, c
+				print s, m, c, a[1]
 			}
 		}' | sort -k1,1n
 }
@@ -112,6 +112,8 @@ median() {
 	echo
 	echo "Median of $runs runs each (run alternately), out-of-place time per call in us;"
 	echo "ratio = weft / MPI (below 1: weft is faster). Type $dtype, $iters iterations after $warmup warm-up."
+	echo "min: the fastest of the runs (on a shared or virtual host the runs can differ by a state of"
+	echo "the machine, not of the library; the minima compare the two in their best state)."
 	echo "MPI: ${mpirun_cmd[*]} -np N mpi_bench. weft: weft-perf --np N."
 	echo "Load average (1, 5, 15 min) at start: $load_start; at end: $load_end ($(nproc) CPUs)."
 	for np in $nps; do
@@ -119,12 +121,13 @@ median() {
 			echo
 			echo "## $coll, $np ranks"
 			echo
-			echo "| size (B) | weft us | MPI us | ratio |"
-			echo "|---:|---:|---:|---:|"
-			join -a1 -a2 -e - -o 0,1.2,2.2 <(median weft "$coll" "$np" | sort -k1,1) \
+			echo "| size (B) | weft us | MPI us | ratio | weft min | MPI min | ratio of min |"
+			echo "|---:|---:|---:|---:|---:|---:|---:|"
+			join -a1 -a2 -e - -o 0,1.2,2.2,1.4,2.4 <(median weft "$coll" "$np" | sort -k1,1) \
 				<(median mpi "$coll" "$np" | sort -k1,1) | sort -k1,1n |
 				awk '{ r = ($2 != "-" && $3 != "-" && $3 > 0) ? sprintf("%.2f", $2 / $3) : "-";
-				       printf("| %s | %s | %s | %s |\n", $1, $2, $3, r) }'
+				       q = ($4 != "-" && $5 != "-" && $5 > 0) ? sprintf("%.2f", $4 / $5) : "-";
+				       printf("| %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, r, $4, $5, q) }'
 		done
 	done
 	echo
