@@ -599,8 +599,8 @@ START_TEST(select_defaults)
 	char *out = choices(2, WEFT_MEM_CUDA);
 	ck_assert(has_range(out, "allreduce", "1 B", "64 KiB", "algo-gpu/allreduce-ll"));
 	ck_assert(has_range(out, "allreduce", "128 KiB", "16 MiB", "algo-gpu/allreduce-oneshot"));
-	ck_assert(has_range(out, "allreduce", "32 MiB", "128 MiB", "algo-gpu/allreduce-rsag"));
-	ck_assert(has_range(out, "allreduce", "256 MiB", "1 GiB", "algo-gpu/allreduce-ce"));
+	ck_assert(has_range(out, "allreduce", "32 MiB", "1 GiB", "algo-gpu/allreduce-rsag"));
+	ck_assert_ptr_null(strstr(out, "allreduce-ce"));
 	ck_assert(has_range(out, "allgather", "1 B", "256 KiB", "algo-gpu/allgather-ll"));
 	ck_assert(has_range(out, "allgather", "512 KiB", "1 MiB", "algo-gpu/allgather-oneshot"));
 	ck_assert(has_range(out, "allgather", "2 MiB", "128 MiB", "algo-gpu/allgather-ring"));
@@ -638,13 +638,13 @@ START_TEST(select_thresholds)
 	setenv("WEFT_ALGO_GPU_ONESHOT_MAX", "1M", 1);
 	setenv("WEFT_ALGO_GPU_ALLGATHER_ONESHOT_MAX", "0", 1);
 	setenv("WEFT_ALGO_GPU_LL_EXCHANGE_MAX", "0", 1);
-	setenv("WEFT_ALGO_GPU_CE_ALLREDUCE_MIN", "0", 1);
+	setenv("WEFT_ALGO_GPU_CE_ALLREDUCE_MIN", "512M", 1);
 	setenv("WEFT_ALGO_GPU_CE_ALLGATHER_MIN", "64M", 1);
 	char *out = choices(4, WEFT_MEM_CUDA);
 	ck_assert(has_range(out, "allreduce", "1 B", "4 KiB", "algo-gpu/allreduce-ll"));
 	ck_assert(has_range(out, "allreduce", "8 KiB", "1 MiB", "algo-gpu/allreduce-oneshot"));
-	ck_assert(has_range(out, "allreduce", "2 MiB", "1 GiB", "algo-gpu/allreduce-rsag"));
-	ck_assert_ptr_null(strstr(out, "allreduce-ce"));
+	ck_assert(has_range(out, "allreduce", "2 MiB", "256 MiB", "algo-gpu/allreduce-rsag"));
+	ck_assert(has_range(out, "allreduce", "512 MiB", "1 GiB", "algo-gpu/allreduce-ce"));
 	ck_assert(has_range(out, "allgather", "1 B", "32 MiB", "algo-gpu/allgather-ring"));
 	ck_assert(has_range(out, "allgather", "64 MiB", "1 GiB", "algo-gpu/allgather-ce"));
 	ck_assert_ptr_null(strstr(out, "allgather-oneshot"));

@@ -702,8 +702,8 @@ static const struct weft_param_decl wag_params[] = {
 	  "Scratch holds 2 x ranks x this."),
 	P("allgather_oneshot_max", WEFT_PARAM_SIZE, "1M",
 	  "Largest allgather (output bytes) the one-shot algorithm serves; larger ones use the ring."),
-	P("ce_allreduce_min", WEFT_PARAM_SIZE, "256M",
-	  "Smallest allreduce (bytes) moved by the copy engines (allreduce-ce); 0 turns it off."),
+	P("ce_allreduce_min", WEFT_PARAM_SIZE, "0",
+	  "Smallest allreduce (bytes) moved by the copy engines (allreduce-ce); 0 (the default) turns it off."),
 	P("ce_reduce_scatter_min", WEFT_PARAM_SIZE, "256M",
 	  "Smallest reduce-scatter (input bytes) moved by the copy engines; 0 turns it off."),
 	P("ce_allgather_min", WEFT_PARAM_SIZE, "256M",
@@ -773,7 +773,9 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 		[WEFT_COLL_ALLTOALL] = "ce_alltoall_min",
 	};
 	for (int i = 0; i < WEFT_COLL_COUNT; i++) {
-		wag_cfg.ce_min[i] = ce_keys[i] ? 256 << 20 : 0;
+		/* allreduce-ce stays off by default: on two H200s it stalled at
+		 * 1 GiB (256 MiB ran, 1.14x NCCL); see the README. */
+		wag_cfg.ce_min[i] = ce_keys[i] && i != WEFT_COLL_ALLREDUCE ? 256 << 20 : 0;
 		if (ce_keys[i] && get_size(ce_keys[i], &wag_cfg.ce_min[i])) {
 			WAG_LOG(WEFT_LOG_ERROR, "bad parameter %s.%s; the pack declines to load", WAG_NAME, ce_keys[i]);
 			return NULL;
