@@ -837,12 +837,13 @@ int ah_direct_gather(struct ah_ctx *c, void *buf, size_t len, const size_t *off,
 		/* Cached (shm): the puts read src itself, registered and kept as
 		 * the output is, and our part is copied to its place after them,
 		 * the order of Open MPI's two-rank allgather (send from the input,
-		 * then the local copy), which measured 3-10% faster than copying
-		 * first for blocks of 128 KiB to 4 MiB (below, copying first was
-		 * faster). Larger blocks go in pieces, each copied
-		 * with streaming stores right after its puts read it into cache:
-		 * the copy then neither reads its destination nor evicts what the
-		 * next piece needs (measured 10-20% faster from 8 MiB blocks). */
+		 * then the local copy), which measured 2-6% faster than copying
+		 * first for blocks of 512 KiB to 8 MiB (below 128 KiB, copying
+		 * first was faster). From 8 MiB blocks it goes in pieces, each
+		 * copied with streaming stores right after its puts read it into
+		 * cache: the copy then neither reads its destination nor evicts
+		 * what the next piece needs (2-14% faster at 8-32 MiB blocks; it
+		 * lost 12% at 4 MiB blocks). */
 		if ((rc = src_registration(c, src, bytes[me])))
 			goto err_broken;
 		size_t piece = bytes[me] >= AH_DIRECT_NT_MIN ? AH_DIRECT_PIECE : bytes[me];
