@@ -81,15 +81,19 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* No clock read here: most operations never wait, so the yield window starts
+ * at the first wait (UINT64_MAX: not started). */
 void weft__backoff_init(struct weft__backoff *b, unsigned max_us)
 {
-	b->spin_until_ns = mono_ns() + WEFT__SPIN_NS;
+	b->spin_until_ns = UINT64_MAX;
 	b->sleep_us = 1;
 	b->max_us = max_us ? max_us : 1000;
 }
 
 void weft__backoff_wait(struct weft__backoff *b)
 {
+	if (b->spin_until_ns == UINT64_MAX)
+		b->spin_until_ns = mono_ns() + WEFT__SPIN_NS;
 	if (b->spin_until_ns != 0) {
 		if (mono_ns() < b->spin_until_ns) {
 			sched_yield();

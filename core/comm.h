@@ -173,7 +173,7 @@ struct weft_rsem {
 /* Polite waiting: a short spin with sched_yield, then sleeps that double up to
  * max_us, so that more ranks than cores still make progress. */
 struct weft__backoff {
-	uint64_t spin_until_ns; /* CLOCK_MONOTONIC: yield, not sleep, until then */
+	uint64_t spin_until_ns; /* CLOCK_MONOTONIC: yield, not sleep, until then (set at the first wait) */
 	unsigned sleep_us;
 	unsigned max_us;
 };
