@@ -141,6 +141,7 @@ static const struct weft_prim_api prim_api = {
 	.memchan_destroy = weft_memchan_destroy,
 	.memchan_device_handle = weft_memchan_device_handle,
 	.sem_create_on = weft_sem_create_on,
+	.connect_mem = weft_connect_mem,
 };
 
 const struct weft_prim_api *weft__coll_prim_api(void)

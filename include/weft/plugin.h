@@ -286,6 +286,10 @@ struct weft_prim_api {
 	int (*memchan_destroy)(weft_memchan_t *chan);
 	int (*memchan_device_handle)(const weft_memchan_t *chan, struct weft_memchan_dev *dev);
 	int (*sem_create_on)(weft_comm_t *comm, enum weft_mem_type type, weft_sem_t **sem);
+	/* Appended within ABI 0.2: a pack checks size before using it. The
+	 * connection chosen for buffers of memory type mem (weft_connect_mem). */
+	int (*connect_mem)(weft_comm_t *comm, int peer, const char *transport, enum weft_mem_type mem,
+			   weft_conn_t **conn);
 };
 
 /* The pack's view of a communicator, given to setup. */
