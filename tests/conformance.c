@@ -566,6 +566,8 @@ static int rank_bad_args(int rank, int n, void *arg)
 	ROK(weft_signal(c, rsem_next, 6));
 	ROK(weft_sem_wait(sem, 6));
 	RCHECK(weft_sem_value(sem) == 6, "token is %" PRIu64 ", expected 6", weft_sem_value(sem));
+	/* The previous rank signals 7 below (port): not before every rank read 6. */
+	ROK(weft_comm_barrier(w.comm));
 
 	/* Connections: bad peers, unknown transport (both ranks of a pair call). */
 	weft_conn_t *c2 = NULL;
