@@ -11,13 +11,14 @@
 #   perf       weft-perf --mem cuda: collectives against NCCL in the same run
 #              (--peer nccl, plain and --graph)
 #   sweep      every collective against NCCL, graphs of 20, half, 1K..1G
+#   ce-diag    the copy-engine algorithms' open questions (no NCCL in the process)
 #   nccl       weft-nccl-driver on device buffers: forked ranks, ncclCommInitAll
 #              with groups, CUDA-graph-captured calls, and under mpirun
 #   torch      tests/torch/weft_torch_check.py under torchrun with libweft_nccl preloaded
 # Default: build test bench nccl torch. Logs go to $OUT when set (the device
 # machine), else to build-gpu/logs. NVLink multicast stays off throughout.
 # A tree built elsewhere at the same path can be run without the build stage.
-# Usage: tools/gpu-check.sh [build] [test] [bench] [algo-bench] [perf] [sweep] [nccl] [torch]
+# Usage: tools/gpu-check.sh [build] [test] [bench] [algo-bench] [perf] [sweep] [ce-diag] [nccl] [torch]
 set -uo pipefail
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$src" || exit
@@ -162,6 +163,22 @@ do_sweep() {
 	return $r
 }
 
+# The copy-engine path's open questions (docs/perf/2026-11-30-h200x2-ll-and-copy-engine.md):
+# allreduce-ce at 1 GiB without NCCL in the process, with and without a graph,
+# and the fixed cost of copy-engine calls inside graphs (allgather 16M-256M).
+do_ce_diag() {
+	local p="$bdir/bin/weft-perf" t=${WEFT_PERF_STAGE_TIMEOUT:-120} r=0
+	export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+	for g in "" "--graph 20"; do
+		# shellcheck disable=SC2086 # $g is one flag and its value, or nothing
+		WEFT_ALGO_GPU_CE_ALLREDUCE_MIN=256M timeout "$t" "$p" --np 2 --mem cuda -d half -b 256M -e 1G -f 4 $g || r=1
+		# shellcheck disable=SC2086
+		WEFT_ALGO_GPU_CE_ALLGATHER_MIN=16M timeout "$t" "$p" --np 2 --mem cuda --collective all_gather -d half \
+			-b 16M -e 256M -f 4 $g || r=1
+	done
+	return $r
+}
+
 # The NCCL API on device buffers, every collective the driver knows, values
 # checked: one process per GPU, two ranks in one process through groups, and
 # graph-captured calls replayed.
@@ -202,6 +219,7 @@ for s in "${stages[@]}"; do
 	algo-bench) stage algo-bench do_algo_bench ;;
 	perf) stage perf do_perf ;;
 	sweep) stage sweep do_sweep ;;
+	ce-diag) stage ce-diag do_ce_diag ;;
 	nccl) stage nccl do_nccl ;;
 	torch) stage torch do_torch ;;
 	*) echo "gpu-check: unknown stage $s" >&2; exit 2 ;;
