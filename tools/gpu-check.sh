@@ -131,34 +131,37 @@ do_algo_bench() {
 		"${WEFT_ALGO_BENCH_BYTES:-1073741824}"
 }
 
-# weft-perf on device memory. WEFT_PERF_ARGS adds flags (e.g. --repeat 5 for
-# a record); the sizes and collectives default to a quick sweep.
-do_perf() {
-	local p="$bdir/bin/weft-perf" t=${WEFT_PERF_STAGE_TIMEOUT:-120} lib
+# weft-perf's peer for the stage that calls it: PyTorch's NCCL, when found,
+# as peer_args (--peer nccl), with the CUDA runtime on the library path.
+nccl_peer() {
+	local lib
 	lib=$(find_nccl)
 	echo "NCCL library: ${lib:-not found}"
 	export WEFT_PERF_NCCL_LIB=$lib LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-	local peer=()
-	[[ -n $lib ]] && peer=(--peer nccl)
+	peer_args=()
+	[[ -z $lib ]] || peer_args=(--peer nccl)
+}
+
+# weft-perf on device memory. WEFT_PERF_ARGS adds flags (e.g. --repeat 5 for
+# a record); the sizes and collectives default to a quick sweep.
+do_perf() {
+	local p="$bdir/bin/weft-perf" t=${WEFT_PERF_STAGE_TIMEOUT:-120}
+	nccl_peer
 	# shellcheck disable=SC2086 # extra flags
-	timeout "$t" "$p" --np 2 --mem cuda -d half -b 1K -e 1G -f 8 "${peer[@]}" ${WEFT_PERF_ARGS:-} &&
-		timeout "$t" "$p" --np 2 --mem cuda -d half -b 1K -e 64M -f 8 --graph 5 "${peer[@]}" ${WEFT_PERF_ARGS:-} &&
-		timeout "$t" "$p" --np 2 --mem cuda --collective all_gather -b 1K -e 1G -f 8 "${peer[@]}"
+	timeout "$t" "$p" --np 2 --mem cuda -d half -b 1K -e 1G -f 8 "${peer_args[@]}" ${WEFT_PERF_ARGS:-} &&
+		timeout "$t" "$p" --np 2 --mem cuda -d half -b 1K -e 64M -f 8 --graph 5 "${peer_args[@]}" ${WEFT_PERF_ARGS:-} &&
+		timeout "$t" "$p" --np 2 --mem cuda --collective all_gather -b 1K -e 1G -f 8 "${peer_args[@]}"
 }
 
 # Every collective against NCCL as the anchors table was measured (graphs of
 # 20 calls, half, out of place), sizes and repeats from WEFT_SWEEP_ARGS.
 do_sweep() {
-	local p="$bdir/bin/weft-perf" t=${WEFT_PERF_STAGE_TIMEOUT:-120} lib c r=0
-	lib=$(find_nccl)
-	echo "NCCL library: ${lib:-not found}"
-	export WEFT_PERF_NCCL_LIB=$lib LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-	local peer=()
-	[[ -n $lib ]] && peer=(--peer nccl)
+	local p="$bdir/bin/weft-perf" t=${WEFT_PERF_STAGE_TIMEOUT:-120} c r=0
+	nccl_peer
 	for c in ${WEFT_SWEEP_COLLS:-all_reduce all_gather reduce_scatter broadcast alltoall sendrecv}; do
 		# shellcheck disable=SC2086 # extra flags
 		timeout "$t" "$p" --np 2 --mem cuda --collective "$c" -d half -b 1K -e 1G -f 4 --graph 20 \
-			"${peer[@]}" ${WEFT_SWEEP_ARGS:-} || r=1
+			"${peer_args[@]}" ${WEFT_SWEEP_ARGS:-} || r=1
 	done
 	return $r
 }
