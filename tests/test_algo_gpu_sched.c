@@ -668,6 +668,28 @@ START_TEST(bad_parameter_declines)
 }
 END_TEST
 
+/* The copy-engine chunk must be a multiple of 64K, and the LL exchanges'
+ * message at most 64M: otherwise the pack refuses to load. */
+START_TEST(bad_ce_chunk_declines)
+{
+	setenv("WEFT_CONFIG", "/dev/null", 1);
+	setenv("WEFT_ALGO_GPU_CE_CHUNK", "100K", 1);
+	char *out = choices(2, WEFT_MEM_CUDA);
+	ck_assert_ptr_null(strstr(out, "algo-gpu/"));
+	free(out);
+}
+END_TEST
+
+START_TEST(bad_ll_exchange_max_declines)
+{
+	setenv("WEFT_CONFIG", "/dev/null", 1);
+	setenv("WEFT_ALGO_GPU_LL_EXCHANGE_MAX", "128M", 1);
+	char *out = choices(2, WEFT_MEM_CUDA);
+	ck_assert_ptr_null(strstr(out, "algo-gpu/"));
+	free(out);
+}
+END_TEST
+
 START_TEST(bad_p2p_blocks_declines)
 {
 	setenv("WEFT_CONFIG", "/dev/null", 1);
@@ -699,6 +721,8 @@ int main(void)
 	tcase_add_test(tc, select_thresholds);
 	tcase_add_test(tc, bad_parameter_declines);
 	tcase_add_test(tc, bad_p2p_blocks_declines);
+	tcase_add_test(tc, bad_ce_chunk_declines);
+	tcase_add_test(tc, bad_ll_exchange_max_declines);
 	suite_add_tcase(s, tc);
 #endif
 	return wt_run_suite(s);
