@@ -41,8 +41,16 @@ if(TARGET weft-plugin-algo-gpu AND TARGET weft-plugin-nvlink)
   set(_wag_rings WEFT_ALGO_GPU_LL_MAX=0 WEFT_ALGO_GPU_LL_EXCHANGE_MAX=0 WEFT_ALGO_GPU_ONESHOT_MAX=0
     WEFT_ALGO_GPU_ALLGATHER_ONESHOT_MAX=0 WEFT_ALGO_GPU_TILE=4K WEFT_ALGO_GPU_CE_ALLREDUCE_MIN=0
     WEFT_ALGO_GPU_CE_REDUCE_SCATTER_MIN=0 WEFT_ALGO_GPU_CE_ALLGATHER_MIN=0 WEFT_ALGO_GPU_CE_BROADCAST_MIN=0
-    WEFT_ALGO_GPU_CE_ALLTOALL_MIN=0)
-  foreach(v graph:graph: multi:multi: rings_two:two:rings rings_graph:graph:rings)
+    WEFT_ALGO_GPU_CE_ALLTOALL_MIN=0 WEFT_ALGO_GPU_DIRECT_ALLREDUCE_MIN=0 WEFT_ALGO_GPU_DIRECT_REDUCE_SCATTER_MIN=0
+    WEFT_ALGO_GPU_DIRECT_ALLGATHER_MIN=0 WEFT_ALGO_GPU_DIRECT_BROADCAST_MIN=0 WEFT_ALGO_GPU_DIRECT_ALLTOALL_MIN=0)
+  # The _direct entries give every size, from one element up, to the direct
+  # kernels (copy engines off): odd sizes, graphs and 3-4 ranks reach them.
+  set(_wag_direct WEFT_ALGO_GPU_DIRECT_ALLREDUCE_MIN=1 WEFT_ALGO_GPU_DIRECT_REDUCE_SCATTER_MIN=1
+    WEFT_ALGO_GPU_DIRECT_ALLGATHER_MIN=1 WEFT_ALGO_GPU_DIRECT_BROADCAST_MIN=1 WEFT_ALGO_GPU_DIRECT_ALLTOALL_MIN=1
+    WEFT_ALGO_GPU_CE_ALLREDUCE_MIN=0 WEFT_ALGO_GPU_CE_REDUCE_SCATTER_MIN=0 WEFT_ALGO_GPU_CE_ALLGATHER_MIN=0
+    WEFT_ALGO_GPU_CE_BROADCAST_MIN=0 WEFT_ALGO_GPU_CE_ALLTOALL_MIN=0)
+  foreach(v graph:graph: multi:multi: rings_two:two:rings rings_graph:graph:rings direct_two:two:direct
+      direct_graph:graph:direct direct_multi:multi:direct)
     string(REPLACE ":" ";" _v "${v}")
     list(GET _v 0 _name)
     list(GET _v 1 _case)
@@ -51,6 +59,8 @@ if(TARGET weft-plugin-algo-gpu AND TARGET weft-plugin-nvlink)
       WEFT_CORE_BOOTSTRAP_ADDR=127.0.0.1 NCCL_NVLS_ENABLE=0 CK_RUN_CASE=${_case})
     if(v MATCHES ":rings$")
       list(APPEND _env ${_wag_rings})
+    elseif(v MATCHES ":direct$")
+      list(APPEND _env ${_wag_direct})
     else()
       list(APPEND _env ${_wag_ce16})
     endif()

@@ -167,14 +167,16 @@ do_sweep() {
 }
 
 # The copy-engine path's open questions (docs/perf/2026-11-30-h200x2-ll-and-copy-engine.md):
-# allreduce-ce at 1 GiB without NCCL in the process, with and without a graph,
-# and the fixed cost of copy-engine calls inside graphs (allgather 16M-256M).
+# allreduce-ce at 1 GiB without NCCL in the process, with and without a graph
+# (timing only: -c 0), and the fixed cost of copy-engine calls inside graphs
+# (allgather 16M-256M).
 do_ce_diag() {
 	local p="$bdir/bin/weft-perf" t=${WEFT_PERF_STAGE_TIMEOUT:-120} r=0
 	export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 	for g in "" "--graph 20"; do
 		# shellcheck disable=SC2086 # $g is one flag and its value, or nothing
-		WEFT_ALGO_GPU_CE_ALLREDUCE_MIN=256M timeout "$t" "$p" --np 2 --mem cuda -d half -b 256M -e 1G -f 4 $g || r=1
+		WEFT_ALGO_GPU_CE_ALLREDUCE_MIN=256M timeout "$t" "$p" --np 2 --mem cuda -d half -b 256M -e 1G -f 4 -c 0 \
+			-w 2 -n 5 $g || r=1
 		# shellcheck disable=SC2086
 		WEFT_ALGO_GPU_CE_ALLGATHER_MIN=16M timeout "$t" "$p" --np 2 --mem cuda --collective all_gather -d half \
 			-b 16M -e 256M -f 4 $g || r=1

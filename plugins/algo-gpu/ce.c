@@ -1,10 +1,11 @@
-/* algo-gpu: the copy-engine schedules for large messages. Every rank's user
+/* algo-gpu: the schedules on the callers' own buffers. Every rank's user
  * buffers are registered and swapped once per distinct set of buffers (a
- * "signature", kept in a small cache identical on every rank); data then moves
- * with cudaMemcpyAsync between this GPU and the peers' buffers mapped here, on
- * side streams forked from the caller's stream and joined back, so a call can
- * be captured in a CUDA graph. Kernels only bracket a call (two barriers) and
- * reduce the chunks the engines pulled in. */
+ * "signature", kept in a small cache identical on every rank). Then either
+ * the copy engines move the data (cudaMemcpyAsync between this GPU and the
+ * peers' buffers mapped here, on side streams forked from the caller's stream
+ * and joined back, so a call can be captured in a CUDA graph; kernels only
+ * bracket a call with two barriers and reduce the chunks the engines pulled
+ * in), or one direct kernel reads and writes the peers' buffers itself. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,6 +210,25 @@ static int sig_find(struct wag_ctx *c, const struct ce_rec *all, struct ce_sig *
 	return 0;
 }
 
+/* The copy-engine kind whose buffers a direct kind uses (itself otherwise). */
+static enum wag_kind ce_twin(enum wag_kind k)
+{
+	switch (k) {
+	case WAG_AR_DIRECT:
+		return WAG_AR_CE;
+	case WAG_RS_DIRECT:
+		return WAG_RS_CE;
+	case WAG_AG_DIRECT:
+		return WAG_AG_CE;
+	case WAG_BC_DIRECT:
+		return WAG_BC_CE;
+	case WAG_A2A_DIRECT:
+		return WAG_A2A_CE;
+	default:
+		return k;
+	}
+}
+
 /* Finds or makes the signature of this call's buffers; *g NULL (and 0) when
  * some rank's buffers cannot be shared: the call then falls back. Every rank
  * takes the same path: the decision rests on the records all ranks gathered. */
@@ -216,6 +236,7 @@ static int sig_get(struct wag_ctx *c, const struct weft_coll_args *a, uint64_t i
 		   int capturing, enum wag_kind k, struct ce_sig **out)
 {
 	const struct weft_prim_api *p = c->prim;
+	k = ce_twin(k);
 	/* A broadcast's non-roots only receive: their send buffer may be anything. */
 	const void *in = k == WAG_BC_CE && c->rank != a->root ? a->recvbuf : a->sendbuf;
 	if (k == WAG_BC_CE && c->rank != a->root)
@@ -401,6 +422,43 @@ out:
 	return rc;
 }
 
+/* One direct kernel on the mapped buffers of signature g. */
+static int direct_launch(struct wag_ctx *c, struct ce_sig *g, const struct weft_coll_args *a, enum wag_kind k,
+			 uint64_t bytes, char *err, size_t errlen)
+{
+	static const int mode[] = {[WAG_AR_DIRECT] = WAG_D_ALLREDUCE, [WAG_RS_DIRECT] = WAG_D_REDUCE_SCATTER,
+				   [WAG_AG_DIRECT] = WAG_D_ALLGATHER, [WAG_BC_DIRECT] = WAG_D_BROADCAST,
+				   [WAG_A2A_DIRECT] = WAG_D_ALLTOALL};
+	struct wag_kargs ka = c->base;
+	int reduces = k == WAG_AR_DIRECT || k == WAG_RS_DIRECT;
+	ka.dtype = (int)a->dtype;
+	ka.op = (int)a->op;
+	ka.root = a->root;
+	ka.in = g->pin[c->rank];
+	ka.out = a->recvbuf;
+	ka.d.mode = mode[k];
+	/* Reductions count elements; the movers bytes (one rank's block, or the
+	 * broadcast vector). */
+	ka.count = reduces ? a->count : bytes;
+	uintptr_t al = (uintptr_t)ka.in | (uintptr_t)ka.out;
+	for (int q = 0; q < c->nranks; q++) {
+		ka.d.in[q] = g->pin[q];
+		ka.d.out[q] = g->pout[q];
+		al |= (uintptr_t)g->pin[q] | (uintptr_t)g->pout[q];
+	}
+	/* Every rank's block starts 16-byte aligned too (reduce-scatter's blocks
+	 * follow each other at count elements). */
+	ka.vec = (al & 15) == 0 && (k != WAG_RS_DIRECT || bytes % 16 == 0);
+	/* The blocks a call uses depend on its size only, the same on every rank. */
+	uint64_t work = k == WAG_AR_DIRECT ? bytes / (uint64_t)c->nranks : bytes;
+	ka.nblocks = wag_segments(work, (uint32_t)wag_cfg.direct_blocks, wag_cfg.min_seg);
+	if (ka.nblocks > c->lay.maxb)
+		ka.nblocks = c->lay.maxb;
+	if (ka.nblocks == 0)
+		ka.nblocks = 1;
+	return wag_launch_direct(&ka, a->stream, err, errlen);
+}
+
 int wag_ce_run(struct wag_ctx *c, const struct weft_coll_args *a, enum wag_kind k, enum wag_kind fallback)
 {
 	char err[256] = "";
@@ -410,7 +468,8 @@ int wag_ce_run(struct wag_ctx *c, const struct weft_coll_args *a, enum wag_kind 
 	/* Each rank's buffer lengths, and this rank's block of the reduction. */
 	uint64_t in_len = bytes, out_len = bytes, boff = 0, blen = 0, ch = 0;
 	uint32_t depth = 0;
-	switch (k) {
+	int direct = ce_twin(k) != k;
+	switch (ce_twin(k)) {
 	case WAG_AR_CE: {
 		uint64_t o, l;
 		wag_block(count, n, me, 16 / es ? 16 / es : 1, &o, &l);
@@ -445,7 +504,7 @@ int wag_ce_run(struct wag_ctx *c, const struct weft_coll_args *a, enum wag_kind 
 	struct ce_sig *g = NULL;
 	if ((rc = sig_get(c, a, in_len, out_len, capturing, k, &g)))
 		return rc;
-	if (!g || ((k == WAG_AR_CE || k == WAG_RS_CE) && !ch)) {
+	if (!g || (!direct && (k == WAG_AR_CE || k == WAG_RS_CE) && !ch)) {
 		/* Every rank got the same records, so every rank falls back. */
 		WAG_LOG(WEFT_LOG_DEBUG, "a rank's buffers cannot be mapped by its peers (not cudaMalloc or shareable "
 					"VMM memory, or an in-place alltoall), or no room for the pipeline: staging "
@@ -453,6 +512,10 @@ int wag_ce_run(struct wag_ctx *c, const struct weft_coll_args *a, enum wag_kind 
 		return wag_run(c, a, fallback);
 	}
 	struct wag_kargs kb = c->base;
+	if (direct) {
+		rc = direct_launch(c, g, a, k, bytes, err, sizeof(err));
+		goto done;
+	}
 	if ((rc = wag_launch_ce_barrier(&kb, a->stream, err, sizeof(err))))
 		goto out;
 	if (k == WAG_AR_CE || k == WAG_RS_CE)
@@ -461,6 +524,7 @@ int wag_ce_run(struct wag_ctx *c, const struct weft_coll_args *a, enum wag_kind 
 		rc = ce_push(c, g, a, k, bytes, err, sizeof(err));
 	if (rc == 0)
 		rc = wag_launch_ce_barrier(&kb, a->stream, err, sizeof(err));
+done:
 	if (rc == 0 && !capturing) {
 		if (!g->done)
 			rc = wag_cuda_event_new(&g->done, err, sizeof(err));
@@ -471,7 +535,8 @@ int wag_ce_run(struct wag_ctx *c, const struct weft_coll_args *a, enum wag_kind 
 		rc = wag_cuda_sync_stream(NULL, err, sizeof(err));
 out:
 	if (rc)
-		WAG_LOG(WEFT_LOG_ERROR, "%s: %s", k == WAG_AR_CE ? "allreduce-ce" : "copy-engine collective",
+		WAG_LOG(WEFT_LOG_ERROR, "%s: %s",
+			direct ? "direct collective" : k == WAG_AR_CE ? "allreduce-ce" : "copy-engine collective",
 			err[0] ? err : wag_errname(rc));
 	return rc;
 }

@@ -1036,6 +1036,93 @@ template <typename T> __global__ void __launch_bounds__(WAG_TPB) k_ce_reduce(wag
 	reduce_range<T>(a.op, a.nranks, src, (T *)a.red.dst + off, pdst, len, a.red.vec != 0);
 }
 
+/* ------------------------------------------------ direct kernels (ce.c)
+ * The GPU threads read and write the peers' buffers of the call themselves
+ * (mapped once per set of buffers, ce.c): no staging, one kernel per call.
+ * Block g of every rank meets block g of every peer twice: at the start (the
+ * peer's inputs are ready and its outputs may be written: both follow from
+ * the peer's stream having reached this call) and at the end (the peer has
+ * finished reading this rank's inputs and writing its outputs, so the call's
+ * results are complete when the kernel ends and the buffers may be reused).
+ * Flag values 2c-1 and 2c for the block's c-th direct call; every rank
+ * launches the same blocks for a call, so the per-block counters agree. */
+
+/* false: aborted. */
+WAG_DEV bool direct_meet(const wag_kargs &a, uint32_t g, uint64_t v)
+{
+	block_signal_peers(a, WAG_F_DIRECT, g, v);
+	return block_wait_peers(a, WAG_F_DIRECT, g, v);
+}
+
+/* Allreduce: this rank reduces its block (wag_block) of every rank's input,
+ * segment g of it in block g, and writes the result into every rank's output.
+ * Reduce-scatter: this rank's block of every input into its own output. */
+template <typename T> __global__ void __launch_bounds__(WAG_TPB) k_direct_reduce(wag_kargs a)
+{
+	uint32_t g = blockIdx.x;
+	uint64_t c = *local_at(a, WAG_L_DIRECT, g) + 1;
+	int me = a.rank, n = a.nranks, ar = a.d.mode == WAG_D_ALLREDUCE;
+	uint64_t bo, bl, off, len;
+	if (ar)
+		wag_block(a.count, n, me, 16 / sizeof(T), &bo, &bl);
+	else
+		bo = (uint64_t)me * a.count, bl = a.count;
+	wag_segment(bl, 16 / sizeof(T), a.nblocks, g, &off, &len);
+	if (!direct_meet(a, g, 2 * c - 1))
+		return;
+	const T *src[WAG_MAX_RANKS];
+	T *pdst[WAG_MAX_RANKS];
+#pragma unroll
+	for (int q = 0; q < WAG_MAX_RANKS; q++) {
+		int r = q < n ? q : me;
+		src[q] = (const T *)(r == me ? (const char *)a.in : a.d.in[r]) + bo + off;
+		pdst[q] = ar && q < n && q != me ? (T *)a.d.out[q] + bo + off : NULL;
+	}
+	T *dst = (T *)a.out + (ar ? bo : 0) + off;
+	reduce_range<T>(a.op, n, src, dst, pdst, len, a.vec != 0);
+	if (!direct_meet(a, g, 2 * c))
+		return;
+	if (threadIdx.x == 0)
+		*local_at(a, WAG_L_DIRECT, g) = c;
+}
+
+/* Data movers, in bytes (count: one rank's block; broadcast: the vector).
+ * Allgather: this rank's input into every output at its slot. Alltoall: its
+ * block q into rank q's output at its slot. Broadcast: every non-root reads
+ * the root's input into its output. */
+__global__ void __launch_bounds__(WAG_TPB) k_direct_move(wag_kargs a)
+{
+	uint32_t g = blockIdx.x;
+	uint64_t c = *local_at(a, WAG_L_DIRECT, g) + 1;
+	int me = a.rank, n = a.nranks, mode = a.d.mode;
+	uint64_t off, len, B = a.count;
+	wag_segment(B, 16, a.nblocks, g, &off, &len);
+	if (!direct_meet(a, g, 2 * c - 1))
+		return;
+	const char *in = (const char *)a.in;
+	char *out = (char *)a.out;
+	if (mode == WAG_D_BROADCAST) {
+		const char *from = me == a.root ? in : a.d.in[a.root];
+		if (out != from)
+			copy_range(out + off, from + off, len);
+	} else {
+		int a2a = mode == WAG_D_ALLTOALL;
+		/* The peers first (remote stores), starting past this rank so that
+		 * ranks do not all write to the same peer at once. */
+		for (int i = 1; i <= n; i++) {
+			int q = (me + i) % n;
+			const char *from = in + (a2a ? (uint64_t)q * B : 0) + off;
+			char *to = (q == me ? out : a.d.out[q]) + (uint64_t)me * B + off;
+			if (to != from)
+				copy_range(to, from, len);
+		}
+	}
+	if (!direct_meet(a, g, 2 * c))
+		return;
+	if (threadIdx.x == 0)
+		*local_at(a, WAG_L_DIRECT, g) = c;
+}
+
 /* ------------------------------------------------------------ launchers */
 
 static int launched(const char *what, char *err, size_t errlen)
@@ -1238,6 +1325,16 @@ extern "C" int wag_launch_ce_reduce(const struct wag_kargs *a, void *stream, cha
 {
 	WAG_DISPATCH(k_ce_reduce, a->nblocks, WAG_TPB, a, (cudaStream_t)stream);
 	return launched("copy-engine reduce", err, errlen);
+}
+
+extern "C" int wag_launch_direct(const struct wag_kargs *a, void *stream, char *err, size_t errlen)
+{
+	if (a->d.mode == WAG_D_ALLREDUCE || a->d.mode == WAG_D_REDUCE_SCATTER) {
+		WAG_DISPATCH(k_direct_reduce, a->nblocks, WAG_TPB, a, (cudaStream_t)stream);
+		return launched(a->d.mode == WAG_D_ALLREDUCE ? "allreduce-direct" : "reduce-scatter-direct", err, errlen);
+	}
+	k_direct_move<<<a->nblocks, WAG_TPB, 0, (cudaStream_t)stream>>>(*a);
+	return launched("direct data movement", err, errlen);
 }
 
 static int cuda_ck(cudaError_t e, const char *what, char *err, size_t errlen)

@@ -41,8 +41,8 @@ static uint32_t ll_blocks(uint64_t bytes)
 static void layout(int nranks, int sms, struct wag_layout *l)
 {
 	uint64_t maxb = (uint64_t)ll_blocks(wag_cfg.ll_max > wag_cfg.llx_max ? wag_cfg.ll_max : wag_cfg.llx_max);
-	int64_t b[] = {wag_cfg.oneshot_blocks, wag_cfg.rsag_blocks, wag_cfg.ag_blocks};
-	for (size_t i = 0; i < 3; i++)
+	int64_t b[] = {wag_cfg.oneshot_blocks, wag_cfg.rsag_blocks, wag_cfg.ag_blocks, wag_cfg.direct_blocks};
+	for (size_t i = 0; i < sizeof(b) / sizeof(b[0]); i++)
 		if ((uint64_t)b[i] > maxb)
 			maxb = (uint64_t)b[i];
 	if (maxb > (uint64_t)sms)
@@ -275,6 +275,11 @@ static const char *const kind_name[] = {
 	[WAG_AG_CE] = "allgather-ce",
 	[WAG_BC_CE] = "broadcast-ce",
 	[WAG_A2A_CE] = "alltoall-ce",
+	[WAG_AR_DIRECT] = "allreduce-direct",
+	[WAG_RS_DIRECT] = "reduce-scatter-direct",
+	[WAG_AG_DIRECT] = "allgather-direct",
+	[WAG_BC_DIRECT] = "broadcast-direct",
+	[WAG_A2A_DIRECT] = "alltoall-direct",
 };
 
 static int capacity_ok(const struct wag_ctx *c, enum wag_kind k, const struct weft_coll_args *a)
@@ -468,7 +473,12 @@ int wag_run(struct wag_ctx *c, const struct weft_coll_args *a, enum wag_kind k)
 	case WAG_AG_CE:
 	case WAG_BC_CE:
 	case WAG_A2A_CE:
-		/* ce.c's: never a kernel algorithm of its own. */
+	case WAG_AR_DIRECT:
+	case WAG_RS_DIRECT:
+	case WAG_AG_DIRECT:
+	case WAG_BC_DIRECT:
+	case WAG_A2A_DIRECT:
+		/* ce.c's: they run on the callers' buffers, through wag_ce_run. */
 		rc = -EINVAL;
 		break;
 	}
@@ -497,6 +507,11 @@ static int ex_rsce(void *s, const struct weft_coll_args *a) { return ex_ce(s, a,
 static int ex_agce(void *s, const struct weft_coll_args *a) { return ex_ce(s, a, WAG_AG_CE, WAG_AG_RING); }
 static int ex_bcce(void *s, const struct weft_coll_args *a) { return ex_ce(s, a, WAG_BC_CE, WAG_BC_RING); }
 static int ex_a2ace(void *s, const struct weft_coll_args *a) { return ex_ce(s, a, WAG_A2A_CE, WAG_A2A_RING); }
+static int ex_ardirect(void *s, const struct weft_coll_args *a) { return ex_ce(s, a, WAG_AR_DIRECT, WAG_AR_RSAG); }
+static int ex_rsdirect(void *s, const struct weft_coll_args *a) { return ex_ce(s, a, WAG_RS_DIRECT, WAG_RS_RING); }
+static int ex_agdirect(void *s, const struct weft_coll_args *a) { return ex_ce(s, a, WAG_AG_DIRECT, WAG_AG_RING); }
+static int ex_bcdirect(void *s, const struct weft_coll_args *a) { return ex_ce(s, a, WAG_BC_DIRECT, WAG_BC_RING); }
+static int ex_a2adirect(void *s, const struct weft_coll_args *a) { return ex_ce(s, a, WAG_A2A_DIRECT, WAG_A2A_RING); }
 static int ex_agll(void *s, const struct weft_coll_args *a) { return wag_run(s, a, WAG_AG_LL); }
 static int ex_rsll(void *s, const struct weft_coll_args *a) { return wag_run(s, a, WAG_RS_LL); }
 static int ex_a2all(void *s, const struct weft_coll_args *a) { return wag_run(s, a, WAG_A2A_LL); }
@@ -653,6 +668,11 @@ WAG_ALGO(algo_rsce, "reduce-scatter-ce", WEFT_COLL_REDUCE_SCATTER, 40, sup_rsrin
 WAG_ALGO(algo_agce, "allgather-ce", WEFT_COLL_ALLGATHER, 40, sup_agring, ex_agce);
 WAG_ALGO(algo_bcce, "broadcast-ce", WEFT_COLL_BROADCAST, 40, sup_bcring, ex_bcce);
 WAG_ALGO(algo_a2ace, "alltoall-ce", WEFT_COLL_ALLTOALL, 40, sup_a2aring, ex_a2ace);
+WAG_ALGO(algo_ardirect, "allreduce-direct", WEFT_COLL_ALLREDUCE, 35, sup_rsag, ex_ardirect);
+WAG_ALGO(algo_rsdirect, "reduce-scatter-direct", WEFT_COLL_REDUCE_SCATTER, 35, sup_rsring, ex_rsdirect);
+WAG_ALGO(algo_agdirect, "allgather-direct", WEFT_COLL_ALLGATHER, 35, sup_agring, ex_agdirect);
+WAG_ALGO(algo_bcdirect, "broadcast-direct", WEFT_COLL_BROADCAST, 35, sup_bcring, ex_bcdirect);
+WAG_ALGO(algo_a2adirect, "alltoall-direct", WEFT_COLL_ALLTOALL, 35, sup_a2aring, ex_a2adirect);
 WAG_ALGO(algo_agll, "allgather-ll", WEFT_COLL_ALLGATHER, 30, sup_agll, ex_agll);
 WAG_ALGO(algo_rsll, "reduce-scatter-ll", WEFT_COLL_REDUCE_SCATTER, 30, sup_rsll, ex_rsll);
 WAG_ALGO(algo_a2all, "alltoall-ll", WEFT_COLL_ALLTOALL, 30, sup_a2all, ex_a2all);
@@ -673,7 +693,8 @@ WAG_ALGO(algo_p2p, "sendrecv-ring", WEFT_COLL_SENDRECV, 10, sup_p2p, ex_p2p);
 static const struct weft_algo *const wag_algos[] = {
 	&algo_ll,    &algo_agll,  &algo_rsll,   &algo_a2all,   &algo_os,    &algo_rsag,    &algo_agos,    &algo_agring,  &algo_rsos,  &algo_rsring,
 	&algo_redos, &algo_redring, &algo_bcos, &algo_bcring, &algo_a2aos, &algo_a2aring, &algo_p2p,
-	&algo_arce,  &algo_rsce,   &algo_agce,  &algo_bcce,   &algo_a2ace, NULL};
+	&algo_arce,  &algo_rsce,   &algo_agce,  &algo_bcce,   &algo_a2ace,
+	&algo_ardirect, &algo_rsdirect, &algo_agdirect, &algo_bcdirect, &algo_a2adirect, NULL};
 
 static const struct weft_algo_ops wag_ops = {
 	.size = sizeof(struct weft_algo_ops),
@@ -712,6 +733,18 @@ static const struct weft_param_decl wag_params[] = {
 	  "Smallest broadcast (bytes) moved by the copy engines; 0 turns it off."),
 	P("ce_alltoall_min", WEFT_PARAM_SIZE, "256M",
 	  "Smallest alltoall (bytes per rank) moved by the copy engines; 0 turns it off."),
+	P("direct_allreduce_min", WEFT_PARAM_SIZE, "512K",
+	  "Smallest allreduce (bytes) served by the direct kernel (GPU threads read and write the peers' buffers "
+	  "of the call, registered once per set of buffers); 0 turns it off."),
+	P("direct_reduce_scatter_min", WEFT_PARAM_SIZE, "512K",
+	  "Smallest reduce-scatter (input bytes) served by the direct kernel; 0 turns it off."),
+	P("direct_allgather_min", WEFT_PARAM_SIZE, "512K",
+	  "Smallest allgather (output bytes) served by the direct kernel; 0 turns it off."),
+	P("direct_broadcast_min", WEFT_PARAM_SIZE, "512K",
+	  "Smallest broadcast (bytes) served by the direct kernel; 0 turns it off."),
+	P("direct_alltoall_min", WEFT_PARAM_SIZE, "512K",
+	  "Smallest alltoall (bytes per rank) served by the direct kernel; 0 turns it off."),
+	P("direct_blocks", WEFT_PARAM_INT, "64", "Most CUDA blocks of the direct kernels."),
 	P("ce_chunk", WEFT_PARAM_SIZE, "16M",
 	  "Largest pipeline chunk (bytes) of the copy-engine allreduce and reduce-scatter (a multiple of 64K)."),
 	P("oneshot_blocks", WEFT_PARAM_INT, "32", "Most CUDA blocks of the one-shot kernels."),
@@ -780,6 +813,33 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 			WAG_LOG(WEFT_LOG_ERROR, "bad parameter %s.%s; the pack declines to load", WAG_NAME, ce_keys[i]);
 			return NULL;
 		}
+	}
+	static const char *const direct_keys[WEFT_COLL_COUNT] = {
+		[WEFT_COLL_ALLREDUCE] = "direct_allreduce_min", [WEFT_COLL_REDUCE_SCATTER] = "direct_reduce_scatter_min",
+		[WEFT_COLL_ALLGATHER] = "direct_allgather_min", [WEFT_COLL_BROADCAST] = "direct_broadcast_min",
+		[WEFT_COLL_ALLTOALL] = "direct_alltoall_min",
+	};
+	struct weft_algo *direct[WEFT_COLL_COUNT] = {
+		[WEFT_COLL_ALLREDUCE] = &algo_ardirect, [WEFT_COLL_REDUCE_SCATTER] = &algo_rsdirect,
+		[WEFT_COLL_ALLGATHER] = &algo_agdirect, [WEFT_COLL_BROADCAST] = &algo_bcdirect,
+		[WEFT_COLL_ALLTOALL] = &algo_a2adirect,
+	};
+	for (int i = 0; i < WEFT_COLL_COUNT; i++) {
+		if (!direct[i])
+			continue;
+		wag_cfg.direct_min[i] = 512 << 10;
+		if (get_size(direct_keys[i], &wag_cfg.direct_min[i])) {
+			WAG_LOG(WEFT_LOG_ERROR, "bad parameter %s.%s; the pack declines to load", WAG_NAME, direct_keys[i]);
+			return NULL;
+		}
+		direct[i]->min_bytes = wag_cfg.direct_min[i];
+		if (wag_cfg.direct_min[i] == 0)
+			direct[i]->mem_types = 0;
+	}
+	wag_cfg.direct_blocks = 64;
+	if (get_int("direct_blocks", &wag_cfg.direct_blocks, 1, 1024)) {
+		WAG_LOG(WEFT_LOG_ERROR, "bad parameter %s.direct_blocks; the pack declines to load", WAG_NAME);
+		return NULL;
 	}
 	if (get_size("ce_chunk", &wag_cfg.ce_chunk) || wag_cfg.ce_chunk < (64 << 10) || wag_cfg.ce_chunk % (64 << 10)) {
 		WAG_LOG(WEFT_LOG_ERROR, "%s.ce_chunk must be a multiple of 64K; the pack declines to load", WAG_NAME);

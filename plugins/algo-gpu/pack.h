@@ -14,6 +14,8 @@ struct wag_cfg {
 	int64_t oneshot_blocks, rsag_blocks, ag_blocks, depth, p2p_blocks;
 	uint64_t ce_chunk;             /* largest pipeline chunk of the copy-engine schedules */
 	uint64_t ce_min[WEFT_COLL_COUNT]; /* smallest call (selection bytes) per collective; 0 = off */
+	uint64_t direct_min[WEFT_COLL_COUNT]; /* the same for the direct kernels */
+	int64_t direct_blocks;
 };
 extern struct wag_cfg wag_cfg;
 extern const struct weft_core_api *wag_core;
@@ -66,14 +68,21 @@ enum wag_kind {
 	WAG_AG_CE,
 	WAG_BC_CE,
 	WAG_A2A_CE,
+	/* The direct kernels on the callers' buffers (ce.c shares their mapping). */
+	WAG_AR_DIRECT,
+	WAG_RS_DIRECT,
+	WAG_AG_DIRECT,
+	WAG_BC_DIRECT,
+	WAG_A2A_DIRECT,
 };
 
 const char *wag_errname(int rc);
 size_t wag_esize(enum weft_datatype t);
 /* Runs one call with a kernel algorithm of the pack (pack.c). */
 int wag_run(struct wag_ctx *c, const struct weft_coll_args *a, enum wag_kind k);
-/* Runs one call on the copy engines (ce.c); falls back to `fallback` on
- * every rank at once where some rank's buffers cannot be shared. */
+/* Runs one call on the callers' own buffers (ce.c): on the copy engines
+ * (WAG_*_CE) or with the direct kernels (WAG_*_DIRECT); falls back to
+ * `fallback` on every rank at once where some rank's buffers cannot be shared. */
 int wag_ce_run(struct wag_ctx *c, const struct weft_coll_args *a, enum wag_kind k, enum wag_kind fallback);
 /* Releases the copy-engine state (after the device and every rank are idle). */
 void wag_ce_free(struct wag_ctx *c);

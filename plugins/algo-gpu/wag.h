@@ -24,7 +24,8 @@ enum {
 	WAG_F_AG_CRED,
 	WAG_F_P2P_READY,
 	WAG_F_P2P_CRED,
-	WAG_F_CE, /* the copy-engine schedules' barriers (block 0 only) */
+	WAG_F_CE,     /* the copy-engine schedules' barriers (block 0 only) */
+	WAG_F_DIRECT, /* the direct kernels: 2 per call and block (start, end) */
 	WAG_F_COUNT
 };
 /* Per-block counters in this rank's own part of scratch (no peer touches them):
@@ -32,7 +33,7 @@ enum {
  * one-shot epoch (WAG_L_OS) is kept equal across all blocks (block 0 also
  * advances the blocks a call does not launch), so every one-shot call has one
  * epoch and one half of the double buffer. */
-enum { WAG_L_LL = 0, WAG_L_OS, WAG_L_RS, WAG_L_AG, WAG_L_CE, WAG_L_COUNT };
+enum { WAG_L_LL = 0, WAG_L_OS, WAG_L_RS, WAG_L_AG, WAG_L_CE, WAG_L_DIRECT, WAG_L_COUNT };
 /* Point-to-point sequence counters, [dir][peer][block h] in this rank's
  * scratch: dir 0 counts tiles sent to peer, dir 1 tiles received from it. */
 enum { WAG_P2P_TX = 0, WAG_P2P_RX = 1 };
@@ -73,6 +74,15 @@ struct wag_ce_red {
 	int vec; /* every pointer 16-byte aligned */
 };
 
+/* The direct kernels: every rank's buffers of this call, mapped here (this
+ * rank's own are its pointers), and what to do with them. */
+enum { WAG_D_ALLREDUCE = 0, WAG_D_REDUCE_SCATTER, WAG_D_ALLGATHER, WAG_D_BROADCAST, WAG_D_ALLTOALL };
+struct wag_direct {
+	const char *in[WAG_MAX_RANKS];
+	char *out[WAG_MAX_RANKS];
+	int mode; /* WAG_D_* */
+};
+
 struct wag_kargs {
 	int rank;
 	int nranks;
@@ -92,6 +102,7 @@ struct wag_kargs {
 	struct wag_layout lay;
 	struct wag_sched s;
 	struct wag_ce_red red; /* k_ce_reduce */
+	struct wag_direct d;   /* k_direct_reduce, k_direct_move */
 };
 
 /* One entry of a point-to-point kernel: a send to peer, a receive from peer,
@@ -140,6 +151,9 @@ int wag_launch_p2p(const struct wag_kargs *a, const struct wag_p2p_args *p, void
  * and a reduction of a->red over a->nblocks blocks. */
 int wag_launch_ce_barrier(const struct wag_kargs *a, void *stream, char *err, size_t errlen);
 int wag_launch_ce_reduce(const struct wag_kargs *a, void *stream, char *err, size_t errlen);
+/* The direct kernels: a->nblocks blocks read and write the peers' buffers of
+ * this call (a->d) themselves; a->count as for the kernels above. */
+int wag_launch_direct(const struct wag_kargs *a, void *stream, char *err, size_t errlen);
 /* Streams, events and copies for them: 0 or -WEFT_ERR_TRANSPORT with the CUDA
  * error in err. */
 int wag_cuda_stream_new(void **stream, char *err, size_t errlen);
