@@ -125,7 +125,9 @@ static int same_buffers(const struct ce_rec *a, const struct ce_rec *b, int n)
 
 /* Swaps this rank's registered buffers (g->min, g->mout) with every peer,
  * pairs in ascending (low, high) order as the setup does. Each side sends
- * before it maps, so a failure here never leaves a peer waiting. */
+ * before it maps, and a rank that cannot map one peer's buffers still swaps
+ * with the rest, so a failure here never leaves a peer waiting; the ranks
+ * then agree on the outcome (sig_attach). */
 static int sig_map(struct wag_ctx *c, struct ce_sig *g)
 {
 	const struct weft_prim_api *p = c->prim;
@@ -137,18 +139,19 @@ static int sig_map(struct wag_ctx *c, struct ce_sig *g)
 		for (int hi = lo + 1; hi < c->nranks; hi++) {
 			if (c->rank != lo && c->rank != hi)
 				continue;
-			int q = c->rank == lo ? hi : lo;
+			int q = c->rank == lo ? hi : lo, r;
 			void *pi = NULL, *po = NULL;
 			weft_conn_t *conn = c->peers[q].conn;
-			if ((rc = p->mem_exchange(g->min, q, &g->rin[q])) || (rc = p->mem_exchange(g->mout, q, &g->rout[q])) ||
-			    (rc = p->rmem_device_ptr(conn, g->rin[q], &pi)) || (rc = p->rmem_device_ptr(conn, g->rout[q], &po))) {
-				WAG_LOG(WEFT_LOG_ERROR, "cannot map rank %d's buffers of this call: %s", q, wag_errname(rc));
-				return rc;
+			if ((r = p->mem_exchange(g->min, q, &g->rin[q])) || (r = p->mem_exchange(g->mout, q, &g->rout[q])) ||
+			    (r = p->rmem_device_ptr(conn, g->rin[q], &pi)) || (r = p->rmem_device_ptr(conn, g->rout[q], &po))) {
+				WAG_LOG(WEFT_LOG_DEBUG, "cannot map rank %d's buffers of this call: %s", q, wag_errname(r));
+				rc = rc ? rc : r;
+				continue;
 			}
 			g->pin[q] = pi;
 			g->pout[q] = po;
 		}
-	return 0;
+	return rc;
 }
 
 static void sig_unlink(struct wag_ctx *c, struct ce_sig *g)
@@ -159,6 +162,14 @@ static void sig_unlink(struct wag_ctx *c, struct ce_sig *g)
 			c->ce->nsigs--;
 			return;
 		}
+}
+
+static int capturing_any(const struct ce_rec *all, int n)
+{
+	for (int q = 0; q < n; q++)
+		if (all[q].capturing)
+			return 1;
+	return 0;
 }
 
 /* The signature of the gathered records (new, unmapped, when none matches);
@@ -208,6 +219,67 @@ static int sig_find(struct wag_ctx *c, const struct ce_rec *all, struct ce_sig *
 	g->pinned |= capt;
 	*out = g;
 	return 0;
+}
+
+/* Every rank's yes/no: *all = 1 when every rank said yes. */
+static int agree(struct wag_ctx *c, int yes, int *all)
+{
+	int32_t mine = yes != 0, v[WAG_MAX_RANKS];
+	int rc = c->prim->comm_allgather(c->comm, &mine, v, sizeof(mine));
+	if (rc) {
+		WAG_LOG(WEFT_LOG_ERROR, "cannot gather the ranks' mapping results: %s", wag_errname(rc));
+		return rc;
+	}
+	*all = 1;
+	for (int q = 0; q < c->nranks; q++)
+		*all &= v[q] != 0;
+	return 0;
+}
+
+/* Gives the new signature g this rank's registrations (made here when *min,
+ * *mout are NULL) and maps every peer's; *ok = 1 when every rank mapped all
+ * of its peers. Otherwise g is released on every rank. */
+static int sig_attach(struct wag_ctx *c, struct ce_sig *g, weft_mem_t **min, weft_mem_t **mout, int *ok)
+{
+	const struct weft_prim_api *p = c->prim;
+	const struct ce_rec *me = &g->rec[c->rank];
+	int rc = 0, fresh = !*min || !*mout;
+	if (!*min)
+		rc = p->mem_register(c->comm, (void *)(uintptr_t)me->in, me->in_len, WEFT_MEM_CUDA, min);
+	if (!rc && !*mout)
+		rc = p->mem_register(c->comm, (void *)(uintptr_t)me->out, me->out_len, WEFT_MEM_CUDA, mout);
+	g->min = *min;
+	g->mout = *mout;
+	*min = *mout = NULL;
+	/* Registered here (a retry): every rank must have both before any swaps. */
+	if (fresh && ((rc = agree(c, rc == 0, ok)) || !*ok))
+		goto drop;
+	if ((rc = agree(c, sig_map(c, g) == 0, ok)) || !*ok)
+		goto drop;
+	return 0;
+drop:
+	sig_unlink(c, g);
+	sig_free(c, g);
+	return rc;
+}
+
+/* Releases every signature no captured graph uses (the same on every rank),
+ * so that the mappings of buffers since freed go; the number released. */
+static int evict_idle(struct wag_ctx *c)
+{
+	int n = 0;
+	for (struct ce_sig **pp = &c->ce->sigs; *pp;) {
+		struct ce_sig *g = *pp;
+		if (g->pinned) {
+			pp = &g->next;
+			continue;
+		}
+		*pp = g->next;
+		c->ce->nsigs--;
+		sig_free(c, g);
+		n++;
+	}
+	return n;
 }
 
 /* The copy-engine kind whose buffers a direct kind uses (itself otherwise). */
@@ -269,15 +341,23 @@ static int sig_get(struct wag_ctx *c, const struct weft_coll_args *a, uint64_t i
 	struct ce_sig *g = NULL;
 	rc = rc ? rc : sig_find(c, all, &g);
 	if (rc == 0 && g && !g->min) {
-		/* New: it keeps these registrations and maps the peers'. */
-		g->min = min;
-		g->mout = mout;
-		min = mout = NULL;
-		if ((rc = sig_map(c, g))) {
-			sig_unlink(c, g);
-			sig_free(c, g);
+		/* New: it keeps these registrations and maps the peers'. A mapping
+		 * can fail where an earlier one of memory since freed and reused
+		 * still holds its place (CUDA maps an IPC allocation once per
+		 * process: "already mapped"): the idle signatures then go and the
+		 * ranks try once more, and fall back together if that fails too. */
+		int ok = 0;
+		rc = sig_attach(c, g, &min, &mout, &ok);
+		if (rc == 0 && !ok && !capturing_any(all, c->nranks) && evict_idle(c) > 0 &&
+		    (rc = sig_find(c, all, &g)) == 0) {
+			rc = sig_attach(c, g, &min, &mout, &ok);
+		}
+		if (rc == 0 && !ok) {
+			WAG_LOG(WEFT_LOG_DEBUG, "some rank cannot map its peers' buffers of this call: staging instead");
 			g = NULL;
 		}
+		if (rc)
+			g = NULL;
 	}
 	if (min)
 		p->mem_deregister(min);

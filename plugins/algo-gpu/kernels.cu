@@ -1047,10 +1047,21 @@ template <typename T> __global__ void __launch_bounds__(WAG_TPB) k_ce_reduce(wag
  * Flag values 2c-1 and 2c for the block's c-th direct call; every rank
  * launches the same blocks for a call, so the per-block counters agree. */
 
-/* false: aborted. */
+/* false: aborted. The start (odd v) orders nothing of this kernel's: what
+ * the peers read was written before it began, and is in this GPU's memory
+ * by then, so a relaxed store will do; the end releases every store of the
+ * block (the peers' outputs). */
 WAG_DEV bool direct_meet(const wag_kargs &a, uint32_t g, uint64_t v)
 {
-	block_signal_peers(a, WAG_F_DIRECT, g, v);
+	if (v & 1) {
+		if (threadIdx.x == 0)
+#pragma unroll
+			for (int q = 0; q < WAG_MAX_RANKS; q++)
+				if (q < a.nranks && q != a.rank)
+					weft_st_relaxed_sys(flag_at(a, q, WAG_F_DIRECT, a.rank, g), v);
+	} else {
+		block_signal_peers(a, WAG_F_DIRECT, g, v);
+	}
 	return block_wait_peers(a, WAG_F_DIRECT, g, v);
 }
 

@@ -616,6 +616,37 @@ static int check_p2p_unmatched_self(struct ctx *c)
 	return 0;
 }
 
+/* Buffers allocated before and freed after every call, small enough that
+ * CUDA packs several into one IPC allocation: a new buffer can sit where a
+ * freed one did while a peer still maps the old one ("already mapped" on
+ * a second open). Every result must stay exact (the pack releases its idle
+ * mappings and maps again, or stages through its scratch). */
+static int fresh_buffers(struct ctx *c, uint32_t *seed)
+{
+	void *ds = c->dsend, *dr = c->drecv;
+	size_t cap = c->cap;
+	int bad = 0;
+	for (int i = 0; i < 16 && !bad; i++) {
+		size_t count = ((size_t)4096 << (i % 5)) + (size_t)i; /* floats: 16 KiB .. 256 KiB */
+		c->cap = (count * (size_t)c->n + 2 * GUARD) * sizeof(float);
+		c->dsend = c->drecv = NULL;
+		if (cudaMalloc(&c->dsend, c->cap) != cudaSuccess || cudaMalloc(&c->drecv, c->cap) != cudaSuccess) {
+			bad = 1;
+			fprintf(stderr, "rank %d: cudaMalloc of %zu bytes failed\n", c->rank, c->cap);
+			break;
+		}
+		bad = check_allreduce<float>(c, count, WEFT_SUM, i % 2, (*seed)++) ||
+		      check_allgather(c, count, WEFT_FLOAT32, (i / 2) % 2, (*seed)++) ||
+		      check_reduce_scatter<float>(c, count, WEFT_MAX, 0, (*seed)++);
+		cudaFree(c->dsend);
+		cudaFree(c->drecv);
+	}
+	c->dsend = ds;
+	c->drecv = dr;
+	c->cap = cap;
+	return bad;
+}
+
 /* Sizes in bytes: 0, one element, odd, 64 KiB, 16 MiB, and past both
  * one-shot thresholds with an odd element count. */
 static int matrix_rank(int rank, int n, void *arg)
@@ -685,6 +716,8 @@ static int matrix_rank(int rank, int n, void *arg)
 		if (bad)
 			return 1;
 	}
+	if (fresh_buffers(&c, &seed))
+		return 1;
 	/* Send/recv: tiny, odd, and past a channel's ring (senders wait for credit). */
 	const size_t bases[] = {1, 4099, (2u << 20) + 3};
 	for (size_t k = 0; k < sizeof(bases) / sizeof(bases[0]); k++)
