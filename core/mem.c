@@ -341,6 +341,12 @@ int weft__mem_import(weft_comm_t *comm, int peer, const void *buf, size_t len, i
 					   tp->name, peer);
 				rc = 0;
 				rmh = NULL;
+			} else if (rc == -EEXIST) {
+				/* Mapped here already by other means (the transport said
+				 * how): the caller may release its mappings and retry. */
+				WEFT_DEBUG("transport %s: the region of rank %d is mapped in this process already", tp->name,
+					   peer);
+				goto err_release;
 			} else if (rc != 0) {
 				WEFT_ERROR("transport %s: importing the region of rank %d failed: %s", tp->name, peer,
 					   weft_strerror(rc));

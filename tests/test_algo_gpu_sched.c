@@ -598,25 +598,28 @@ START_TEST(select_defaults)
 	setenv("WEFT_CONFIG", "/dev/null", 1);
 	char *out = choices(2, WEFT_MEM_CUDA);
 	ck_assert(has_range(out, "allreduce", "1 B", "64 KiB", "algo-gpu/allreduce-ll"));
-	ck_assert(has_range(out, "allreduce", "128 KiB", "256 KiB", "algo-gpu/allreduce-oneshot"));
-	ck_assert(has_range(out, "allreduce", "512 KiB", "1 GiB", "algo-gpu/allreduce-direct"));
-	ck_assert_ptr_null(strstr(out, "allreduce-ce"));
+	ck_assert(has_range(out, "allreduce", "128 KiB", "512 KiB", "algo-gpu/allreduce-oneshot"));
+	ck_assert(has_range(out, "allreduce", "1 MiB", "128 MiB", "algo-gpu/allreduce-direct"));
+	ck_assert(has_range(out, "allreduce", "256 MiB", "1 GiB", "algo-gpu/allreduce-ce"));
 	ck_assert_ptr_null(strstr(out, "allreduce-rsag"));
 	ck_assert(has_range(out, "allgather", "1 B", "256 KiB", "algo-gpu/allgather-ll"));
-	ck_assert(has_range(out, "allgather", "512 KiB", "128 MiB", "algo-gpu/allgather-direct"));
-	ck_assert(has_range(out, "allgather", "256 MiB", "1 GiB", "algo-gpu/allgather-ce"));
+	ck_assert(has_range(out, "allgather", "512 KiB", "1 MiB", "algo-gpu/allgather-oneshot"));
+	ck_assert(has_range(out, "allgather", "2 MiB", "256 MiB", "algo-gpu/allgather-direct"));
+	ck_assert(has_range(out, "allgather", "512 MiB", "1 GiB", "algo-gpu/allgather-ce"));
 	/* Every collective of the API is served on CUDA buffers. */
 	ck_assert(has_range(out, "reduce_scatter", "1 B", "256 KiB", "algo-gpu/reduce-scatter-ll"));
-	ck_assert(has_range(out, "reduce_scatter", "512 KiB", "128 MiB", "algo-gpu/reduce-scatter-direct"));
-	ck_assert(has_range(out, "reduce_scatter", "256 MiB", "1 GiB", "algo-gpu/reduce-scatter-ce"));
-	ck_assert(has_range(out, "broadcast", "1 B", "256 KiB", "algo-gpu/broadcast-oneshot"));
-	ck_assert(has_range(out, "broadcast", "512 KiB", "128 MiB", "algo-gpu/broadcast-direct"));
-	ck_assert(has_range(out, "broadcast", "256 MiB", "1 GiB", "algo-gpu/broadcast-ce"));
+	ck_assert(has_range(out, "reduce_scatter", "512 KiB", "1 MiB", "algo-gpu/reduce-scatter-oneshot"));
+	ck_assert(has_range(out, "reduce_scatter", "2 MiB", "256 MiB", "algo-gpu/reduce-scatter-direct"));
+	ck_assert(has_range(out, "reduce_scatter", "512 MiB", "1 GiB", "algo-gpu/reduce-scatter-ce"));
+	ck_assert(has_range(out, "broadcast", "1 B", "2 MiB", "algo-gpu/broadcast-oneshot"));
+	ck_assert(has_range(out, "broadcast", "4 MiB", "256 MiB", "algo-gpu/broadcast-direct"));
+	ck_assert(has_range(out, "broadcast", "512 MiB", "1 GiB", "algo-gpu/broadcast-ce"));
 	ck_assert(has_range(out, "reduce", "1 B", "16 MiB", "algo-gpu/reduce-oneshot"));
 	ck_assert(has_range(out, "reduce", "32 MiB", "1 GiB", "algo-gpu/reduce-ring"));
 	ck_assert(has_range(out, "alltoall", "1 B", "256 KiB", "algo-gpu/alltoall-ll"));
-	ck_assert(has_range(out, "alltoall", "512 KiB", "128 MiB", "algo-gpu/alltoall-direct"));
-	ck_assert(has_range(out, "alltoall", "256 MiB", "1 GiB", "algo-gpu/alltoall-ce"));
+	ck_assert(has_range(out, "alltoall", "512 KiB", "512 KiB", "algo-gpu/alltoall-oneshot"));
+	ck_assert(has_range(out, "alltoall", "1 MiB", "256 MiB", "algo-gpu/alltoall-direct"));
+	ck_assert(has_range(out, "alltoall", "512 MiB", "1 GiB", "algo-gpu/alltoall-ce"));
 	ck_assert(has_range(out, "sendrecv", "1 B", "1 GiB", "algo-gpu/sendrecv-ring"));
 	free(out);
 	/* Host buffers and more than 8 ranks are not the pack's. */
@@ -658,7 +661,7 @@ START_TEST(select_thresholds)
 	ck_assert_ptr_null(strstr(out, "allgather-ll"));
 	ck_assert(has_range(out, "reduce_scatter", "1 B", "1 MiB", "algo-gpu/reduce-scatter-oneshot"));
 	ck_assert(has_range(out, "reduce", "2 MiB", "1 GiB", "algo-gpu/reduce-ring"));
-	ck_assert(has_range(out, "alltoall", "1 B", "128 MiB", "algo-gpu/alltoall-ring"));
+	ck_assert(has_range(out, "alltoall", "1 B", "256 MiB", "algo-gpu/alltoall-ring"));
 	ck_assert_ptr_null(strstr(out, "alltoall-oneshot"));
 	free(out);
 }

@@ -294,6 +294,70 @@ WAG_DEV void reduce_range(int op, int n, const T *const (&src)[WAG_MAX_RANKS], T
 	}
 }
 
+/* reduce_range with U vectors of every source in flight per thread: the
+ * direct kernels read peers' memory, whose latency (about a microsecond over
+ * NVLink) one load per thread at a time cannot cover. The tail goes through
+ * reduce_range. */
+template <typename T, int U>
+WAG_DEV void reduce_range_deep(int op, int n, const T *const (&src)[WAG_MAX_RANKS], T *dst,
+			       T *const (&pdst)[WAG_MAX_RANKS], uint64_t len, bool vec)
+{
+	typedef typename Tr<T>::A A;
+	constexpr int E = 16 / sizeof(T);
+	uint64_t nv = vec ? len / E : 0, step = (uint64_t)blockDim.x * U, full = nv / step * step;
+	for (uint64_t b = threadIdx.x; b < full; b += step) {
+		A acc[U][E];
+		uint4 v[U];
+#pragma unroll
+		for (int u = 0; u < U; u++)
+			v[u] = __ldcg((const uint4 *)src[0] + b + (uint64_t)u * blockDim.x);
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			const T *t = reinterpret_cast<const T *>(&v[u]);
+#pragma unroll
+			for (int e = 0; e < E; e++)
+				acc[u][e] = Tr<T>::ld(t[e]);
+		}
+#pragma unroll
+		for (int q = 1; q < WAG_MAX_RANKS; q++)
+			if (q < n) {
+#pragma unroll
+				for (int u = 0; u < U; u++)
+					v[u] = __ldcg((const uint4 *)src[q] + b + (uint64_t)u * blockDim.x);
+#pragma unroll
+				for (int u = 0; u < U; u++) {
+					const T *t = reinterpret_cast<const T *>(&v[u]);
+#pragma unroll
+					for (int e = 0; e < E; e++)
+						acc[u][e] = combine<A>(op, acc[u][e], Tr<T>::ld(t[e]));
+				}
+			}
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			uint4 o;
+			T *ot = reinterpret_cast<T *>(&o);
+#pragma unroll
+			for (int e = 0; e < E; e++)
+				ot[e] = Tr<T>::st(finish<A>(op, acc[u][e], n));
+			uint64_t at = b + (uint64_t)u * blockDim.x;
+			((uint4 *)dst)[at] = o;
+#pragma unroll
+			for (int q = 0; q < WAG_MAX_RANKS; q++)
+				if (pdst[q])
+					((uint4 *)pdst[q])[at] = o;
+		}
+	}
+	uint64_t done = full * E;
+	const T *s2[WAG_MAX_RANKS];
+	T *p2[WAG_MAX_RANKS];
+#pragma unroll
+	for (int q = 0; q < WAG_MAX_RANKS; q++) {
+		s2[q] = src[q] + done;
+		p2[q] = pdst[q] ? pdst[q] + done : NULL;
+	}
+	reduce_range<T>(op, n, s2, dst + done, p2, len - done, vec);
+}
+
 /* ------------------------------------------------------- LL allreduce
  * One 8-byte packet per thread: pushed with its flag to every peer's LL area
  * (half = epoch parity, slot = this rank), then every rank's packet read in
@@ -1090,7 +1154,7 @@ template <typename T> __global__ void __launch_bounds__(WAG_TPB) k_direct_reduce
 		pdst[q] = ar && q < n && q != me ? (T *)a.d.out[q] + bo + off : NULL;
 	}
 	T *dst = (T *)a.out + (ar ? bo : 0) + off;
-	reduce_range<T>(a.op, n, src, dst, pdst, len, a.vec != 0);
+	reduce_range_deep<T, 4>(a.op, n, src, dst, pdst, len, a.vec != 0);
 	if (!direct_meet(a, g, 2 * c))
 		return;
 	if (threadIdx.x == 0)

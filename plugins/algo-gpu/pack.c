@@ -723,26 +723,26 @@ static const struct weft_param_decl wag_params[] = {
 	  "Scratch holds 2 x ranks x this."),
 	P("allgather_oneshot_max", WEFT_PARAM_SIZE, "1M",
 	  "Largest allgather (output bytes) the one-shot algorithm serves; larger ones use the ring."),
-	P("ce_allreduce_min", WEFT_PARAM_SIZE, "0",
-	  "Smallest allreduce (bytes) moved by the copy engines (allreduce-ce); 0 (the default) turns it off."),
-	P("ce_reduce_scatter_min", WEFT_PARAM_SIZE, "256M",
+	P("ce_allreduce_min", WEFT_PARAM_SIZE, "256M",
+	  "Smallest allreduce (bytes) moved by the copy engines (allreduce-ce); 0 turns it off."),
+	P("ce_reduce_scatter_min", WEFT_PARAM_SIZE, "512M",
 	  "Smallest reduce-scatter (input bytes) moved by the copy engines; 0 turns it off."),
-	P("ce_allgather_min", WEFT_PARAM_SIZE, "256M",
+	P("ce_allgather_min", WEFT_PARAM_SIZE, "512M",
 	  "Smallest allgather (output bytes) moved by the copy engines; 0 turns it off."),
-	P("ce_broadcast_min", WEFT_PARAM_SIZE, "256M",
+	P("ce_broadcast_min", WEFT_PARAM_SIZE, "512M",
 	  "Smallest broadcast (bytes) moved by the copy engines; 0 turns it off."),
-	P("ce_alltoall_min", WEFT_PARAM_SIZE, "256M",
+	P("ce_alltoall_min", WEFT_PARAM_SIZE, "512M",
 	  "Smallest alltoall (bytes per rank) moved by the copy engines; 0 turns it off."),
-	P("direct_allreduce_min", WEFT_PARAM_SIZE, "512K",
+	P("direct_allreduce_min", WEFT_PARAM_SIZE, "1M",
 	  "Smallest allreduce (bytes) served by the direct kernel (GPU threads read and write the peers' buffers "
 	  "of the call, registered once per set of buffers); 0 turns it off."),
-	P("direct_reduce_scatter_min", WEFT_PARAM_SIZE, "512K",
+	P("direct_reduce_scatter_min", WEFT_PARAM_SIZE, "2M",
 	  "Smallest reduce-scatter (input bytes) served by the direct kernel; 0 turns it off."),
-	P("direct_allgather_min", WEFT_PARAM_SIZE, "512K",
+	P("direct_allgather_min", WEFT_PARAM_SIZE, "2M",
 	  "Smallest allgather (output bytes) served by the direct kernel; 0 turns it off."),
-	P("direct_broadcast_min", WEFT_PARAM_SIZE, "512K",
+	P("direct_broadcast_min", WEFT_PARAM_SIZE, "4M",
 	  "Smallest broadcast (bytes) served by the direct kernel; 0 turns it off."),
-	P("direct_alltoall_min", WEFT_PARAM_SIZE, "512K",
+	P("direct_alltoall_min", WEFT_PARAM_SIZE, "1M",
 	  "Smallest alltoall (bytes per rank) served by the direct kernel; 0 turns it off."),
 	P("direct_blocks", WEFT_PARAM_INT, "64", "Most CUDA blocks of the direct kernels."),
 	P("ce_chunk", WEFT_PARAM_SIZE, "16M",
@@ -806,9 +806,8 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 		[WEFT_COLL_ALLTOALL] = "ce_alltoall_min",
 	};
 	for (int i = 0; i < WEFT_COLL_COUNT; i++) {
-		/* allreduce-ce stays off by default: on two H200s it stalled at
-		 * 1 GiB (256 MiB ran, 1.14x NCCL); see the README. */
-		wag_cfg.ce_min[i] = ce_keys[i] && i != WEFT_COLL_ALLREDUCE ? 256 << 20 : 0;
+		/* Below these the direct kernels are faster (allreduce: 256 MiB). */
+		wag_cfg.ce_min[i] = !ce_keys[i] ? 0 : i == WEFT_COLL_ALLREDUCE ? 256 << 20 : 512 << 20;
 		if (ce_keys[i] && get_size(ce_keys[i], &wag_cfg.ce_min[i])) {
 			WAG_LOG(WEFT_LOG_ERROR, "bad parameter %s.%s; the pack declines to load", WAG_NAME, ce_keys[i]);
 			return NULL;
@@ -827,7 +826,13 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 	for (int i = 0; i < WEFT_COLL_COUNT; i++) {
 		if (!direct[i])
 			continue;
-		wag_cfg.direct_min[i] = 512 << 10;
+		/* From the sweep on two H200s (docs/perf): where the direct kernel
+		 * overtakes the LL and one-shot algorithms. */
+		static const uint64_t def[WEFT_COLL_COUNT] = {
+			[WEFT_COLL_ALLREDUCE] = 1 << 20, [WEFT_COLL_REDUCE_SCATTER] = 2 << 20,
+			[WEFT_COLL_ALLGATHER] = 2 << 20, [WEFT_COLL_BROADCAST] = 4 << 20, [WEFT_COLL_ALLTOALL] = 1 << 20,
+		};
+		wag_cfg.direct_min[i] = def[i];
 		if (get_size(direct_keys[i], &wag_cfg.direct_min[i])) {
 			WAG_LOG(WEFT_LOG_ERROR, "bad parameter %s.%s; the pack declines to load", WAG_NAME, direct_keys[i]);
 			return NULL;

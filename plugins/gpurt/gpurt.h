@@ -84,6 +84,8 @@ int grt_ptr_info(const void *ptr, struct grt_ptr_info *info);
 /* Legacy CUDA IPC (cudaMalloc allocations). The handle is GRT_IPC_HANDLE_BYTES. */
 #define GRT_IPC_HANDLE_BYTES 64
 int grt_ipc_get(void *base, void *handle);
+/* -EEXIST (not logged): the allocation is mapped in this process already
+ * (CUDA opens an IPC allocation once per process). */
 int grt_ipc_open(const void *handle, void **ptr);
 int grt_ipc_close(void *ptr);
 

@@ -390,7 +390,14 @@ int grt_ipc_open(const void *handle, void **ptr)
 {
 	cudaIpcMemHandle_t h;
 	memcpy(&h, handle, sizeof(h));
-	return RT(cudaIpcOpenMemHandle(ptr, h, cudaIpcMemLazyEnablePeerAccess), "cudaIpcOpenMemHandle");
+	cudaError_t e = cudaIpcOpenMemHandle(ptr, h, cudaIpcMemLazyEnablePeerAccess);
+	if (e == cudaErrorAlreadyMapped) {
+		/* CUDA maps an exported allocation once per process: the caller
+		 * says what that means for it. */
+		cudaGetLastError();
+		return -EEXIST;
+	}
+	return RT(e, "cudaIpcOpenMemHandle");
 }
 
 int grt_ipc_close(void *ptr)

@@ -388,6 +388,13 @@ static int import_get(struct nvl_ctx *tc, int peer, const struct nvl_wire *w, co
 				close(fds[i]);
 		}
 	}
+	if (rc == -EEXIST) {
+		NVL_DBG("mem_import: rank %d's buffer (export %llu) is mapped in this process already (a freed buffer "
+			 "whose mapping is still open, or another library's mapping): not mapped again",
+			 peer, (unsigned long long)w->export_id);
+		nvl_core->free(im);
+		return rc;
+	}
 	if (rc != 0) {
 		NVL_ERR("mem_import: cannot map rank %d's buffer (export %llu): %d", peer,
 			(unsigned long long)w->export_id, rc);
