@@ -41,7 +41,8 @@ static uint32_t ll_blocks(uint64_t bytes)
 static void layout(int nranks, int sms, struct wag_layout *l)
 {
 	uint64_t maxb = (uint64_t)ll_blocks(wag_cfg.ll_max > wag_cfg.llx_max ? wag_cfg.ll_max : wag_cfg.llx_max);
-	int64_t b[] = {wag_cfg.oneshot_blocks, wag_cfg.rsag_blocks, wag_cfg.ag_blocks, wag_cfg.direct_blocks};
+	int64_t b[] = {wag_cfg.oneshot_blocks, wag_cfg.rsag_blocks, wag_cfg.ag_blocks, wag_cfg.direct_blocks,
+		       wag_cfg.direct_reduce_blocks};
 	for (size_t i = 0; i < sizeof(b) / sizeof(b[0]); i++)
 		if ((uint64_t)b[i] > maxb)
 			maxb = (uint64_t)b[i];
@@ -725,8 +726,9 @@ static const struct weft_param_decl wag_params[] = {
 	  "Largest allgather (output bytes) the one-shot algorithm serves; larger ones use the ring."),
 	P("ce_allreduce_min", WEFT_PARAM_SIZE, "256M",
 	  "Smallest allreduce (bytes) moved by the copy engines (allreduce-ce); 0 turns it off."),
-	P("ce_reduce_scatter_min", WEFT_PARAM_SIZE, "512M",
-	  "Smallest reduce-scatter (input bytes) moved by the copy engines; 0 turns it off."),
+	P("ce_reduce_scatter_min", WEFT_PARAM_SIZE, "0",
+	  "Smallest reduce-scatter (input bytes) moved by the copy engines; 0 (the default: the direct kernel "
+	  "was faster at every size measured) turns it off."),
 	P("ce_allgather_min", WEFT_PARAM_SIZE, "512M",
 	  "Smallest allgather (output bytes) moved by the copy engines; 0 turns it off."),
 	P("ce_broadcast_min", WEFT_PARAM_SIZE, "512M",
@@ -744,7 +746,10 @@ static const struct weft_param_decl wag_params[] = {
 	  "Smallest broadcast (bytes) served by the direct kernel; 0 turns it off."),
 	P("direct_alltoall_min", WEFT_PARAM_SIZE, "1M",
 	  "Smallest alltoall (bytes per rank) served by the direct kernel; 0 turns it off."),
-	P("direct_blocks", WEFT_PARAM_INT, "64", "Most CUDA blocks of the direct kernels."),
+	P("direct_blocks", WEFT_PARAM_INT, "64", "Most CUDA blocks of the direct data movers (allgather, broadcast, "
+	  "alltoall)."),
+	P("direct_reduce_blocks", WEFT_PARAM_INT, "128",
+	  "Most CUDA blocks of the direct reductions (allreduce, reduce-scatter): more loads of peer memory in flight."),
 	P("ce_chunk", WEFT_PARAM_SIZE, "16M",
 	  "Largest pipeline chunk (bytes) of the copy-engine allreduce and reduce-scatter (a multiple of 64K)."),
 	P("oneshot_blocks", WEFT_PARAM_INT, "32", "Most CUDA blocks of the one-shot kernels."),
@@ -806,8 +811,11 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 		[WEFT_COLL_ALLTOALL] = "ce_alltoall_min",
 	};
 	for (int i = 0; i < WEFT_COLL_COUNT; i++) {
-		/* Below these the direct kernels are faster (allreduce: 256 MiB). */
-		wag_cfg.ce_min[i] = !ce_keys[i] ? 0 : i == WEFT_COLL_ALLREDUCE ? 256 << 20 : 512 << 20;
+		/* Below these the direct kernels are faster (allreduce: 256 MiB;
+		 * reduce-scatter: at every size measured, so off). */
+		wag_cfg.ce_min[i] = !ce_keys[i] || i == WEFT_COLL_REDUCE_SCATTER ? 0
+				    : i == WEFT_COLL_ALLREDUCE			 ? 256 << 20
+										 : 512 << 20;
 		if (ce_keys[i] && get_size(ce_keys[i], &wag_cfg.ce_min[i])) {
 			WAG_LOG(WEFT_LOG_ERROR, "bad parameter %s.%s; the pack declines to load", WAG_NAME, ce_keys[i]);
 			return NULL;
@@ -842,8 +850,11 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 			direct[i]->mem_types = 0;
 	}
 	wag_cfg.direct_blocks = 64;
-	if (get_int("direct_blocks", &wag_cfg.direct_blocks, 1, 1024)) {
-		WAG_LOG(WEFT_LOG_ERROR, "bad parameter %s.direct_blocks; the pack declines to load", WAG_NAME);
+	wag_cfg.direct_reduce_blocks = 128;
+	if (get_int("direct_blocks", &wag_cfg.direct_blocks, 1, 1024) ||
+	    get_int("direct_reduce_blocks", &wag_cfg.direct_reduce_blocks, 1, 1024)) {
+		WAG_LOG(WEFT_LOG_ERROR, "bad parameter %s.direct_blocks or direct_reduce_blocks; the pack declines to load",
+			WAG_NAME);
 		return NULL;
 	}
 	if (get_size("ce_chunk", &wag_cfg.ce_chunk) || wag_cfg.ce_chunk < (64 << 10) || wag_cfg.ce_chunk % (64 << 10)) {

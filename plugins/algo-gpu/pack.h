@@ -15,7 +15,7 @@ struct wag_cfg {
 	uint64_t ce_chunk;             /* largest pipeline chunk of the copy-engine schedules */
 	uint64_t ce_min[WEFT_COLL_COUNT]; /* smallest call (selection bytes) per collective; 0 = off */
 	uint64_t direct_min[WEFT_COLL_COUNT]; /* the same for the direct kernels */
-	int64_t direct_blocks;
+	int64_t direct_blocks, direct_reduce_blocks;
 };
 extern struct wag_cfg wag_cfg;
 extern const struct weft_core_api *wag_core;
