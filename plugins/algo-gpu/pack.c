@@ -782,6 +782,25 @@ static int get_int(const char *key, int64_t *v, int64_t lo, int64_t hi)
 	return rc;
 }
 
+/* The smallest call (selection bytes) of each collective's algorithm of one
+ * family: the default, or keys[coll] when set; 0 turns the algorithm off. */
+static int set_mins(const char *const keys[WEFT_COLL_COUNT], const uint64_t def[WEFT_COLL_COUNT],
+		    struct weft_algo *const algos[WEFT_COLL_COUNT], uint64_t mins[WEFT_COLL_COUNT])
+{
+	for (int i = 0; i < WEFT_COLL_COUNT; i++) {
+		mins[i] = def[i];
+		if (!keys[i])
+			continue;
+		if (get_size(keys[i], &mins[i])) {
+			WAG_LOG(WEFT_LOG_ERROR, "bad parameter %s.%s; the pack declines to load", WAG_NAME, keys[i]);
+			return -EINVAL;
+		}
+		algos[i]->min_bytes = mins[i];
+		algos[i]->mem_types = mins[i] ? 1u << WEFT_MEM_CUDA : 0;
+	}
+	return 0;
+}
+
 WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const struct weft_core_api *core)
 {
 	if (!weft_core_api_usable(core))
@@ -805,50 +824,38 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 	wag_cfg.depth = 4;
 	wag_cfg.p2p_blocks = 4;
 	wag_cfg.ce_chunk = 16 << 20;
+	/* Below the copy-engine minimums the direct kernels are faster
+	 * (reduce-scatter: at every size measured, so off); the direct ones are
+	 * where they overtake the LL and one-shot algorithms (docs/perf, two H200s). */
 	static const char *const ce_keys[WEFT_COLL_COUNT] = {
 		[WEFT_COLL_ALLREDUCE] = "ce_allreduce_min", [WEFT_COLL_REDUCE_SCATTER] = "ce_reduce_scatter_min",
 		[WEFT_COLL_ALLGATHER] = "ce_allgather_min", [WEFT_COLL_BROADCAST] = "ce_broadcast_min",
 		[WEFT_COLL_ALLTOALL] = "ce_alltoall_min",
 	};
-	for (int i = 0; i < WEFT_COLL_COUNT; i++) {
-		/* Below these the direct kernels are faster (allreduce: 256 MiB;
-		 * reduce-scatter: at every size measured, so off). */
-		wag_cfg.ce_min[i] = !ce_keys[i] || i == WEFT_COLL_REDUCE_SCATTER ? 0
-				    : i == WEFT_COLL_ALLREDUCE			 ? 256 << 20
-										 : 512 << 20;
-		if (ce_keys[i] && get_size(ce_keys[i], &wag_cfg.ce_min[i])) {
-			WAG_LOG(WEFT_LOG_ERROR, "bad parameter %s.%s; the pack declines to load", WAG_NAME, ce_keys[i]);
-			return NULL;
-		}
-	}
+	static const uint64_t ce_def[WEFT_COLL_COUNT] = {
+		[WEFT_COLL_ALLREDUCE] = 256 << 20, [WEFT_COLL_ALLGATHER] = 512 << 20, [WEFT_COLL_BROADCAST] = 512 << 20,
+		[WEFT_COLL_ALLTOALL] = 512 << 20,
+	};
+	struct weft_algo *const ce[WEFT_COLL_COUNT] = {
+		[WEFT_COLL_ALLREDUCE] = &algo_arce, [WEFT_COLL_REDUCE_SCATTER] = &algo_rsce,
+		[WEFT_COLL_ALLGATHER] = &algo_agce, [WEFT_COLL_BROADCAST] = &algo_bcce, [WEFT_COLL_ALLTOALL] = &algo_a2ace,
+	};
 	static const char *const direct_keys[WEFT_COLL_COUNT] = {
 		[WEFT_COLL_ALLREDUCE] = "direct_allreduce_min", [WEFT_COLL_REDUCE_SCATTER] = "direct_reduce_scatter_min",
 		[WEFT_COLL_ALLGATHER] = "direct_allgather_min", [WEFT_COLL_BROADCAST] = "direct_broadcast_min",
 		[WEFT_COLL_ALLTOALL] = "direct_alltoall_min",
 	};
-	struct weft_algo *direct[WEFT_COLL_COUNT] = {
+	static const uint64_t direct_def[WEFT_COLL_COUNT] = {
+		[WEFT_COLL_ALLREDUCE] = 1 << 20, [WEFT_COLL_REDUCE_SCATTER] = 2 << 20, [WEFT_COLL_ALLGATHER] = 2 << 20,
+		[WEFT_COLL_BROADCAST] = 4 << 20, [WEFT_COLL_ALLTOALL] = 1 << 20,
+	};
+	struct weft_algo *const direct[WEFT_COLL_COUNT] = {
 		[WEFT_COLL_ALLREDUCE] = &algo_ardirect, [WEFT_COLL_REDUCE_SCATTER] = &algo_rsdirect,
 		[WEFT_COLL_ALLGATHER] = &algo_agdirect, [WEFT_COLL_BROADCAST] = &algo_bcdirect,
 		[WEFT_COLL_ALLTOALL] = &algo_a2adirect,
 	};
-	for (int i = 0; i < WEFT_COLL_COUNT; i++) {
-		if (!direct[i])
-			continue;
-		/* From the sweep on two H200s (docs/perf): where the direct kernel
-		 * overtakes the LL and one-shot algorithms. */
-		static const uint64_t def[WEFT_COLL_COUNT] = {
-			[WEFT_COLL_ALLREDUCE] = 1 << 20, [WEFT_COLL_REDUCE_SCATTER] = 2 << 20,
-			[WEFT_COLL_ALLGATHER] = 2 << 20, [WEFT_COLL_BROADCAST] = 4 << 20, [WEFT_COLL_ALLTOALL] = 1 << 20,
-		};
-		wag_cfg.direct_min[i] = def[i];
-		if (get_size(direct_keys[i], &wag_cfg.direct_min[i])) {
-			WAG_LOG(WEFT_LOG_ERROR, "bad parameter %s.%s; the pack declines to load", WAG_NAME, direct_keys[i]);
-			return NULL;
-		}
-		direct[i]->min_bytes = wag_cfg.direct_min[i];
-		if (wag_cfg.direct_min[i] == 0)
-			direct[i]->mem_types = 0;
-	}
+	if (set_mins(ce_keys, ce_def, ce, wag_cfg.ce_min) || set_mins(direct_keys, direct_def, direct, wag_cfg.direct_min))
+		return NULL;
 	wag_cfg.direct_blocks = 64;
 	wag_cfg.direct_reduce_blocks = 128;
 	if (get_int("direct_blocks", &wag_cfg.direct_blocks, 1, 1024) ||
@@ -861,16 +868,6 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 		WAG_LOG(WEFT_LOG_ERROR, "%s.ce_chunk must be a multiple of 64K; the pack declines to load", WAG_NAME);
 		return NULL;
 	}
-	struct weft_algo *ce[WEFT_COLL_COUNT] = {
-		[WEFT_COLL_ALLREDUCE] = &algo_arce, [WEFT_COLL_REDUCE_SCATTER] = &algo_rsce,
-		[WEFT_COLL_ALLGATHER] = &algo_agce, [WEFT_COLL_BROADCAST] = &algo_bcce, [WEFT_COLL_ALLTOALL] = &algo_a2ace,
-	};
-	for (int i = 0; i < WEFT_COLL_COUNT; i++)
-		if (ce[i]) {
-			ce[i]->min_bytes = wag_cfg.ce_min[i];
-			if (wag_cfg.ce_min[i] == 0)
-				ce[i]->mem_types = 0;
-		}
 	if (get_size("ll_max", &wag_cfg.ll_max) || get_size("ll_exchange_max", &wag_cfg.llx_max) ||
 	    get_size("oneshot_max", &wag_cfg.oneshot_max) ||
 	    get_size("allgather_oneshot_max", &wag_cfg.ag_oneshot_max) || get_size("oneshot_min_segment", &wag_cfg.min_seg) ||
