@@ -535,6 +535,10 @@ static int direct_launch(struct wag_ctx *c, struct ce_sig *g, const struct weft_
 				  wag_cfg.min_seg);
 	if (ka.nblocks > c->lay.maxb)
 		ka.nblocks = c->lay.maxb;
+	/* A reduction block fills a multiprocessor: two of these kernels (ranks
+	 * sharing this GPU) must fit at once. */
+	if (reduces && c->sms >= 2 && ka.nblocks > (uint32_t)c->sms / 2)
+		ka.nblocks = (uint32_t)c->sms / 2;
 	if (ka.nblocks == 0)
 		ka.nblocks = 1;
 	return wag_launch_direct(&ka, a->stream, err, errlen);

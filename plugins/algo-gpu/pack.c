@@ -751,7 +751,7 @@ static const struct weft_param_decl wag_params[] = {
 	P("direct_reduce_blocks", WEFT_PARAM_INT, "64",
 	  "Most CUDA blocks of the direct reductions (allreduce, reduce-scatter). Each takes a whole multiprocessor "
 	  "(118 registers a thread): two such kernels running at once on one GPU (ranks sharing a GPU, two "
-	  "communicators) must fit together, or they wait on each other forever."),
+	  "communicators) must fit together, so a call never takes more than half the multiprocessors."),
 	P("ce_chunk", WEFT_PARAM_SIZE, "16M",
 	  "Largest pipeline chunk (bytes) of the copy-engine allreduce and reduce-scatter (a multiple of 64K)."),
 	P("oneshot_blocks", WEFT_PARAM_INT, "32", "Most CUDA blocks of the one-shot kernels."),
