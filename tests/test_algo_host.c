@@ -126,69 +126,9 @@ static void run(int n)
 	ck_assert_msg(bad == 0, "%d of %d ranks failed", bad, n);
 }
 
-/* The measured choice between the two (gather_tune): a short period, so
- * that every block size is measured several times and both ways run between
- * measurements; every call checked. */
-static int tuned_gathers(weft_comm_t *comm, int rank, int n)
-{
-	static const size_t counts[] = {4096, (1u << 16) + 3};
-	for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
-		size_t count = counts[c];
-		uint32_t *out = malloc((size_t)n * count * sizeof(*out)), *in = malloc(count * sizeof(*in));
-		if (!out || !in)
-			return 40;
-		int rc = 0;
-		for (int k = 0; k < 30 && !rc; k++)
-			rc = gather_once(comm, rank, n, count, k % 5 == 4, k, out, in);
-		free(out);
-		free(in);
-		if (rc)
-			return rc + 40;
-	}
-	return 0;
-}
-
-static int tune_main(int rank, int n, void *arg)
-{
-	(void)arg;
-	weft_comm_t *comm = NULL;
-	if (weft_comm_create(&g_id, n, rank, &comm) != 0)
-		return 1;
-	int rc = tuned_gathers(comm, rank, n);
-	if (rc)
-		return rc;
-	return weft_comm_destroy(comm) == 0 ? 0 : 30;
-}
-
-START_TEST(tune_np2)
-{
-	setenv("WEFT_ALGO_HOST_CACHED_OVERSUB", "1", 1);
-	setenv("WEFT_ALGO_HOST_CACHED_MIN", "16K", 1);
-	setenv("WEFT_ALGO_HOST_GATHER_TUNE", "1", 1);
-	setenv("WEFT_ALGO_HOST_GATHER_TUNE_PERIOD", "8", 1);
-	ck_assert_int_eq(weft_get_unique_id(&g_id), 0);
-	int bad = wt_fork_ranks(2, tune_main, NULL, 90);
-	ck_assert_msg(bad == 0, "%d of 2 ranks failed", bad);
-}
-END_TEST
-
-START_TEST(tune_np3)
-{
-	setenv("WEFT_ALGO_HOST_CACHED_OVERSUB", "1", 1);
-	setenv("WEFT_ALGO_HOST_CACHED_MIN", "16K", 1);
-	setenv("WEFT_ALGO_HOST_GATHER_TUNE", "1", 1);
-	setenv("WEFT_ALGO_HOST_GATHER_TUNE_PERIOD", "8", 1);
-	ck_assert_int_eq(weft_get_unique_id(&g_id), 0);
-	int bad = wt_fork_ranks(3, tune_main, NULL, 90);
-	ck_assert_msg(bad == 0, "%d of 3 ranks failed", bad);
-}
-END_TEST
-
-/* The cached direct gather at every block size, whatever the CPU count
- * (gather_tune off: the fixed choice). */
+/* The cached direct gather at every block size, whatever the CPU count. */
 START_TEST(direct_np2)
 {
-	setenv("WEFT_ALGO_HOST_GATHER_TUNE", "0", 1);
 	setenv("WEFT_ALGO_HOST_CACHED_OVERSUB", "1", 1);
 	setenv("WEFT_ALGO_HOST_CACHED_MIN", "16K", 1);
 	run(2);
@@ -197,7 +137,6 @@ END_TEST
 
 START_TEST(direct_np3)
 {
-	setenv("WEFT_ALGO_HOST_GATHER_TUNE", "0", 1);
 	setenv("WEFT_ALGO_HOST_CACHED_OVERSUB", "1", 1);
 	setenv("WEFT_ALGO_HOST_CACHED_MIN", "16K", 1);
 	run(3);
@@ -225,8 +164,6 @@ int main(void)
 	tcase_add_test(tc, direct_np2);
 	tcase_add_test(tc, direct_np3);
 	tcase_add_test(tc, pull_np3);
-	tcase_add_test(tc, tune_np2);
-	tcase_add_test(tc, tune_np3);
 	suite_add_tcase(s, tc);
 	return wt_run_suite(s);
 }

@@ -9,11 +9,6 @@
 #include <weft/plugin.h>
 
 #define AH_NAME "algo-host"
-/* Block-size classes (powers of two) of allgather's measured choice. */
-#define AH_TUNE_CLASSES 64
-/* Calls of a class measured at a time: two to warm up, then one of each
- * (within the 5 warm-up calls benchmarks usually make). */
-#define AH_TUNE_PROBE 4
 
 /* Ahead of the scratch areas, a header: a random canary (8 bytes) the peers
  * compare with what they read through their mapping of this rank's scratch,
@@ -103,16 +98,6 @@ struct ah_ctx {
 	size_t *doff, *dbytes; /* per rank, for ah_direct_gather */
 	size_t cached_min, cached_max; /* parameters: block sizes for the cached direct gather (min 0: none) */
 	int cached_oversub; /* parameter: the cached direct gather also when ranks outnumber CPUs */
-	/* Allgather's measured choice between the cached direct gather and
-	 * publish-and-pull, per block-size class (ah_gather_pick). */
-	int tune;             /* parameter gather_tune */
-	uint64_t tune_period; /* parameter gather_tune_period: calls of a class between measurements */
-	struct ah_tune {
-		uint64_t calls;  /* allgathers of this class so far (the same on every rank) */
-		double sum[2];   /* seconds of the measured calls: [0] pull, [1] direct */
-		uint32_t n[2];
-		int direct;      /* the agreed choice, after the first measurement */
-	} tunes[AH_TUNE_CLASSES];
 	int nudge;        /* parameter nudge: move off a CPU shared with a waiting peer */
 	char boot_id[40]; /* this kernel's boot id (AH_BOOT_ID bytes): peers under another cannot map */
 	uint64_t nudged_ns; /* when this rank last did */
@@ -168,13 +153,6 @@ int ah_direct_gather(struct ah_ctx *c, void *buf, size_t len, const size_t *off,
 /* Whether a gather of blocks of `block` bytes goes direct (collective: may
  * call ah_pull_ready). */
 int ah_use_direct(struct ah_ctx *c, size_t block);
-/* For an allgather whose block both the cached direct gather and
- * publish-and-pull serve: 1 direct, 0 pull, as measured (*tu then names the
- * class, for ah_gather_done with the call's time). */
-int ah_gather_pick(struct ah_ctx *c, size_t block, struct ah_tune **tu);
-/* After the call: its time counts while the class is measured; the last
- * measured call makes the ranks agree on the faster (a bootstrap allgather). */
-int ah_gather_done(struct ah_ctx *c, struct ah_tune *tu, int direct, double secs);
 
 /* Whether the publish-and-pull engine can run: every pair maps each other.
  * Collective the first time (the ranks agree through the bootstrap). */

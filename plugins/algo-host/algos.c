@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "ah.h"
 
@@ -383,12 +382,6 @@ static int allgather_direct(void *state, const struct weft_coll_args *a)
 	struct blocks bl = {.n = c->nranks, .base = a->count, .extra = 0};
 	char *own = (char *)a->recvbuf + (size_t)c->rank * a->count * es;
 	int direct = ah_use_direct(c, a->count * es);
-	/* Both serve: measured (ah_gather_pick). */
-	struct ah_tune *tu = NULL;
-	if (direct && c->tune && ah_pull_ready(c))
-		direct = ah_gather_pick(c, a->count * es, &tu);
-	struct timespec t0;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
 	int pull = !direct && ah_pull_ready(c);
 	/* Pulling or direct, our block is copied to its place as it goes out
 	 * (while it is in cache), unless the two overlap. */
@@ -401,20 +394,14 @@ static int allgather_direct(void *state, const struct weft_coll_args *a)
 			c->doff[p] = (size_t)p * a->count * es;
 			c->dbytes[p] = a->count * es;
 		}
-		rc = ah_direct_gather(c, a->recvbuf, (size_t)c->nranks * a->count * es, c->doff, c->dbytes,
-				      in != own && !overlap ? in : NULL);
-	} else {
-		struct ag_plan g = {.bl = bl, .es = es, .cel = cel, .mine = own, .out = a->recvbuf,
-				    .src = pull && !overlap ? in : NULL};
-		rc = pull ? ah_pull_run(c, div_up(a->count, cel), pl_gather_fill, pl_gather_consume, &g)
-			  : ah_run(c, div_up(a->count, cel), ag_plan_fn, NULL, &g);
+		return ah_direct_gather(c, a->recvbuf, (size_t)c->nranks * a->count * es, c->doff, c->dbytes,
+					in != own && !overlap ? in : NULL);
 	}
-	if (rc == 0 && tu) {
-		struct timespec t1;
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-		rc = ah_gather_done(c, tu, direct, (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9);
-	}
-	return rc;
+	struct ag_plan g = {.bl = bl, .es = es, .cel = cel, .mine = own, .out = a->recvbuf,
+			    .src = pull && !overlap ? in : NULL};
+	if (pull)
+		return ah_pull_run(c, div_up(a->count, cel), pl_gather_fill, pl_gather_consume, &g);
+	return ah_run(c, div_up(a->count, cel), ag_plan_fn, NULL, &g);
 }
 
 /* ----------------------------------------------------- broadcast, reduce */
@@ -711,10 +698,6 @@ static const struct weft_param_decl ah_params[] = {
 	 "Where every pair of ranks maps each other (shm) and has a CPU, smallest block that allgather and allreduce's allgather phase write straight into the peers' outputs, keeping the output buffer's registration for the next call on it; 0 never does (direct_min applies)."},
 	{sizeof(struct weft_param_decl), AH_NAME, "cached_max", WEFT_PARAM_SIZE, "0",
 	 "Largest block the cached direct gather serves (see cached_min); larger ones publish and pull. 0: no limit."},
-	{sizeof(struct weft_param_decl), AH_NAME, "gather_tune", WEFT_PARAM_BOOL, "1",
-	 "Where an allgather's block suits both the cached direct gather and publish-and-pull, time both in the first calls of each block size (powers of two) and let the ranks agree on the faster; 0 keeps the fixed choice (cached_min, cached_max)."},
-	{sizeof(struct weft_param_decl), AH_NAME, "gather_tune_period", WEFT_PARAM_INT, "4096",
-	 "Allgathers of one block size between two measurements of gather_tune (at least 5)."},
 	{sizeof(struct weft_param_decl), AH_NAME, "nudge", WEFT_PARAM_BOOL, "1",
 	 "When two ranks of a comm with a CPU per rank wait on the same CPU, the higher one moves to another CPU it may use (its affinity mask is narrowed and restored at once)."},
 	{sizeof(struct weft_param_decl), AH_NAME, "cached_oversub", WEFT_PARAM_BOOL, "0",

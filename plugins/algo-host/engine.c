@@ -90,12 +90,6 @@ static int read_params(struct ah_ctx *c)
 	ah_core->param_get(ah_core->self, AH_NAME, "nudge", WEFT_PARAM_BOOL, &nudge, NULL);
 	c->cached_oversub = oversub;
 	c->nudge = nudge;
-	int tune = 1;
-	int64_t period = 4096;
-	ah_core->param_get(ah_core->self, AH_NAME, "gather_tune", WEFT_PARAM_BOOL, &tune, NULL);
-	ah_core->param_get(ah_core->self, AH_NAME, "gather_tune_period", WEFT_PARAM_INT, &period, NULL);
-	c->tune = tune;
-	c->tune_period = period < AH_TUNE_PROBE + 1 ? AH_TUNE_PROBE + 1 : (uint64_t)period;
 	c->map = map;
 	c->direct_min = direct_min > SIZE_MAX ? SIZE_MAX : (size_t)direct_min;
 	ah_core->param_get(ah_core->self, AH_NAME, "chunk", WEFT_PARAM_SIZE, &chunk, NULL);
@@ -693,60 +687,6 @@ int ah_use_direct(struct ah_ctx *c, size_t block)
 		return (c->spin || c->cached_oversub) && block >= c->cached_min &&
 		       (!c->cached_max || block <= c->cached_max);
 	return c->direct_min && block >= c->direct_min;
-}
-
-/* The measurement of a block-size class: its first AH_TUNE_PROBE calls (and
- * as many every tune_period calls) alternate between the two, direct first;
- * the first two warm up (registrations, first touches) and are not counted.
- * Measured on the 2-core VM (docs/perf): which one wins flips with the state
- * the machine is in (0.8x against 1.3x Open MPI's time for the same blocks),
- * so it is measured where it runs rather than fixed. */
-int ah_gather_pick(struct ah_ctx *c, size_t block, struct ah_tune **tu)
-{
-	int cls = 0;
-	while (cls < AH_TUNE_CLASSES - 1 && ((size_t)2 << cls) <= block)
-		cls++;
-	struct ah_tune *t = &c->tunes[cls];
-	*tu = t;
-	uint64_t k = t->calls % c->tune_period;
-	if (k < AH_TUNE_PROBE)
-		return k % 2 == 0;
-	return t->direct;
-}
-
-int ah_gather_done(struct ah_ctx *c, struct ah_tune *tu, int direct, double secs)
-{
-	uint64_t k = tu->calls++ % c->tune_period;
-	if (k < 2 || k >= AH_TUNE_PROBE)
-		return 0;
-	tu->sum[direct != 0] += secs;
-	tu->n[direct != 0]++;
-	if (k != AH_TUNE_PROBE - 1)
-		return 0;
-	/* Every rank reaches this at the same call of the same class. */
-	double mine[2] = {tu->n[0] ? tu->sum[0] / tu->n[0] : 0, tu->n[1] ? tu->sum[1] / tu->n[1] : 0};
-	double *all = calloc((size_t)c->nranks * 2, sizeof(*all));
-	if (!all)
-		return -ENOMEM;
-	int rc = c->prim->comm_allgather(c->comm, mine, all, sizeof(mine));
-	if (rc == 0) {
-		double pull = 0, dir = 0;
-		for (int p = 0; p < c->nranks; p++) {
-			pull += all[2 * p];
-			dir += all[2 * p + 1];
-		}
-		tu->direct = dir <= pull;
-		AH_LOG(WEFT_LOG_DEBUG, "allgather blocks of %zu bytes and up: direct gather %.1f us, publish-and-pull "
-				       "%.1f us (sums over ranks): %s", (size_t)1 << (tu - c->tunes), dir * 1e6, pull * 1e6,
-		       tu->direct ? "direct" : "pull");
-	} else {
-		AH_LOG(WEFT_LOG_ERROR, "cannot gather the ranks' allgather timings: %s", ah_strerror(rc));
-		c->broken = rc;
-	}
-	free(all);
-	tu->sum[0] = tu->sum[1] = 0;
-	tu->n[0] = tu->n[1] = 0;
-	return rc;
 }
 
 /* Bytes of our part copied and put at a time where it goes in pieces (see
