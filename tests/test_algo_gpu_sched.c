@@ -611,7 +611,8 @@ START_TEST(select_defaults)
 	ck_assert(has_range(out, "reduce_scatter", "512 KiB", "1 MiB", "algo-gpu/reduce-scatter-oneshot"));
 	ck_assert(has_range(out, "reduce_scatter", "2 MiB", "1 GiB", "algo-gpu/reduce-scatter-direct"));
 	ck_assert_ptr_null(strstr(out, "reduce-scatter-ce"));
-	ck_assert(has_range(out, "broadcast", "1 B", "2 MiB", "algo-gpu/broadcast-oneshot"));
+	ck_assert(has_range(out, "broadcast", "1 B", "128 KiB", "algo-gpu/broadcast-ll"));
+	ck_assert(has_range(out, "broadcast", "256 KiB", "2 MiB", "algo-gpu/broadcast-oneshot"));
 	ck_assert(has_range(out, "broadcast", "4 MiB", "256 MiB", "algo-gpu/broadcast-direct"));
 	ck_assert(has_range(out, "broadcast", "512 MiB", "1 GiB", "algo-gpu/broadcast-ce"));
 	ck_assert(has_range(out, "reduce", "1 B", "16 MiB", "algo-gpu/reduce-oneshot"));

@@ -522,6 +522,29 @@ static int count_landed(struct pg *p, uint64_t size, uint64_t seed, uint64_t *wr
 	return 0;
 }
 
+/* The end of a bandwidth cell: once both ranks are done, the receivers
+ * count wrong bytes, and rank 0 gets the bandwidth (all bytes moved over the
+ * slower rank's time t) and the wrong bytes of both. */
+static int bw_cell_result(struct pg *p, uint64_t size, int both, int receives, uint64_t peer_seed, double t,
+			  double *gbs, uint64_t *wrong)
+{
+	const struct weft_perf_gpu_args *a = p->a;
+	int rc;
+	if ((rc = pair_sync(p)) != 0)
+		return rc;
+	struct result mine = {t, 0}, peer = {0, 0};
+	if (receives && a->check && (rc = count_landed(p, size, peer_seed, &mine.wrong)) != 0)
+		return rc;
+	if ((rc = gather_result(p, &mine, &peer)) != 0)
+		return rc;
+	if (p->rank == 0) {
+		double tt = mine.t > peer.t ? mine.t : peer.t;
+		*gbs = tt > 0 ? (double)size * a->iters * (both ? 2 : 1) / tt / 1e9 : 0;
+		*wrong = mine.wrong + peer.wrong;
+	}
+	return 0;
+}
+
 /* ------------------------------------------------ put: memory channel */
 
 /* One cell: `blocks` blocks of memory-channel copies of size bytes, push or
@@ -562,19 +585,7 @@ static int bw_memchan_cell(struct pg *p, uint64_t size, int pull, int both, int 
 		CU(cudaEventElapsedTime(&ms, p->ev[0], p->ev[1]));
 	}
 	/* Every write has landed once both kernels are done. */
-	if ((rc = pair_sync(p)) != 0)
-		return rc;
-	struct result mine = {active ? ms * 1e-3 : 0, 0}, peer = {0, 0};
-	if (receives && a->check && (rc = count_landed(p, size, peer_seed, &mine.wrong)) != 0)
-		return rc;
-	if ((rc = gather_result(p, &mine, &peer)) != 0)
-		return rc;
-	if (p->rank == 0) {
-		double t = mine.t > peer.t ? mine.t : peer.t;
-		*gbs = t > 0 ? (double)size * a->iters * (both ? 2 : 1) / t / 1e9 : 0;
-		*wrong = mine.wrong + peer.wrong;
-	}
-	return 0;
+	return bw_cell_result(p, size, both, receives, peer_seed, active ? ms * 1e-3 : 0, gbs, wrong);
 }
 
 /* ------------------------------------------------ put: copy engine */
@@ -606,19 +617,7 @@ static int bw_port_cell(struct pg *p, uint64_t size, int both, int cell, double 
 		WF(weft_flush(p->conn));
 		t = now_s() - t0;
 	}
-	if ((rc = pair_sync(p)) != 0)
-		return rc;
-	struct result mine = {t, 0}, peer = {0, 0};
-	if (receives && a->check && (rc = count_landed(p, size, peer_seed, &mine.wrong)) != 0)
-		return rc;
-	if ((rc = gather_result(p, &mine, &peer)) != 0)
-		return rc;
-	if (p->rank == 0) {
-		double tt = mine.t > peer.t ? mine.t : peer.t;
-		*gbs = tt > 0 ? (double)size * a->iters * (both ? 2 : 1) / tt / 1e9 : 0;
-		*wrong = mine.wrong + peer.wrong;
-	}
-	return 0;
+	return bw_cell_result(p, size, both, receives, peer_seed, t, gbs, wrong);
 }
 
 static void table_footer(const struct pg *p, uint64_t wrong, double best, const char *best_what)

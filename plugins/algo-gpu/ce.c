@@ -177,11 +177,9 @@ static int capturing_any(const struct ce_rec *all, int n)
 static int sig_find(struct wag_ctx *c, const struct ce_rec *all, struct ce_sig **out)
 {
 	struct wag_ce *e = c->ce;
-	int ok = 1, capt = 0;
-	for (int q = 0; q < c->nranks; q++) {
+	int ok = 1, capt = capturing_any(all, c->nranks);
+	for (int q = 0; q < c->nranks; q++)
 		ok &= all[q].ok != 0;
-		capt |= all[q].capturing != 0;
-	}
 	e->calls++;
 	if (!ok) {
 		*out = NULL;

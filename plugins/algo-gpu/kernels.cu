@@ -448,7 +448,10 @@ WAG_DEV uint4 *ll_slot_at(const wag_kargs &a, int owner, uint64_t half, int send
 	return (uint4 *)(a.scr[owner] + a.lay.ll + (half * a.nranks + sender) * a.lay.ll_slot);
 }
 
-/* a.mode: WAG_LL_ALLGATHER or WAG_LL_ALLTOALL. */
+/* a.mode: WAG_LL_ALLGATHER, WAG_LL_ALLTOALL or WAG_LL_BROADCAST. A broadcast
+ * keeps the exchange symmetric (the non-roots send empty packets, and every
+ * rank reads every peer's): that is what keeps the epochs safe, and costs
+ * nothing a small broadcast would notice. */
 __global__ void __launch_bounds__(WAG_LL_TPB) k_ll_move(wag_kargs a)
 {
 	uint32_t g = blockIdx.x;
@@ -457,26 +460,32 @@ __global__ void __launch_bounds__(WAG_LL_TPB) k_ll_move(wag_kargs a)
 	uint32_t flag = (uint32_t)(c % 0xffffffffull) + 1;
 	uint64_t half = c & 1, m = a.count;
 	uint64_t k = (uint64_t)g * WAG_LL_TPB + threadIdx.x;
-	int me = a.rank, n = a.nranks, a2a = a.mode == WAG_LL_ALLTOALL;
+	int me = a.rank, n = a.nranks, a2a = a.mode == WAG_LL_ALLTOALL, bc = a.mode == WAG_LL_BROADCAST;
+	int sends = !bc || me == a.root;
 	const char *in = (const char *)a.in;
 	char *out = (char *)a.out;
 	if (k * 8 < m) {
 		uint64_t boff = k * 8;
 		uint32_t nb = m - boff < 8 ? (uint32_t)(m - boff) : 8;
+		uint64_t bcv = bc && sends ? load_bytes(in, boff, nb) : 0;
 #pragma unroll
 		for (int q = 0; q < WAG_MAX_RANKS; q++)
 			if (q < n && q != me)
 				weft_ll16_write(ll_slot_at(a, q, half, me) + k,
-						load_bytes(in + (a2a ? (uint64_t)q * m : 0), boff, nb), flag);
+						bc ? bcv : load_bytes(in + (a2a ? (uint64_t)q * m : 0), boff, nb), flag);
 		/* Own part (in place it is already there: same bytes). */
-		uint64_t mine = load_bytes(in + (a2a ? (uint64_t)me * m : 0), boff, nb);
-		store_bytes(out + (uint64_t)me * m, boff, nb, mine);
+		if (!bc)
+			store_bytes(out + (uint64_t)me * m, boff, nb,
+				    load_bytes(in + (a2a ? (uint64_t)me * m : 0), boff, nb));
+		else if (sends && out != in)
+			store_bytes(out, boff, nb, bcv);
 #pragma unroll
 		for (int q = 0; q < WAG_MAX_RANKS; q++) {
 			uint64_t v;
 			if (q < n && q != me &&
-			    weft_ll16_read(ll_slot_at(a, me, half, q) + k, flag, &v, a.abort[q]) == WEFT_DEV_OK)
-				store_bytes(out + (uint64_t)q * m, boff, nb, v);
+			    weft_ll16_read(ll_slot_at(a, me, half, q) + k, flag, &v, a.abort[q]) == WEFT_DEV_OK &&
+			    (!bc || q == a.root))
+				store_bytes(out + (bc ? 0 : (uint64_t)q * m), boff, nb, v);
 		}
 	}
 	__syncthreads();
@@ -1263,7 +1272,8 @@ extern "C" int wag_launch_allreduce_ll(const struct wag_kargs *a, void *stream, 
 extern "C" int wag_launch_ll_move(const struct wag_kargs *a, void *stream, char *err, size_t errlen)
 {
 	k_ll_move<<<a->nblocks, WAG_LL_TPB, 0, (cudaStream_t)stream>>>(*a);
-	return launched(a->mode == WAG_LL_ALLTOALL ? "alltoall-ll" : "allgather-ll", err, errlen);
+	static const char *const name[] = {"allgather-ll", "alltoall-ll", "broadcast-ll"};
+	return launched(name[a->mode], err, errlen);
 }
 
 extern "C" int wag_launch_reduce_scatter_ll(const struct wag_kargs *a, void *stream, char *err, size_t errlen)

@@ -259,6 +259,7 @@ static const char *const kind_name[] = {
 	[WAG_AG_LL] = "allgather-ll",
 	[WAG_RS_LL] = "reduce-scatter-ll",
 	[WAG_A2A_LL] = "alltoall-ll",
+	[WAG_BC_LL] = "broadcast-ll",
 	[WAG_AR_ONESHOT] = "allreduce-oneshot",
 	[WAG_AR_RSAG] = "allreduce-rsag",
 	[WAG_AG_ONESHOT] = "allgather-oneshot",
@@ -292,7 +293,8 @@ static int capacity_ok(const struct wag_ctx *c, enum wag_kind k, const struct we
 	case WAG_AG_LL:
 	case WAG_RS_LL:
 	case WAG_A2A_LL:
-		/* The message to each peer is one rank's block (count). */
+	case WAG_BC_LL:
+		/* The message to each peer is one rank's block (count; broadcast: the vector). */
 		return bytes <= wag_cfg.llx_max && bytes <= c->lay.ll_slot / 2 && ll_blocks(bytes) <= c->lay.maxb;
 	case WAG_AR_ONESHOT:
 	case WAG_AG_ONESHOT:
@@ -324,6 +326,7 @@ static int sup_ll(void *s, const struct weft_coll_args *a) { return supports_kin
 static int sup_agll(void *s, const struct weft_coll_args *a) { return supports_kind(s, a, WAG_AG_LL); }
 static int sup_rsll(void *s, const struct weft_coll_args *a) { return supports_kind(s, a, WAG_RS_LL); }
 static int sup_a2all(void *s, const struct weft_coll_args *a) { return supports_kind(s, a, WAG_A2A_LL); }
+static int sup_bcll(void *s, const struct weft_coll_args *a) { return supports_kind(s, a, WAG_BC_LL); }
 static int sup_os(void *s, const struct weft_coll_args *a) { return supports_kind(s, a, WAG_AR_ONESHOT); }
 static int sup_rsag(void *s, const struct weft_coll_args *a) { return supports_kind(s, a, WAG_AR_RSAG); }
 static int sup_agos(void *s, const struct weft_coll_args *a) { return supports_kind(s, a, WAG_AG_ONESHOT); }
@@ -377,8 +380,9 @@ int wag_run(struct wag_ctx *c, const struct weft_coll_args *a, enum wag_kind k)
 		break;
 	case WAG_AG_LL:
 	case WAG_A2A_LL:
+	case WAG_BC_LL:
 		ka.count = a->count * es;
-		ka.mode = k == WAG_AG_LL ? WAG_LL_ALLGATHER : WAG_LL_ALLTOALL;
+		ka.mode = k == WAG_AG_LL ? WAG_LL_ALLGATHER : k == WAG_A2A_LL ? WAG_LL_ALLTOALL : WAG_LL_BROADCAST;
 		ka.nblocks = ll_blocks(ka.count);
 		rc = wag_launch_ll_move(&ka, a->stream, err, sizeof(err));
 		break;
@@ -516,6 +520,7 @@ static int ex_a2adirect(void *s, const struct weft_coll_args *a) { return ex_ce(
 static int ex_agll(void *s, const struct weft_coll_args *a) { return wag_run(s, a, WAG_AG_LL); }
 static int ex_rsll(void *s, const struct weft_coll_args *a) { return wag_run(s, a, WAG_RS_LL); }
 static int ex_a2all(void *s, const struct weft_coll_args *a) { return wag_run(s, a, WAG_A2A_LL); }
+static int ex_bcll(void *s, const struct weft_coll_args *a) { return wag_run(s, a, WAG_BC_LL); }
 static int ex_os(void *s, const struct weft_coll_args *a) { return wag_run(s, a, WAG_AR_ONESHOT); }
 static int ex_rsag(void *s, const struct weft_coll_args *a) { return wag_run(s, a, WAG_AR_RSAG); }
 static int ex_agos(void *s, const struct weft_coll_args *a) { return wag_run(s, a, WAG_AG_ONESHOT); }
@@ -677,6 +682,7 @@ WAG_ALGO(algo_a2adirect, "alltoall-direct", WEFT_COLL_ALLTOALL, 35, sup_a2aring,
 WAG_ALGO(algo_agll, "allgather-ll", WEFT_COLL_ALLGATHER, 30, sup_agll, ex_agll);
 WAG_ALGO(algo_rsll, "reduce-scatter-ll", WEFT_COLL_REDUCE_SCATTER, 30, sup_rsll, ex_rsll);
 WAG_ALGO(algo_a2all, "alltoall-ll", WEFT_COLL_ALLTOALL, 30, sup_a2all, ex_a2all);
+WAG_ALGO(algo_bcll, "broadcast-ll", WEFT_COLL_BROADCAST, 30, sup_bcll, ex_bcll);
 WAG_ALGO(algo_os, "allreduce-oneshot", WEFT_COLL_ALLREDUCE, 20, sup_os, ex_os);
 WAG_ALGO(algo_rsag, "allreduce-rsag", WEFT_COLL_ALLREDUCE, 10, sup_rsag, ex_rsag);
 WAG_ALGO(algo_agos, "allgather-oneshot", WEFT_COLL_ALLGATHER, 20, sup_agos, ex_agos);
@@ -692,7 +698,7 @@ WAG_ALGO(algo_a2aring, "alltoall-ring", WEFT_COLL_ALLTOALL, 10, sup_a2aring, ex_
 WAG_ALGO(algo_p2p, "sendrecv-ring", WEFT_COLL_SENDRECV, 10, sup_p2p, ex_p2p);
 
 static const struct weft_algo *const wag_algos[] = {
-	&algo_ll,    &algo_agll,  &algo_rsll,   &algo_a2all,   &algo_os,    &algo_rsag,    &algo_agos,    &algo_agring,  &algo_rsos,  &algo_rsring,
+	&algo_ll,    &algo_agll,  &algo_rsll,   &algo_a2all,   &algo_bcll,   &algo_os,    &algo_rsag,    &algo_agos,    &algo_agring,  &algo_rsos,  &algo_rsring,
 	&algo_redos, &algo_redring, &algo_bcos, &algo_bcring, &algo_a2aos, &algo_a2aring, &algo_p2p,
 	&algo_arce,  &algo_rsce,   &algo_agce,  &algo_bcce,   &algo_a2ace,
 	&algo_ardirect, &algo_rsdirect, &algo_agdirect, &algo_bcdirect, &algo_a2adirect, NULL};
@@ -718,7 +724,7 @@ static const struct weft_param_decl wag_params[] = {
 	P("ll_max", WEFT_PARAM_SIZE, "64K", "Largest allreduce (bytes) the LL-packet algorithm serves; 0 turns it off."),
 	P("ll_exchange_max", WEFT_PARAM_SIZE, "128K",
 	  "Largest message per peer (one rank's block, bytes) of the LL-packet allgather, reduce-scatter and "
-	  "alltoall; 0 turns them off."),
+	  "alltoall, and largest broadcast of the LL-packet one; 0 turns them off."),
 	P("oneshot_max", WEFT_PARAM_SIZE, "16M",
 	  "Largest allreduce (bytes) the one-shot algorithm serves; larger ones use reduce-scatter + allgather. "
 	  "Scratch holds 2 x ranks x this."),
@@ -893,7 +899,9 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 		algo_ll.mem_types = 0;
 	algo_ll.max_bytes = wag_cfg.ll_max;
 	if (wag_cfg.llx_max == 0)
-		algo_agll.mem_types = algo_rsll.mem_types = algo_a2all.mem_types = 0;
+		algo_agll.mem_types = algo_rsll.mem_types = algo_a2all.mem_types = algo_bcll.mem_types = 0;
+	/* A broadcast's selection bytes are its vector: the message itself. */
+	algo_bcll.max_bytes = wag_cfg.llx_max;
 	/* Their selection bytes are ranks x the message per peer: exact for two
 	 * ranks, and supports() refuses a larger message with more. */
 	algo_agll.max_bytes = algo_rsll.max_bytes = algo_a2all.max_bytes = 2 * wag_cfg.llx_max;

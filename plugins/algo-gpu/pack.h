@@ -51,6 +51,7 @@ enum wag_kind {
 	WAG_AG_LL,
 	WAG_RS_LL,
 	WAG_A2A_LL,
+	WAG_BC_LL,
 	WAG_AR_ONESHOT,
 	WAG_AR_RSAG,
 	WAG_AG_ONESHOT,

@@ -41,7 +41,7 @@ enum { WAG_P2P_TX = 0, WAG_P2P_RX = 1 };
 /* Most entries of one send/recv batch one kernel takes (kernel parameters). */
 #define WAG_P2P_MAX_OPS 64
 
-enum { WAG_LL_ALLGATHER = 0, WAG_LL_ALLTOALL = 1 };
+enum { WAG_LL_ALLGATHER = 0, WAG_LL_ALLTOALL = 1, WAG_LL_BROADCAST = 2 };
 
 #define WAG_LL_TPB 512  /* threads per LL block; one 8-byte packet each */
 #define WAG_TPB 512     /* threads per block of the other kernels */
@@ -90,7 +90,7 @@ struct wag_kargs {
 	int op;     /* enum weft_redop */
 	int vec;    /* in and out (and every block of them) 16-byte aligned */
 	int root;   /* broadcast, reduce */
-	int mode;   /* k_ll_move: WAG_LL_ALLGATHER or WAG_LL_ALLTOALL */
+	int mode;   /* k_ll_move: WAG_LL_ALLGATHER, WAG_LL_ALLTOALL or WAG_LL_BROADCAST */
 	uint32_t nblocks;
 	const void *in;
 	void *out;
