@@ -801,7 +801,7 @@ static const struct weft_param_decl wag_params[] = {
 	  "0 turns LL off."),
 	P("p2p_tile", WEFT_PARAM_SIZE, "256K",
 	  "Bytes per ring slot of a send/recv channel: an entry of at least p2p_tile times the channel's blocks moves "
-	  "in tiles of this size, a smaller one in tiles of `tile` bytes."),
+	  "in tiles of this size, a smaller one spread over the blocks in tiles of at most `tile` bytes."),
 };
 
 static int get_size(const char *key, uint64_t *v)
