@@ -37,8 +37,11 @@ if(TARGET weft-plugin-algo-gpu AND TARGET weft-plugin-nvlink)
     "$<$<COMPILE_LANGUAGE:C>:${_wag_topts}>" "$<$<COMPILE_LANGUAGE:CUDA>:${_wag_tcuda}>")
   # The same binary, one Check case per entry; the _rings entries turn the LL,
   # one-shot and copy-engine paths off, so every size, odd tails included,
-  # goes through the pipelined rings (small tiles: many pipeline steps).
-  set(_wag_rings WEFT_ALGO_GPU_LL_MAX=0 WEFT_ALGO_GPU_LL_EXCHANGE_MAX=0 WEFT_ALGO_GPU_ONESHOT_MAX=0
+  # goes through the pipelined rings (small tiles: many pipeline steps); send/recv
+  # entries go without LL packets, those of 16K x the channel's blocks and more in
+  # 16K slots (the large-entry tiles).
+  set(_wag_rings WEFT_ALGO_GPU_P2P_LL_MAX=0 WEFT_ALGO_GPU_P2P_TILE=16K
+    WEFT_ALGO_GPU_LL_MAX=0 WEFT_ALGO_GPU_LL_EXCHANGE_MAX=0 WEFT_ALGO_GPU_ONESHOT_MAX=0
     WEFT_ALGO_GPU_ALLGATHER_ONESHOT_MAX=0 WEFT_ALGO_GPU_TILE=4K WEFT_ALGO_GPU_CE_ALLREDUCE_MIN=0
     WEFT_ALGO_GPU_CE_REDUCE_SCATTER_MIN=0 WEFT_ALGO_GPU_CE_ALLGATHER_MIN=0 WEFT_ALGO_GPU_CE_BROADCAST_MIN=0
     WEFT_ALGO_GPU_CE_ALLTOALL_MIN=0 WEFT_ALGO_GPU_DIRECT_ALLREDUCE_MIN=0 WEFT_ALGO_GPU_DIRECT_REDUCE_SCATTER_MIN=0

@@ -450,23 +450,26 @@ struct p2p_tile {
 	uint64_t off, len;
 };
 
-static size_t p2p_walk(const uint64_t *sizes, size_t nent, const size_t *cuts, size_t ncuts, uint64_t tile,
-		       uint32_t pb, struct p2p_tile *map, uint64_t maxseq)
+static size_t p2p_walk(const uint64_t *sizes, size_t nent, const size_t *cuts, size_t ncuts, uint64_t ll_max,
+		       uint64_t small, uint64_t big, uint32_t pb, struct p2p_tile *map, uint64_t maxseq)
 {
 	uint64_t ctr[64] = {0};
 	size_t begin = 0, moved = 0;
 	for (size_t b = 0; b <= ncuts; b++) {
 		size_t end = b < ncuts ? cuts[b] : nent;
 		for (uint32_t h = 0; h < pb; h++)
-			for (size_t k = begin; k < end; k++)
+			for (size_t k = begin; k < end; k++) {
+				uint64_t tile = wag_p2p_entry_tile(sizes[k], ll_max, small, big, pb);
 				for (uint64_t i = 0; i < wag_p2p_block_tiles(sizes[k], tile, pb, h); i++) {
 					uint64_t o, l;
 					wag_p2p_tile(sizes[k], tile, pb, h, i, &o, &l);
+					REQ(l <= (sizes[k] <= ll_max ? WAG_P2P_LL_TILE : big), "p2p: a tile larger than its ring slot");
 					REQ(l > 0, "p2p: empty tile");
 					REQ(ctr[h] < maxseq, "p2p: too many tiles");
 					map[h * maxseq + ctr[h]++] = (struct p2p_tile){(uint32_t)k, o, l};
 					moved += l;
 				}
+			}
 		begin = end;
 	}
 	return moved;
@@ -486,7 +489,11 @@ START_TEST(p2p_channels)
 			sizes[k] = (r % 3 == 0) ? 1 + r % 17 : (r % 3 == 1) ? 1 + r % 5000 : 1 + r % 300000;
 			sum += sizes[k];
 		}
-		uint64_t tile = tiles_b[iter % 3];
+		/* Entries of at least big * pb bytes move in big tiles (the ring
+		 * slot), the others in small ones: both kinds in one stream. */
+		uint64_t tile = tiles_b[iter % 3], big = tile * (1 + (uint64_t)(iter % 2) * 3);
+		/* and the smaller ones as LL tiles on some iterations */
+		uint64_t ll_max = iter % 4 == 3 ? 3000 : 0;
 		uint32_t pb = 1 + (uint32_t)(iter % 5);
 		size_t cs[24], cr[24], ncs = 0, ncr = 0;
 		for (size_t k = 1; k < nent; k++) {
@@ -495,13 +502,13 @@ START_TEST(p2p_channels)
 			if ((seed >> ((k + 7) % 60)) & 2)
 				cr[ncr++] = k;
 		}
-		uint64_t maxseq = 0;
+		uint64_t maxseq = 0, least = tile < WAG_P2P_LL_TILE ? tile : WAG_P2P_LL_TILE;
 		for (size_t k = 0; k < nent; k++)
-			maxseq += (sizes[k] + tile - 1) / tile;
+			maxseq += (sizes[k] + least - 1) / least;
 		struct p2p_tile *ms = calloc(pb * maxseq + 1, sizeof(*ms)), *mr = calloc(pb * maxseq + 1, sizeof(*mr));
 		REQ(ms && mr, "%s:%d: out of memory", __FILE__, __LINE__);
-		REQ_EQ(p2p_walk(sizes, nent, cs, ncs, tile, pb, ms, maxseq), sum);
-		REQ_EQ(p2p_walk(sizes, nent, cr, ncr, tile, pb, mr, maxseq), sum);
+		REQ_EQ(p2p_walk(sizes, nent, cs, ncs, ll_max, tile, big, pb, ms, maxseq), sum);
+		REQ_EQ(p2p_walk(sizes, nent, cr, ncr, ll_max, tile, big, pb, mr, maxseq), sum);
 		for (uint64_t x = 0; x < pb * maxseq; x++)
 			REQ(ms[x].entry == mr[x].entry && ms[x].off == mr[x].off && ms[x].len == mr[x].len,
 			    "p2p iter %d: slot %llu differs between sender and receiver", iter, (unsigned long long)x);

@@ -11,6 +11,8 @@
 #   perf       weft-perf --mem cuda: collectives against NCCL in the same run
 #              (--peer nccl, plain and --graph)
 #   sweep      every collective against NCCL, graphs of 20, half, 1K..1G
+#   record     the same, medians of 5 alternating runs (docs/perf's records);
+#              1 GiB rows with 20 calls a measurement, unchecked
 #   ce-diag    the copy-engine algorithms' open questions (no NCCL in the process)
 #   nccl       weft-nccl-driver on device buffers: forked ranks, ncclCommInitAll
 #              with groups, CUDA-graph-captured calls, and under mpirun
@@ -18,7 +20,7 @@
 # Default: build test bench nccl torch. Logs go to $OUT when set (the device
 # machine), else to build-gpu/logs. NVLink multicast stays off throughout.
 # A tree built elsewhere at the same path can be run without the build stage.
-# Usage: tools/gpu-check.sh [build] [test] [bench] [algo-bench] [perf] [sweep] [ce-diag] [nccl] [torch]
+# Usage: tools/gpu-check.sh [build] [test] [bench] [algo-bench] [perf] [sweep] [record] [ce-diag] [nccl] [torch]
 set -uo pipefail
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$src" || exit
@@ -166,6 +168,24 @@ do_sweep() {
 	return $r
 }
 
+# The record of docs/perf: every collective against NCCL, medians of 5 runs
+# alternating with NCCL (--repeat 5), graphs of 20 calls, half, out of place and
+# in place, checked, 1K-64M; then 256M-1G with 20 calls a measurement (-n 5
+# --graph 4: 400 calls of 1 GiB a measurement would take minutes) and no check.
+# WEFT_RECORD_COLLS picks the collectives.
+do_record() {
+	local p="$bdir/bin/weft-perf" t=${WEFT_PERF_STAGE_TIMEOUT:-300} c r=0
+	nccl_peer
+	nvidia-smi -L || true
+	for c in ${WEFT_RECORD_COLLS:-all_reduce all_gather reduce_scatter broadcast alltoall sendrecv}; do
+		timeout "$t" "$p" --np 2 --mem cuda --collective "$c" -d half -b 1K -e 64M -f 4 --graph 20 --repeat 5 \
+			"${peer_args[@]}" || r=1
+		timeout "$t" "$p" --np 2 --mem cuda --collective "$c" -d half -b 256M -e 1G -f 4 -n 5 --graph 4 \
+			--repeat 5 -c 0 "${peer_args[@]}" || r=1
+	done
+	return $r
+}
+
 # The copy-engine path's open questions (docs/perf/2026-11-30-h200x2-ll-and-copy-engine.md):
 # allreduce-ce at 1 GiB without NCCL in the process, with and without a graph
 # (timing only: -c 0), and the fixed cost of copy-engine calls inside graphs
@@ -224,6 +244,7 @@ for s in "${stages[@]}"; do
 	algo-bench) stage algo-bench do_algo_bench ;;
 	perf) stage perf do_perf ;;
 	sweep) stage sweep do_sweep ;;
+	record) stage record do_record ;;
 	ce-diag) stage ce-diag do_ce_diag ;;
 	nccl) stage nccl do_nccl ;;
 	torch) stage torch do_torch ;;

@@ -21,12 +21,12 @@
 
 WAG_DEV uint64_t *flag_at(const wag_kargs &a, int owner, int kind, int sender, uint32_t g)
 {
-	return (uint64_t *)(a.scr[owner] + a.lay.flags) + ((size_t)kind * WAG_MAX_RANKS + sender) * a.lay.maxb + g;
+	return (uint64_t *)(a.scr[owner] + a.lay.flags) + ((size_t)kind * WAG_MAX_RANKS + sender) * a.lay.fb + g;
 }
 
 WAG_DEV uint64_t *local_at(const wag_kargs &a, int kind, uint32_t g)
 {
-	return (uint64_t *)(a.scr[a.rank] + a.lay.local) + (size_t)kind * a.lay.maxb + g;
+	return (uint64_t *)(a.scr[a.rank] + a.lay.local) + (size_t)kind * a.lay.fb + g;
 }
 
 /* Slot of (sender, block, depth slot) in owner's ring at offset base. */
@@ -1015,25 +1015,37 @@ __global__ void __launch_bounds__(WAG_TPB) k_broadcast_ring(wag_kargs a)
  * moves their tiles h, h + pblocks, ... (schedule.h) through the P2P ring of
  * (sender, h) in the receiver's scratch, one sequence number per tile: the
  * sender waits for the receiver's credit of the slot, writes it and raises
- * READY; the receiver waits for READY, copies out and raises CRED. Sequence
- * counters are per (direction, peer, h), so batches of any grouping match. */
+ * READY; the receiver waits for READY, copies out and raises CRED. Entries of
+ * up to p2p_ll_max bytes go as LL16 packets into a ring of their own (only
+ * packets ever land there, so a stale slot never shows the awaited flag): no
+ * READY, the flag comes from the tile's sequence number. Large entries move
+ * in p2p_tile slots, the rest in tile_bytes (schedule.h). Sequence counters
+ * are per (direction, peer, h), so batches of any grouping match. */
 
 WAG_DEV char *p2p_slot(const wag_kargs &a, int owner, int sender, uint32_t h, uint64_t seq)
 {
 	return a.scr[owner] + a.lay.p2p +
-	       (((uint64_t)sender * a.lay.pblocks + h) * a.lay.depth + seq % a.lay.depth) * a.lay.tile_bytes;
+	       (((uint64_t)sender * a.lay.pblocks + h) * a.lay.depth + seq % a.lay.depth) * a.lay.p2p_tile;
 }
+
+WAG_DEV uint4 *p2p_ll_slot(const wag_kargs &a, int owner, int sender, uint32_t h, uint64_t seq)
+{
+	return (uint4 *)(a.scr[owner] + a.lay.p2p_ll +
+			 (((uint64_t)sender * a.lay.pblocks + h) * a.lay.depth + seq % a.lay.depth) * 2 * WAG_P2P_LL_TILE);
+}
+
+static_assert(WAG_TPB * 8 == WAG_P2P_LL_TILE, "an LL tile is one 8-byte packet per thread");
 
 WAG_DEV uint64_t *p2p_counter(const wag_kargs &a, int dir, int peer, uint32_t h)
 {
-	return (uint64_t *)(a.scr[a.rank] + a.lay.p2p_local) + ((size_t)dir * WAG_MAX_RANKS + peer) * a.lay.maxb + h;
+	return (uint64_t *)(a.scr[a.rank] + a.lay.p2p_local) + ((size_t)dir * WAG_MAX_RANKS + peer) * a.lay.fb + h;
 }
 
 __global__ void __launch_bounds__(WAG_TPB) k_p2p(wag_kargs a, wag_p2p_args p)
 {
 	uint32_t P = a.lay.pblocks, ch = blockIdx.x / P, h = blockIdx.x % P;
 	int peer = p.ch_peer[ch], kind = p.ch_kind[ch], me = a.rank;
-	uint64_t T = a.lay.tile_bytes, D = a.lay.depth;
+	uint64_t D = a.lay.depth;
 	uint64_t *ctr = kind == WAG_P2P_SELF ? NULL
 					     : p2p_counter(a, kind == WAG_P2P_SEND ? WAG_P2P_TX : WAG_P2P_RX, peer, h);
 	uint64_t seq = ctr ? *ctr : 0;
@@ -1043,6 +1055,8 @@ __global__ void __launch_bounds__(WAG_TPB) k_p2p(wag_kargs a, wag_p2p_args p)
 		char *buf = p.ops[k].buf;
 		const char *src = p.ops[k].src;
 		uint64_t bytes = p.ops[k].bytes;
+		uint64_t T = wag_p2p_entry_tile(bytes, a.lay.p2p_ll_max, a.lay.tile_bytes, a.lay.p2p_tile, P);
+		bool ll = bytes <= a.lay.p2p_ll_max;
 		uint64_t nt = wag_p2p_block_tiles(bytes, T, P, h);
 		for (uint64_t i = 0; i < nt; i++) {
 			uint64_t off, len;
@@ -1052,11 +1066,36 @@ __global__ void __launch_bounds__(WAG_TPB) k_p2p(wag_kargs a, wag_p2p_args p)
 					copy_range(buf + off, src + off, len);
 				continue;
 			}
+			uint32_t flag = (uint32_t)(seq % 0xffffffffull) + 1;
 			if (kind == WAG_P2P_SEND) {
 				if (seq + 1 > D && !block_wait_peer(a, WAG_F_P2P_CRED, peer, h, seq + 1 - D))
 					return;
-				copy_range(p2p_slot(a, peer, me, h, seq), buf + off, len);
-				block_signal_peer(a, WAG_F_P2P_READY, peer, h, seq + 1);
+				if (ll) {
+					/* The packets carry their flag: no READY. */
+					uint4 *slot = p2p_ll_slot(a, peer, me, h, seq);
+					uint64_t j = threadIdx.x;
+					if (j * 8 < len) {
+						uint32_t nb = len - j * 8 < 8 ? (uint32_t)(len - j * 8) : 8;
+						weft_ll16_write(slot + j, load_bytes(buf + off, j * 8, nb), flag);
+					}
+				} else {
+					copy_range(p2p_slot(a, peer, me, h, seq), buf + off, len);
+					block_signal_peer(a, WAG_F_P2P_READY, peer, h, seq + 1);
+				}
+			} else if (ll) {
+				const uint4 *slot = p2p_ll_slot(a, me, peer, h, seq);
+				uint64_t j = threadIdx.x, v;
+				int bad = 0;
+				if (j * 8 < len) {
+					uint32_t nb = len - j * 8 < 8 ? (uint32_t)(len - j * 8) : 8;
+					if (weft_ll16_read(slot + j, flag, &v, a.abort[peer]) == WEFT_DEV_OK)
+						store_bytes(buf + off, j * 8, nb, v);
+					else
+						bad = 1;
+				}
+				if (__syncthreads_or(bad))
+					return;
+				block_signal_peer(a, WAG_F_P2P_CRED, peer, h, seq + 1);
 			} else {
 				if (!block_wait_peer(a, WAG_F_P2P_READY, peer, h, seq + 1))
 					return;

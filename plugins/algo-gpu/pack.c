@@ -53,20 +53,23 @@ static void layout(int nranks, int sms, struct wag_layout *l)
 	l->depth = (uint32_t)wag_cfg.depth;
 	l->tile_bytes = wag_cfg.tile;
 	/* Every channel of a send/recv batch (a send and a receive per peer, and
-	 * the copies to itself) gets pblocks blocks, all resident at once. */
-	uint64_t pb = l->maxb / (2 * (uint64_t)nranks - 1);
+	 * the copies to itself) gets pblocks blocks, all resident at once: one
+	 * block a multiprocessor at most. */
+	uint64_t pb = (uint64_t)(sms > 0 ? sms : 1) / (2 * (uint64_t)nranks - 1);
 	if (pb > (uint64_t)wag_cfg.p2p_blocks)
 		pb = (uint64_t)wag_cfg.p2p_blocks;
 	l->pblocks = (uint32_t)(pb ? pb : 1);
+	l->fb = l->maxb > l->pblocks ? l->maxb : l->pblocks;
+	l->p2p_tile = wag_cfg.p2p_tile > wag_cfg.tile ? wag_cfg.p2p_tile : wag_cfg.tile;
 	l->ll_slot = round_up(2 * (wag_cfg.ll_max > wag_cfg.llx_max ? wag_cfg.ll_max : wag_cfg.llx_max), 256);
 	l->os_slot = round_up(wag_cfg.oneshot_max > wag_cfg.ag_oneshot_max ? wag_cfg.oneshot_max : wag_cfg.ag_oneshot_max, 256);
 	uint64_t off = 0;
 	l->flags = off;
-	off += round_up((uint64_t)WAG_F_COUNT * WAG_MAX_RANKS * l->maxb * 8, 256);
+	off += round_up((uint64_t)WAG_F_COUNT * WAG_MAX_RANKS * l->fb * 8, 256);
 	l->local = off;
-	off += round_up((uint64_t)WAG_L_COUNT * l->maxb * 8, 256);
+	off += round_up((uint64_t)WAG_L_COUNT * l->fb * 8, 256);
 	l->p2p_local = off;
-	off += round_up(2ull * WAG_MAX_RANKS * l->maxb * 8, 256);
+	off += round_up(2ull * WAG_MAX_RANKS * l->fb * 8, 256);
 	l->ll = off;
 	off += 2 * (uint64_t)nranks * l->ll_slot;
 	l->os = off;
@@ -76,7 +79,10 @@ static void layout(int nranks, int sms, struct wag_layout *l)
 	l->ag = off;
 	off += (uint64_t)nranks * l->maxb * l->depth * l->tile_bytes;
 	l->p2p = off;
-	off += (uint64_t)nranks * l->pblocks * l->depth * l->tile_bytes;
+	off += (uint64_t)nranks * l->pblocks * l->depth * l->p2p_tile;
+	l->p2p_ll = off;
+	off += (uint64_t)nranks * l->pblocks * l->depth * 2 * WAG_P2P_LL_TILE;
+	l->p2p_ll_max = wag_cfg.p2p_ll_max;
 	l->total = off;
 }
 
@@ -572,6 +578,27 @@ static int ex_p2p(void *state, const struct weft_coll_args *a)
 			WAG_P2P_MAX_OPS, nops);
 		return -ENOTSUP;
 	}
+	/* A receive into bytes the same batch sends ("in place"): the peer's
+	 * data would land while this rank still reads them. NCCL leaves it
+	 * undefined; here it is refused rather than corrupted. A copy to itself
+	 * onto its own source stays allowed (nothing moves). */
+	for (size_t i = 0; i < nops; i++) {
+		if (ops[i].is_send || !ops[i].bytes)
+			continue;
+		const char *r0 = ops[i].buf, *r1 = r0 + ops[i].bytes;
+		for (size_t j = 0; j < nops; j++) {
+			const char *s0 = ops[j].buf, *s1 = s0 + ops[j].bytes;
+			if (!ops[j].is_send || !ops[j].bytes || r1 <= s0 || s1 <= r0)
+				continue;
+			if (ops[i].peer == c->rank && ops[j].peer == c->rank && r0 == s0)
+				continue;
+			WAG_LOG(WEFT_LOG_ERROR,
+				"sendrecv: rank %d receives from rank %d into bytes it sends to rank %d in the same group "
+				"(entries %zu and %zu overlap): use separate send and receive buffers",
+				c->rank, ops[i].peer, ops[j].peer, i, j);
+			return -EINVAL;
+		}
+	}
 	struct wag_p2p_args p;
 	memset(&p, 0, sizeof(p));
 	int tx[WAG_MAX_RANKS] = {0}, rx[WAG_MAX_RANKS] = {0}, self = 0;
@@ -766,9 +793,15 @@ static const struct weft_param_decl wag_params[] = {
 	P("allgather_blocks", WEFT_PARAM_INT, "64", "CUDA blocks of the ring allgather."),
 	P("tile", WEFT_PARAM_SIZE, "64K", "Bytes per pipeline tile (one ring slot) of the large-message kernels."),
 	P("depth", WEFT_PARAM_INT, "4", "Ring slots per peer and CUDA block (2 to 16)."),
-	P("p2p_blocks", WEFT_PARAM_INT, "4",
+	P("p2p_blocks", WEFT_PARAM_INT, "64",
 	  "CUDA blocks per peer and direction of a send/recv batch (fewer where the blocks of every channel would "
-	  "not fit the block limit)."),
+	  "not fit one a multiprocessor: sms / (2 * ranks - 1))."),
+	P("p2p_ll_max", WEFT_PARAM_SIZE, "64K",
+	  "Largest send/recv entry (bytes) moved as LL packets (data and flag in one store: no handshake per tile); "
+	  "0 turns LL off."),
+	P("p2p_tile", WEFT_PARAM_SIZE, "256K",
+	  "Bytes per ring slot of a send/recv channel: an entry of at least p2p_tile times the channel's blocks moves "
+	  "in tiles of this size, a smaller one spread over the blocks in tiles of at most `tile` bytes."),
 };
 
 static int get_size(const char *key, uint64_t *v)
@@ -830,7 +863,9 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 	wag_cfg.rsag_blocks = 64;
 	wag_cfg.ag_blocks = 64;
 	wag_cfg.depth = 4;
-	wag_cfg.p2p_blocks = 4;
+	wag_cfg.p2p_blocks = 64;
+	wag_cfg.p2p_tile = 256 << 10;
+	wag_cfg.p2p_ll_max = 64 << 10;
 	wag_cfg.ce_chunk = 16 << 20;
 	/* Below the copy-engine minimums the direct kernels are faster
 	 * (reduce-scatter: at every size measured, so off); the direct ones are
@@ -883,13 +918,15 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 	    get_size("allgather_oneshot_max", &wag_cfg.ag_oneshot_max) || get_size("oneshot_min_segment", &wag_cfg.min_seg) ||
 	    get_size("tile", &wag_cfg.tile) || get_int("oneshot_blocks", &wag_cfg.oneshot_blocks, 1, 1024) ||
 	    get_int("rsag_blocks", &wag_cfg.rsag_blocks, 1, 1024) || get_int("allgather_blocks", &wag_cfg.ag_blocks, 1, 1024) ||
-	    get_int("depth", &wag_cfg.depth, 2, 16) || get_int("p2p_blocks", &wag_cfg.p2p_blocks, 1, 64)) {
+	    get_int("depth", &wag_cfg.depth, 2, 16) || get_int("p2p_blocks", &wag_cfg.p2p_blocks, 1, 1024) ||
+	    get_size("p2p_tile", &wag_cfg.p2p_tile) || get_size("p2p_ll_max", &wag_cfg.p2p_ll_max)) {
 		WAG_LOG(WEFT_LOG_ERROR, "bad parameter; the pack declines to load");
 		return NULL;
 	}
-	if (wag_cfg.tile < 256 || wag_cfg.tile % 16 || wag_cfg.ll_max > (64ull << 20) || wag_cfg.llx_max > (64ull << 20)) {
-		WAG_LOG(WEFT_LOG_ERROR, "algo-gpu.tile must be a multiple of 16 bytes, at least 256, and ll_max and "
-				       "ll_exchange_max at most 64M; "
+	if (wag_cfg.tile < 256 || wag_cfg.tile % 16 || wag_cfg.p2p_tile % 16 || wag_cfg.p2p_tile > (64ull << 20) ||
+	    wag_cfg.ll_max > (64ull << 20) || wag_cfg.llx_max > (64ull << 20)) {
+		WAG_LOG(WEFT_LOG_ERROR, "algo-gpu.tile must be a multiple of 16 bytes, at least 256; p2p_tile a multiple "
+				       "of 16 bytes, at most 64M; and ll_max and ll_exchange_max at most 64M; "
 				       "the pack declines to load");
 		return NULL;
 	}

@@ -10,7 +10,7 @@
 
 /* The pack's parameters, read once in weft_plugin_init. */
 struct wag_cfg {
-	uint64_t ll_max, llx_max, oneshot_max, ag_oneshot_max, min_seg, tile;
+	uint64_t ll_max, llx_max, oneshot_max, ag_oneshot_max, min_seg, tile, p2p_tile, p2p_ll_max;
 	int64_t oneshot_blocks, rsag_blocks, ag_blocks, depth, p2p_blocks;
 	uint64_t ce_chunk;             /* largest pipeline chunk of the copy-engine schedules */
 	uint64_t ce_min[WEFT_COLL_COUNT]; /* smallest call (selection bytes) per collective; 0 = off */

@@ -117,6 +117,26 @@ WAG_HD uint64_t wag_p2p_block_tiles(uint64_t bytes, uint64_t tile, uint32_t nblo
 	return h < nt ? (nt - h + nblocks - 1) / nblocks : 0;
 }
 
+/* Data bytes of a point-to-point LL tile: one 8-byte packet per thread of a
+ * 512-thread block. */
+#define WAG_P2P_LL_TILE 4096
+
+/* The tile of an entry of bytes: LL tiles up to ll_max; then big (the ring
+ * slot) once every one of the nblocks blocks gets at least one such tile;
+ * else the entry spread over all blocks in multiples of 4K, at most small
+ * (a 256K entry on 44 blocks: 8K tiles on 32 blocks, not four 64K ones).
+ * From the size only, so both sides agree however their calls were grouped. */
+WAG_HD uint64_t wag_p2p_entry_tile(uint64_t bytes, uint64_t ll_max, uint64_t small, uint64_t big, uint32_t nblocks)
+{
+	if (bytes <= ll_max)
+		return WAG_P2P_LL_TILE;
+	if (big > small && bytes >= big * nblocks)
+		return big;
+	uint64_t t = (bytes + nblocks - 1) / nblocks;
+	t = (t + 4095) / 4096 * 4096;
+	return t < small ? t : small;
+}
+
 /* The i-th tile block h moves of an entry of bytes: offset and length. */
 WAG_HD void wag_p2p_tile(uint64_t bytes, uint64_t tile, uint32_t nblocks, uint32_t h, uint64_t i, uint64_t *off,
 			 uint64_t *len)

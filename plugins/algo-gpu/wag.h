@@ -48,20 +48,24 @@ enum { WAG_LL_ALLGATHER = 0, WAG_LL_ALLTOALL = 1, WAG_LL_BROADCAST = 2 };
 
 /* Byte offsets into every rank's scratch (identical on all ranks). */
 struct wag_layout {
-	uint32_t maxb;      /* flag/counter entries per kind and sender */
+	uint32_t maxb;      /* most CUDA blocks of a collective kernel */
+	uint32_t fb;        /* flag/counter entries per kind and sender: max(maxb, pblocks) */
 	uint32_t depth;     /* ring slots per (sender, block) */
-	uint64_t flags;     /* WAG_F_COUNT * WAG_MAX_RANKS * maxb uint64 */
-	uint64_t local;     /* WAG_L_COUNT * maxb uint64 */
+	uint64_t flags;     /* WAG_F_COUNT * WAG_MAX_RANKS * fb uint64 */
+	uint64_t local;     /* WAG_L_COUNT * fb uint64 */
 	uint64_t ll;        /* 2 halves * nranks senders * ll_slot */
 	uint64_t ll_slot;   /* 2 * ll_max: LL16 packets double the bytes */
 	uint64_t os;        /* 2 halves * nranks senders * os_slot */
 	uint64_t os_slot;
 	uint64_t rs;        /* nranks * maxb * depth * tile_bytes */
 	uint64_t ag;
-	uint64_t p2p;       /* nranks * pblocks * depth * tile_bytes */
-	uint64_t p2p_local; /* 2 * WAG_MAX_RANKS * maxb uint64 */
-	uint32_t pblocks;   /* CUDA blocks per point-to-point channel (<= maxb) */
+	uint64_t p2p;       /* nranks * pblocks * depth * p2p_tile */
+	uint64_t p2p_local; /* 2 * WAG_MAX_RANKS * fb uint64 */
+	uint32_t pblocks;   /* CUDA blocks per point-to-point channel */
 	uint64_t tile_bytes;
+	uint64_t p2p_tile;  /* a point-to-point ring slot (>= tile_bytes) */
+	uint64_t p2p_ll;    /* nranks * pblocks * depth * 2 * WAG_P2P_LL_TILE: LL16 slots */
+	uint64_t p2p_ll_max; /* entries up to this many bytes move as LL packets */
 	uint64_t total;
 };
 

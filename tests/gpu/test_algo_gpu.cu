@@ -616,6 +616,23 @@ static int check_p2p_unmatched_self(struct ctx *c)
 	return 0;
 }
 
+/* An "in place" send/recv (every rank receives from the left into the bytes
+ * it sends to the right, in one group) is refused on every rank with
+ * -EINVAL, nothing is launched, and the next call works. */
+static int check_p2p_overlap(struct ctx *c, uint32_t *seed)
+{
+	int right = (c->rank + 1) % c->n, left = (c->rank + c->n - 1) % c->n;
+	OK(weft_group_start());
+	int r0 = weft_send((char *)c->drecv + 8, 4096, WEFT_UINT8, right, c->comm, c->st);
+	int r1 = weft_recv(c->drecv, 4096, WEFT_UINT8, left, c->comm, c->st);
+	int rc = weft_group_end();
+	OK(r0);
+	OK(r1);
+	if (rc != -EINVAL)
+		RFAIL("a receive into the bytes the same group sends returned %d, want -EINVAL", rc);
+	return check_p2p_shift(c, 4099, (*seed)++);
+}
+
 /* Buffers allocated before and freed after every call, small enough that
  * CUDA packs several into one IPC allocation: a new buffer can sit where a
  * freed one did while a peer still maps the old one ("already mapped" on
@@ -723,7 +740,7 @@ static int matrix_rank(int rank, int n, void *arg)
 	for (size_t k = 0; k < sizeof(bases) / sizeof(bases[0]); k++)
 		if (check_p2p(&c, bases[k], &seed))
 			return 1;
-	if (check_p2p_unmatched_self(&c))
+	if (check_p2p_unmatched_self(&c) || check_p2p_overlap(&c, &seed))
 		return 1;
 	return ctx_close(&c);
 }
