@@ -735,7 +735,8 @@ static int matrix_rank(int rank, int n, void *arg)
 	}
 	if (fresh_buffers(&c, &seed))
 		return 1;
-	/* Send/recv: tiny, odd, and past a channel's ring (senders wait for credit). */
+	/* Send/recv: tiny (LL packets), odd, and 2M (with the _rings entries' 16K slots, more tiles
+	 * per block than the ring's depth: senders wait for credit). */
 	const size_t bases[] = {1, 4099, (2u << 20) + 3};
 	for (size_t k = 0; k < sizeof(bases) / sizeof(bases[0]); k++)
 		if (check_p2p(&c, bases[k], &seed))
