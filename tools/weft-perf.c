@@ -1314,7 +1314,8 @@ static int coll_measure_repeated(const struct run *r, const struct coll_shape *s
 		if ((rc = coll_measure(r, LIB_WEFT, s, p, inplace, want, &t[k], &w)) != 0)
 			break;
 		mine->wrong[inplace] += w;
-		/* NCCL defines no in-place alltoall or send/recv: nothing to compare. */
+		/* NCCL defines no in-place alltoall or send/recv (weft's is exact: a
+		 * send the same group overwrites goes from a copy): nothing to compare. */
 		if (!o->peer_nccl || (inplace && (o->coll == C_ALLTOALL || o->coll == C_SENDRECV)))
 			continue;
 		w = 0;
@@ -1382,11 +1383,7 @@ static int run_coll(const struct run *r, double *bw_sum, int *bw_n, uint64_t *wr
 			if (coll_has_output(r))
 				coll_expected(r, &p, &s, want);
 		}
-		/* A send/recv "in place" receives into the bytes it sends in the same
-		 * group: NCCL leaves that undefined, and weft's GPU pack refuses it
-		 * (the CPU pack copies safely). */
-		int nplace = o->coll == C_SENDRECV && o->mem_cuda ? 1 : 2;
-		for (int ip = 0; ip < nplace && rc == 0; ip++)
+		for (int ip = 0; ip < 2 && rc == 0; ip++)
 			rc = coll_measure_repeated(r, &s, &p, ip, want, &mine);
 		free(want);
 		want = NULL;
@@ -1399,12 +1396,6 @@ static int run_coll(const struct run *r, double *bw_sum, int *bw_n, uint64_t *wr
 			       ci->reduces ? redop_names[o->op] : "none", ci->rooted ? o->root : -1);
 			for (int ip = 0; ip < 2; ip++) {
 				char ts[32], ws[32];
-				if (ip >= nplace) {
-					printf("  %7s  %6s  %6s  %6s", "n/a", "n/a", "n/a", "n/a");
-					if (peer)
-						printf("  %7s  %6s", "n/a", "n/a");
-					continue;
-				}
 				double algbw = all.us[ip] > 0 ? s.bytes / (all.us[ip] * 1e3) : 0;
 				double busbw = algbw * busbw_factor(o->coll, r->nranks);
 				uint64_t wrong = all.wrong[ip] + all.nccl_wrong[ip];

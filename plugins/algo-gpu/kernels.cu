@@ -1521,6 +1521,16 @@ extern "C" int wag_cuda_copy(void *dst, const void *src, size_t bytes, void *str
 		       errlen);
 }
 
+extern "C" int wag_cuda_alloc_async(void **p, size_t bytes, void *stream, char *err, size_t errlen)
+{
+	return cuda_ck(cudaMallocAsync(p, bytes, (cudaStream_t)stream), "cudaMallocAsync", err, errlen);
+}
+
+extern "C" int wag_cuda_free_async(void *p, void *stream, char *err, size_t errlen)
+{
+	return cuda_ck(cudaFreeAsync(p, (cudaStream_t)stream), "cudaFreeAsync", err, errlen);
+}
+
 extern "C" int wag_cuda_capturing(void *stream, int *yes, char *err, size_t errlen)
 {
 	cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;

@@ -578,38 +578,40 @@ static int ex_p2p(void *state, const struct weft_coll_args *a)
 			WAG_P2P_MAX_OPS, nops);
 		return -ENOTSUP;
 	}
-	/* A receive into bytes the same batch sends ("in place"): the peer's
-	 * data would land while this rank still reads them. NCCL leaves it
-	 * undefined; here it is refused rather than corrupted. A copy to itself
-	 * onto its own source stays allowed (nothing moves). */
-	for (size_t i = 0; i < nops; i++) {
-		if (ops[i].is_send || !ops[i].bytes)
+	/* A send whose bytes a receive of the same batch overwrites ("in place";
+	 * NCCL leaves it undefined): the peer's data would land while this rank
+	 * still reads them, so that send reads a stream-ordered copy taken before
+	 * the kernel (freed after it; both capturable). A copy to itself onto its
+	 * own source needs none (nothing moves). */
+	char *tmp[WAG_P2P_MAX_OPS] = {NULL};
+	unsigned char dup[WAG_P2P_MAX_OPS] = {0};
+	int ndup = 0;
+	for (size_t j = 0; j < nops; j++) {
+		const char *s0 = ops[j].buf, *s1 = s0 + ops[j].bytes;
+		if (!ops[j].is_send || !ops[j].bytes)
 			continue;
-		const char *r0 = ops[i].buf, *r1 = r0 + ops[i].bytes;
-		for (size_t j = 0; j < nops; j++) {
-			const char *s0 = ops[j].buf, *s1 = s0 + ops[j].bytes;
-			if (!ops[j].is_send || !ops[j].bytes || r1 <= s0 || s1 <= r0)
+		for (size_t i = 0; i < nops && !dup[j]; i++) {
+			const char *r0 = ops[i].buf, *r1 = r0 + ops[i].bytes;
+			if (ops[i].is_send || !ops[i].bytes || r1 <= s0 || s1 <= r0 ||
+			    (ops[i].peer == c->rank && ops[j].peer == c->rank && r0 == s0))
 				continue;
-			if (ops[i].peer == c->rank && ops[j].peer == c->rank && r0 == s0)
-				continue;
-			WAG_LOG(WEFT_LOG_ERROR,
-				"sendrecv: rank %d receives from rank %d into bytes it sends to rank %d in the same group "
-				"(entries %zu and %zu overlap): use separate send and receive buffers",
-				c->rank, ops[i].peer, ops[j].peer, i, j);
-			return -EINVAL;
+			dup[j] = 1;
+			ndup++;
 		}
 	}
 	struct wag_p2p_args p;
 	memset(&p, 0, sizeof(p));
 	int tx[WAG_MAX_RANKS] = {0}, rx[WAG_MAX_RANKS] = {0}, self = 0;
+	int from[WAG_P2P_MAX_OPS]; /* the batch entry of each kernel entry (its send side) */
 	size_t si = 0, ri = 0;
 	for (size_t i = 0; i < nops; i++) {
 		const struct weft_p2p_op *o = &ops[i];
 		if (o->peer != c->rank) {
-			p.ops[p.nops++] = (struct wag_p2p_op){
+			p.ops[p.nops] = (struct wag_p2p_op){
 				.buf = o->buf, .src = NULL, .bytes = o->bytes, .peer = o->peer,
 				.kind = o->is_send ? WAG_P2P_SEND : WAG_P2P_RECV,
 			};
+			from[p.nops++] = (int)i;
 			*(o->is_send ? &tx[o->peer] : &rx[o->peer]) = 1;
 			continue;
 		}
@@ -623,9 +625,10 @@ static int ex_p2p(void *state, const struct weft_coll_args *a)
 						"from itself (count or sizes)", c->rank);
 			return -EINVAL;
 		}
-		p.ops[p.nops++] = (struct wag_p2p_op){
+		p.ops[p.nops] = (struct wag_p2p_op){
 			.buf = ops[ri].buf, .src = o->buf, .bytes = o->bytes, .peer = c->rank, .kind = WAG_P2P_SELF,
 		};
+		from[p.nops++] = (int)i;
 		ri++;
 		si++;
 		self = 1;
@@ -656,7 +659,30 @@ static int ex_p2p(void *state, const struct weft_coll_args *a)
 	int rc;
 	if ((rc = wag_cuda_set_device(c->dev)))
 		return rc;
-	rc = wag_launch_p2p(&c->base, &p, a->stream, err, sizeof(err));
+	for (size_t j = 0; j < nops && rc == 0; j++) {
+		void *t = NULL;
+		if (!dup[j] || (rc = wag_cuda_alloc_async(&t, ops[j].bytes, a->stream, err, sizeof(err))))
+			continue;
+		tmp[j] = t;
+		rc = wag_cuda_copy(t, ops[j].buf, ops[j].bytes, a->stream, err, sizeof(err));
+	}
+	if (ndup && rc == 0)
+		WAG_LOG(WEFT_LOG_DEBUG, "sendrecv: %d send(s) of rank %d overlap a receive of the same group: sent from "
+					"a copy", ndup, c->rank);
+	for (uint32_t k = 0; k < p.nops; k++) {
+		char *t = tmp[from[k]];
+		if (t && p.ops[k].kind == WAG_P2P_SELF)
+			p.ops[k].src = t;
+		else if (t && p.ops[k].kind == WAG_P2P_SEND)
+			p.ops[k].buf = t;
+	}
+	if (rc == 0)
+		rc = wag_launch_p2p(&c->base, &p, a->stream, err, sizeof(err));
+	for (size_t j = 0; j < nops; j++) {
+		char e2[256];
+		if (tmp[j] && wag_cuda_free_async(tmp[j], a->stream, e2, sizeof(e2)))
+			WAG_LOG(WEFT_LOG_WARN, "sendrecv: releasing a send's copy: %s", e2);
+	}
 	if (rc == 0 && !a->stream)
 		rc = wag_cuda_sync_stream(NULL, err, sizeof(err));
 	if (rc)

@@ -168,6 +168,9 @@ int wag_cuda_record(void *event, void *stream, char *err, size_t errlen);
 int wag_cuda_wait(void *stream, void *event, char *err, size_t errlen);
 int wag_cuda_event_sync(void *event, char *err, size_t errlen);
 int wag_cuda_copy(void *dst, const void *src, size_t bytes, void *stream, char *err, size_t errlen);
+/* Stream-ordered device memory (capturable in a graph). */
+int wag_cuda_alloc_async(void **p, size_t bytes, void *stream, char *err, size_t errlen);
+int wag_cuda_free_async(void *p, void *stream, char *err, size_t errlen);
 /* *yes = 1 while stream is being captured into a graph. */
 int wag_cuda_capturing(void *stream, int *yes, char *err, size_t errlen);
 /* The allocation holding ptr: its process-wide id, and whether another
