@@ -81,8 +81,9 @@ static void layout(int nranks, int sms, struct wag_layout *l)
 	l->p2p = off;
 	off += (uint64_t)nranks * l->pblocks * l->depth * l->p2p_tile;
 	l->p2p_ll = off;
-	off += (uint64_t)nranks * l->pblocks * l->depth * 2 * WAG_P2P_LL_TILE;
 	l->p2p_ll_max = wag_cfg.p2p_ll_max;
+	l->p2p_ll_slot = 2 * wag_p2p_ll_tile_max(l->p2p_ll_max, l->pblocks);
+	off += (uint64_t)nranks * l->pblocks * l->depth * l->p2p_ll_slot;
 	l->total = off;
 }
 
