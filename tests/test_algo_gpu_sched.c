@@ -718,6 +718,16 @@ START_TEST(bad_p2p_blocks_declines)
 	free(out);
 }
 END_TEST
+
+START_TEST(bad_p2p_ll_max_declines)
+{
+	setenv("WEFT_CONFIG", "/dev/null", 1);
+	setenv("WEFT_ALGO_GPU_P2P_LL_MAX", "2M", 1);
+	char *out = choices(2, WEFT_MEM_CUDA);
+	ck_assert_ptr_null(strstr(out, "algo-gpu/"));
+	free(out);
+}
+END_TEST
 #endif
 
 int main(void)
@@ -740,6 +750,7 @@ int main(void)
 	tcase_add_test(tc, select_thresholds);
 	tcase_add_test(tc, bad_parameter_declines);
 	tcase_add_test(tc, bad_p2p_blocks_declines);
+	tcase_add_test(tc, bad_p2p_ll_max_declines);
 	tcase_add_test(tc, bad_ce_chunk_declines);
 	tcase_add_test(tc, bad_ll_exchange_max_declines);
 	suite_add_tcase(s, tc);
