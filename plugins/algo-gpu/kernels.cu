@@ -1031,10 +1031,10 @@ WAG_DEV char *p2p_slot(const wag_kargs &a, int owner, int sender, uint32_t h, ui
 WAG_DEV uint4 *p2p_ll_slot(const wag_kargs &a, int owner, int sender, uint32_t h, uint64_t seq)
 {
 	return (uint4 *)(a.scr[owner] + a.lay.p2p_ll +
-			 (((uint64_t)sender * a.lay.pblocks + h) * a.lay.depth + seq % a.lay.depth) * 2 * WAG_P2P_LL_TILE);
+			 (((uint64_t)sender * a.lay.pblocks + h) * a.lay.depth + seq % a.lay.depth) * a.lay.p2p_ll_slot);
 }
 
-static_assert(WAG_TPB * 8 == WAG_P2P_LL_TILE, "an LL tile is one 8-byte packet per thread");
+static_assert(WAG_TPB * 8 == WAG_P2P_LL_TILE, "an LL tile row is one 8-byte packet per thread");
 
 WAG_DEV uint64_t *p2p_counter(const wag_kargs &a, int dir, int peer, uint32_t h)
 {
@@ -1073,8 +1073,7 @@ __global__ void __launch_bounds__(WAG_TPB) k_p2p(wag_kargs a, wag_p2p_args p)
 				if (ll) {
 					/* The packets carry their flag: no READY. */
 					uint4 *slot = p2p_ll_slot(a, peer, me, h, seq);
-					uint64_t j = threadIdx.x;
-					if (j * 8 < len) {
+					for (uint64_t j = threadIdx.x; j * 8 < len; j += blockDim.x) {
 						uint32_t nb = len - j * 8 < 8 ? (uint32_t)(len - j * 8) : 8;
 						weft_ll16_write(slot + j, load_bytes(buf + off, j * 8, nb), flag);
 					}
@@ -1084,9 +1083,9 @@ __global__ void __launch_bounds__(WAG_TPB) k_p2p(wag_kargs a, wag_p2p_args p)
 				}
 			} else if (ll) {
 				const uint4 *slot = p2p_ll_slot(a, me, peer, h, seq);
-				uint64_t j = threadIdx.x, v;
+				uint64_t v;
 				int bad = 0;
-				if (j * 8 < len) {
+				for (uint64_t j = threadIdx.x; j * 8 < len && !bad; j += blockDim.x) {
 					uint32_t nb = len - j * 8 < 8 ? (uint32_t)(len - j * 8) : 8;
 					if (weft_ll16_read(slot + j, flag, &v, a.abort[peer]) == WEFT_DEV_OK)
 						store_bytes(buf + off, j * 8, nb, v);

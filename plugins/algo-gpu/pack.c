@@ -81,8 +81,9 @@ static void layout(int nranks, int sms, struct wag_layout *l)
 	l->p2p = off;
 	off += (uint64_t)nranks * l->pblocks * l->depth * l->p2p_tile;
 	l->p2p_ll = off;
-	off += (uint64_t)nranks * l->pblocks * l->depth * 2 * WAG_P2P_LL_TILE;
 	l->p2p_ll_max = wag_cfg.p2p_ll_max;
+	l->p2p_ll_slot = 2 * wag_p2p_ll_tile_max(l->p2p_ll_max, l->pblocks);
+	off += (uint64_t)nranks * l->pblocks * l->depth * l->p2p_ll_slot;
 	l->total = off;
 }
 
@@ -950,10 +951,10 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 		return NULL;
 	}
 	if (wag_cfg.tile < 256 || wag_cfg.tile % 16 || wag_cfg.p2p_tile % 16 || wag_cfg.p2p_tile > (64ull << 20) ||
-	    wag_cfg.ll_max > (64ull << 20) || wag_cfg.llx_max > (64ull << 20)) {
+	    wag_cfg.p2p_ll_max > (1ull << 20) || wag_cfg.ll_max > (64ull << 20) || wag_cfg.llx_max > (64ull << 20)) {
 		WAG_LOG(WEFT_LOG_ERROR, "algo-gpu.tile must be a multiple of 16 bytes, at least 256; p2p_tile a multiple "
-				       "of 16 bytes, at most 64M; and ll_max and ll_exchange_max at most 64M; "
-				       "the pack declines to load");
+				       "of 16 bytes, at most 64M; p2p_ll_max at most 1M (its LL slots grow with it); "
+				       "and ll_max and ll_exchange_max at most 64M; the pack declines to load");
 		return NULL;
 	}
 	/* Each algorithm serves the sizes its threshold gives it; a threshold of 0

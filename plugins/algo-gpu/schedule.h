@@ -117,24 +117,40 @@ WAG_HD uint64_t wag_p2p_block_tiles(uint64_t bytes, uint64_t tile, uint32_t nblo
 	return h < nt ? (nt - h + nblocks - 1) / nblocks : 0;
 }
 
-/* Data bytes of a point-to-point LL tile: one 8-byte packet per thread of a
- * 512-thread block. */
+/* Data bytes per thread-wide row of a point-to-point LL tile: one 8-byte
+ * packet per thread of a 512-thread block. */
 #define WAG_P2P_LL_TILE 4096
 
-/* The tile of an entry of bytes: LL tiles up to ll_max; then big (the ring
- * slot) once every one of the nblocks blocks gets at least one such tile;
- * else the entry spread over all blocks in multiples of 4K, at most small
- * (a 256K entry on 44 blocks: 8K tiles on 32 blocks, not four 64K ones).
- * From the size only, so both sides agree however their calls were grouped. */
+WAG_HD uint64_t wag_div_up(uint64_t a, uint64_t b)
+{
+	return (a + b - 1) / b;
+}
+
+/* The largest LL tile an entry of up to ll_max bytes uses: enough 4K rows
+ * that such an entry needs no more tiles than the channel has blocks. */
+WAG_HD uint64_t wag_p2p_ll_tile_max(uint64_t ll_max, uint32_t nblocks)
+{
+	uint64_t rows = wag_div_up(ll_max ? ll_max : 1, (uint64_t)nblocks * WAG_P2P_LL_TILE);
+	return rows * WAG_P2P_LL_TILE;
+}
+
+/* The tile of an entry of bytes, from its size only, so both sides agree
+ * however their calls were grouped. Up to ll_max: LL tiles of whole 4K rows,
+ * as few rows as keep the tiles within the blocks (64K on 44 blocks: 16
+ * tiles of 4K; 256K: 32 of 8K). Larger: up to cap bytes a tile (big, the
+ * ring slot, once every block gets at least one such tile, else small), cut
+ * so that every block moves the same number of tiles (16M on 44 blocks: 86
+ * tiles of 192K, not 64 of 256K with 20 blocks moving two), in multiples of
+ * 4K unless cap is smaller. */
 WAG_HD uint64_t wag_p2p_entry_tile(uint64_t bytes, uint64_t ll_max, uint64_t small, uint64_t big, uint32_t nblocks)
 {
+	uint64_t nb = nblocks ? nblocks : 1;
 	if (bytes <= ll_max)
-		return WAG_P2P_LL_TILE;
-	if (big > small && bytes >= big * nblocks)
-		return big;
-	uint64_t t = (bytes + nblocks - 1) / nblocks;
-	t = (t + 4095) / 4096 * 4096;
-	return t < small ? t : small;
+		return wag_div_up(wag_div_up(bytes ? bytes : 1, nb), WAG_P2P_LL_TILE) * WAG_P2P_LL_TILE;
+	uint64_t cap = big > small && bytes >= big * nb ? big : small;
+	uint64_t rounds = wag_div_up(bytes, nb * cap);
+	uint64_t t = wag_div_up(wag_div_up(bytes, nb * rounds), 4096) * 4096;
+	return t < cap ? t : cap;
 }
 
 /* The i-th tile block h moves of an entry of bytes: offset and length. */

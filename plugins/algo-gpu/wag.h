@@ -64,7 +64,8 @@ struct wag_layout {
 	uint32_t pblocks;   /* CUDA blocks per point-to-point channel */
 	uint64_t tile_bytes;
 	uint64_t p2p_tile;  /* a point-to-point ring slot (>= tile_bytes) */
-	uint64_t p2p_ll;    /* nranks * pblocks * depth * 2 * WAG_P2P_LL_TILE: LL16 slots */
+	uint64_t p2p_ll;    /* nranks * pblocks * depth * p2p_ll_slot: LL16 slots */
+	uint64_t p2p_ll_slot; /* 2 x the largest LL tile (packets double the bytes) */
 	uint64_t p2p_ll_max; /* entries up to this many bytes move as LL packets */
 	uint64_t total;
 };
