@@ -322,7 +322,9 @@ WEFT_API int weft_reduce(const void *sendbuf, void *recvbuf, size_t count, enum 
 WEFT_API int weft_alltoall(const void *sendbuf, void *recvbuf, size_t count, enum weft_datatype type,
 			   weft_comm_t *comm, void *stream);
 /* Point to point. Outside a group a send and its matching recv must not both be
- * issued by one thread; inside a group they are fused and may pair up freely. */
+ * issued by one thread; inside a group they are fused and may pair up freely. A
+ * recv may overwrite bytes that a send of the same group reads: the send carries
+ * them as they were when the group started (NCCL leaves that case undefined). */
 WEFT_API int weft_send(const void *buf, size_t count, enum weft_datatype type, int peer, weft_comm_t *comm,
 		       void *stream);
 WEFT_API int weft_recv(void *buf, size_t count, enum weft_datatype type, int peer, weft_comm_t *comm,
