@@ -784,6 +784,9 @@ static const struct weft_param_decl wag_params[] = {
 	  "Scratch holds 2 x ranks x this."),
 	P("allgather_oneshot_max", WEFT_PARAM_SIZE, "1M",
 	  "Largest allgather (output bytes) the one-shot algorithm serves; larger ones use the ring."),
+	/* Below the copy-engine minimums the direct kernels are faster
+	 * (reduce-scatter: at every size measured, so off); the direct ones are
+	 * where they overtake the LL and one-shot algorithms (docs/perf, two H200s). */
 	P("ce_allreduce_min", WEFT_PARAM_SIZE, "256M",
 	  "Smallest allreduce (bytes) moved by the copy engines (allreduce-ce); 0 turns it off."),
 	P("ce_reduce_scatter_min", WEFT_PARAM_SIZE, "0",
@@ -851,12 +854,13 @@ static int get_int(const char *key, int64_t *v, int64_t lo, int64_t hi)
 }
 
 /* The smallest call (selection bytes) of each collective's algorithm of one
- * family: the default, or keys[coll] when set; 0 turns the algorithm off. */
-static int set_mins(const char *const keys[WEFT_COLL_COUNT], const uint64_t def[WEFT_COLL_COUNT],
-		    struct weft_algo *const algos[WEFT_COLL_COUNT], uint64_t mins[WEFT_COLL_COUNT])
+ * family, from parameter keys[coll]; 0 (and a collective without a key)
+ * turns the algorithm off. */
+static int set_mins(const char *const keys[WEFT_COLL_COUNT], struct weft_algo *const algos[WEFT_COLL_COUNT],
+		    uint64_t mins[WEFT_COLL_COUNT])
 {
 	for (int i = 0; i < WEFT_COLL_COUNT; i++) {
-		mins[i] = def[i];
+		mins[i] = 0;
 		if (!keys[i])
 			continue;
 		if (get_size(keys[i], &mins[i])) {
@@ -880,31 +884,12 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 		WAG_LOG(WEFT_LOG_ERROR, "cannot declare parameter %s: %s", wag_params[bad].key, wag_errname(drc));
 		return NULL;
 	}
-	wag_cfg.ll_max = 64 << 10;
-	wag_cfg.llx_max = 128 << 10;
-	wag_cfg.oneshot_max = 16 << 20;
-	wag_cfg.ag_oneshot_max = 1 << 20;
-	wag_cfg.min_seg = 16 << 10;
-	wag_cfg.tile = 64 << 10;
-	wag_cfg.oneshot_blocks = 32;
-	wag_cfg.rsag_blocks = 64;
-	wag_cfg.ag_blocks = 64;
-	wag_cfg.depth = 4;
-	wag_cfg.p2p_blocks = 64;
-	wag_cfg.p2p_tile = 256 << 10;
-	wag_cfg.p2p_ll_max = 64 << 10;
-	wag_cfg.ce_chunk = 16 << 20;
-	/* Below the copy-engine minimums the direct kernels are faster
-	 * (reduce-scatter: at every size measured, so off); the direct ones are
-	 * where they overtake the LL and one-shot algorithms (docs/perf, two H200s). */
+	/* Every value comes from its declaration in wag_params (or the
+	 * environment and config file over it): the defaults live there only. */
 	static const char *const ce_keys[WEFT_COLL_COUNT] = {
 		[WEFT_COLL_ALLREDUCE] = "ce_allreduce_min", [WEFT_COLL_REDUCE_SCATTER] = "ce_reduce_scatter_min",
 		[WEFT_COLL_ALLGATHER] = "ce_allgather_min", [WEFT_COLL_BROADCAST] = "ce_broadcast_min",
 		[WEFT_COLL_ALLTOALL] = "ce_alltoall_min",
-	};
-	static const uint64_t ce_def[WEFT_COLL_COUNT] = {
-		[WEFT_COLL_ALLREDUCE] = 256 << 20, [WEFT_COLL_ALLGATHER] = 512 << 20, [WEFT_COLL_BROADCAST] = 512 << 20,
-		[WEFT_COLL_ALLTOALL] = 512 << 20,
 	};
 	struct weft_algo *const ce[WEFT_COLL_COUNT] = {
 		[WEFT_COLL_ALLREDUCE] = &algo_arce, [WEFT_COLL_REDUCE_SCATTER] = &algo_rsce,
@@ -915,21 +900,13 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 		[WEFT_COLL_ALLGATHER] = "direct_allgather_min", [WEFT_COLL_BROADCAST] = "direct_broadcast_min",
 		[WEFT_COLL_ALLTOALL] = "direct_alltoall_min",
 	};
-	static const uint64_t direct_def[WEFT_COLL_COUNT] = {
-		[WEFT_COLL_ALLREDUCE] = 1 << 20, [WEFT_COLL_REDUCE_SCATTER] = 2 << 20, [WEFT_COLL_ALLGATHER] = 2 << 20,
-		[WEFT_COLL_BROADCAST] = 4 << 20, [WEFT_COLL_ALLTOALL] = 1 << 20,
-	};
 	struct weft_algo *const direct[WEFT_COLL_COUNT] = {
 		[WEFT_COLL_ALLREDUCE] = &algo_ardirect, [WEFT_COLL_REDUCE_SCATTER] = &algo_rsdirect,
 		[WEFT_COLL_ALLGATHER] = &algo_agdirect, [WEFT_COLL_BROADCAST] = &algo_bcdirect,
 		[WEFT_COLL_ALLTOALL] = &algo_a2adirect,
 	};
-	if (set_mins(ce_keys, ce_def, ce, wag_cfg.ce_min) || set_mins(direct_keys, direct_def, direct, wag_cfg.direct_min))
+	if (set_mins(ce_keys, ce, wag_cfg.ce_min) || set_mins(direct_keys, direct, wag_cfg.direct_min))
 		return NULL;
-	wag_cfg.direct_blocks = 64;
-	/* 128 blocks measured 4% faster at 1 GiB (docs/perf), but fill the GPU
-	 * alone: see the parameter's help. */
-	wag_cfg.direct_reduce_blocks = 64;
 	if (get_int("direct_blocks", &wag_cfg.direct_blocks, 1, 1024) ||
 	    get_int("direct_reduce_blocks", &wag_cfg.direct_reduce_blocks, 1, 1024)) {
 		WAG_LOG(WEFT_LOG_ERROR, "bad parameter %s.direct_blocks or direct_reduce_blocks; the pack declines to load",
