@@ -25,7 +25,7 @@ int wag_sched_init(uint64_t count, int nranks, int rank, uint32_t esize, uint64_
 		.gran = gran,
 		.tile = tile,
 		.nblocks = max_blocks,
-		.ntiles = (longest + tile - 1) / tile,
+		.ntiles = wag_div_up(longest, tile),
 	};
 	if (r.ntiles < r.nblocks)
 		r.nblocks = r.ntiles ? (uint32_t)r.ntiles : 1;

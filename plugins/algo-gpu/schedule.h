@@ -15,6 +15,12 @@
 
 #define WAG_MAX_RANKS 8
 
+/* a / b rounded up (b > 0). */
+WAG_HD uint64_t wag_div_up(uint64_t a, uint64_t b)
+{
+	return (a + b - 1) / b;
+}
+
 /* The tiled schedule of the pipelined algorithms (reduce-scatter + allgather
  * allreduce, allgather). The vector is cut into nranks rank blocks (balanced:
  * lengths differ by at most one element); each rank block into tiles of `tile`
@@ -36,7 +42,7 @@ struct wag_sched {
  * unit; the last non-empty part takes the remainder; tail parts may be empty. */
 WAG_HD void wag_block(uint64_t count, int n, int b, uint64_t gran, uint64_t *off, uint64_t *len)
 {
-	uint64_t units = (count + gran - 1) / gran;
+	uint64_t units = wag_div_up(count, gran);
 	uint64_t base = units / (uint64_t)n, extra = units % (uint64_t)n;
 	uint64_t ub = (uint64_t)b;
 	uint64_t o = (ub * base + (ub < extra ? ub : extra)) * gran;
@@ -64,7 +70,7 @@ WAG_HD int wag_recv_peer(int rank, int n, int s)
 /* Tiles CUDA block g handles. */
 WAG_HD uint64_t wag_block_tiles(const struct wag_sched *s, uint32_t g)
 {
-	return g < s->ntiles ? (s->ntiles - g + s->nblocks - 1) / s->nblocks : 0;
+	return g < s->ntiles ? wag_div_up(s->ntiles - g, s->nblocks) : 0;
 }
 
 /* Tile t of rank block p: offset (elements, into the whole vector) and length
@@ -113,18 +119,13 @@ WAG_HD int wag_reduce_sends(int rank, int root, int q)
  * and receiver agree however their calls were grouped. */
 WAG_HD uint64_t wag_p2p_block_tiles(uint64_t bytes, uint64_t tile, uint32_t nblocks, uint32_t h)
 {
-	uint64_t nt = (bytes + tile - 1) / tile;
-	return h < nt ? (nt - h + nblocks - 1) / nblocks : 0;
+	uint64_t nt = wag_div_up(bytes, tile);
+	return h < nt ? wag_div_up(nt - h, nblocks) : 0;
 }
 
 /* Data bytes per thread-wide row of a point-to-point LL tile: one 8-byte
  * packet per thread of a 512-thread block. */
 #define WAG_P2P_LL_TILE 4096
-
-WAG_HD uint64_t wag_div_up(uint64_t a, uint64_t b)
-{
-	return (a + b - 1) / b;
-}
 
 /* The largest LL tile an entry of up to ll_max bytes uses: enough 4K rows
  * that such an entry needs no more tiles than the channel has blocks. */
