@@ -3,6 +3,7 @@
  * (never the environment), plus describe and probe. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -331,6 +332,44 @@ err_free:
 	return rc;
 }
 
+/* A worker whose peer process ended is not destroyed. Destroying it purges
+ * what is still queued toward that peer, and UCX 1.13 aborts the process
+ * (ucp_request.c:684, "got REP message") when that includes its reply to the
+ * peer's wire-up request, queued because the dead peer's shared-memory FIFO is
+ * full (another rank flooded it before the death was seen). The worker and its
+ * context stay until the process exits (their memory, and shared-memory
+ * segments the kernel releases then); the list keeps them reachable. */
+struct ucx_abandoned {
+	struct ucx_abandoned *next;
+	ucp_worker_h worker;
+	ucp_context_h context;
+	struct ucx_ep *closing;
+	struct ucx_sig *orphan_sigs;
+};
+static struct ucx_abandoned *abandoned;
+static pthread_mutex_t abandoned_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void abandon(struct ucx_ctx *ctx)
+{
+	struct ucx_abandoned *a = ucx_core->calloc(1, sizeof(*a));
+	UCX_LOG(WEFT_LOG_INFO, "rank %d: a peer's process ended; this communicator's UCX worker is left to the process's "
+		"exit (destroying it can abort the process in UCX 1.13)", ctx->rank);
+	if (!a) {
+		/* Nothing to hold it by: it stays all the same. */
+		return;
+	}
+	a->worker = ctx->worker;
+	a->context = ctx->context;
+	a->closing = ctx->closing;
+	a->orphan_sigs = ctx->orphan_sigs;
+	ctx->closing = NULL;
+	ctx->orphan_sigs = NULL;
+	pthread_mutex_lock(&abandoned_lock);
+	a->next = abandoned;
+	abandoned = a;
+	pthread_mutex_unlock(&abandoned_lock);
+}
+
 static void ucx_close(void *tc)
 {
 	struct ucx_ctx *ctx = tc;
@@ -342,9 +381,13 @@ static void ucx_close(void *tc)
 	while (ctx->rmhs)
 		ucx_mem_release(ctx, ctx->rmhs);
 	ucp_worker_release_address(ctx->worker, ctx->addr);
-	ucp_worker_destroy(ctx->worker);
-	ucx_free_closed(ctx);
-	ucp_cleanup(ctx->context);
+	if (ctx->peer_gone) {
+		abandon(ctx);
+	} else {
+		ucp_worker_destroy(ctx->worker);
+		ucx_free_closed(ctx);
+		ucp_cleanup(ctx->context);
+	}
 	ucx_core->free(ctx);
 }
 

@@ -72,6 +72,7 @@ struct ucx_ctx {
 	int64_t pending_ns;         /* when it was seen */
 	struct ucx_rmh *rmhs;       /* every imported region, to drop an ep's keys at disconnect */
 	int nregions;               /* live registrations, for close's sanity check */
+	bool peer_gone;             /* an endpoint was torn down after its peer's process ended */
 };
 
 /* A local registration. */

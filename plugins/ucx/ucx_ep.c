@@ -557,6 +557,8 @@ int ucx_disconnect(void *epv)
 		 * endpoint) must not get a graceful close either: UCX 1.13 then
 		 * asserts on the wire-up messages it can no longer exchange. */
 		bool gone = ep->peer_pid > 0 && process_gone(ep->peer_pid);
+		if (gone)
+			ctx->peer_gone = true;
 		prm.flags = (ep->error || ep->reqs || gone) ? UCP_EP_CLOSE_FLAG_FORCE : 0;
 		ucs_status_ptr_t sp = ucp_ep_close_nbx(ep->uep, &prm);
 		if (sp != NULL && !UCS_PTR_IS_ERR(sp)) {
