@@ -606,8 +606,8 @@ START_TEST(select_defaults)
 	setenv("WEFT_CONFIG", "/dev/null", 1);
 	char *out = choices(2, WEFT_MEM_CUDA);
 	ck_assert(has_range(out, "allreduce", "1 B", "64 KiB", "algo-gpu/allreduce-ll"));
-	ck_assert(has_range(out, "allreduce", "128 KiB", "512 KiB", "algo-gpu/allreduce-oneshot"));
-	ck_assert(has_range(out, "allreduce", "1 MiB", "128 MiB", "algo-gpu/allreduce-direct"));
+	ck_assert(has_range(out, "allreduce", "128 KiB", "1 MiB", "algo-gpu/allreduce-oneshot"));
+	ck_assert(has_range(out, "allreduce", "2 MiB", "128 MiB", "algo-gpu/allreduce-direct"));
 	ck_assert(has_range(out, "allreduce", "256 MiB", "1 GiB", "algo-gpu/allreduce-ce"));
 	ck_assert_ptr_null(strstr(out, "allreduce-rsag"));
 	ck_assert(has_range(out, "allgather", "1 B", "256 KiB", "algo-gpu/allgather-ll"));

@@ -798,7 +798,7 @@ static const struct weft_param_decl wag_params[] = {
 	  "Smallest broadcast (bytes) moved by the copy engines; 0 turns it off."),
 	P("ce_alltoall_min", WEFT_PARAM_SIZE, "512M",
 	  "Smallest alltoall (bytes per rank) moved by the copy engines; 0 turns it off."),
-	P("direct_allreduce_min", WEFT_PARAM_SIZE, "1M",
+	P("direct_allreduce_min", WEFT_PARAM_SIZE, "2M",
 	  "Smallest allreduce (bytes) served by the direct kernel (GPU threads read and write the peers' buffers "
 	  "of the call, registered once per set of buffers); 0 turns it off."),
 	P("direct_reduce_scatter_min", WEFT_PARAM_SIZE, "2M",
@@ -826,7 +826,7 @@ static const struct weft_param_decl wag_params[] = {
 	P("p2p_blocks", WEFT_PARAM_INT, "64",
 	  "CUDA blocks per peer and direction of a send/recv batch (fewer where the blocks of every channel would "
 	  "not fit one a multiprocessor: sms / (2 * ranks - 1))."),
-	P("p2p_ll_max", WEFT_PARAM_SIZE, "64K",
+	P("p2p_ll_max", WEFT_PARAM_SIZE, "256K",
 	  "Largest send/recv entry (bytes) moved as LL packets (data and flag in one store: no handshake per tile); "
 	  "0 turns LL off."),
 	P("p2p_tile", WEFT_PARAM_SIZE, "256K",
