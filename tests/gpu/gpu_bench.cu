@@ -37,11 +37,12 @@ __global__ void k_fill(uint32_t *p, size_t n, uint32_t seed)
 		p[i] = (uint32_t)((i + seed) * 2654435761u) ^ seed;
 }
 
-__global__ void k_check(const uint32_t *p, size_t n, uint32_t seed, unsigned long long *bad)
+/* Checks p[0..n) against the pattern of words base..base+n of seed. */
+__global__ void k_check(const uint32_t *p, size_t n, uint32_t seed, unsigned long long *bad, size_t base = 0)
 {
 	unsigned long long b = 0;
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-		b += p[i] != ((uint32_t)((i + seed) * 2654435761u) ^ seed);
+		b += p[i] != ((uint32_t)((i + base + seed) * 2654435761u) ^ seed);
 	if (b)
 		atomicAdd(bad, b);
 }
@@ -251,6 +252,82 @@ static int bench_rank(int rank, struct gmesh *m)
 		if (rank == 0)
 			ROW("copy-engine put %-8s: %7.1f GB/s%s", both ? "bothways" : "oneway",
 				 both ? gbs + peer_gbs : gbs, both ? " total" : "");
+	}
+
+	/* ---- copy engines on the mapped peer buffer (cudaMemcpyAsync), by the
+	 * shape of the traffic: push (my src -> peer's dst), pull (peer's dst ->
+	 * my src), both GPUs at once; "push+pull" moves half by each on two
+	 * streams, as allreduce-ce's pulls and pushes overlap; "push x2" pushes
+	 * the same halves on two streams, the control for the stream count. */
+	{
+		cudaStream_t s2;
+		CK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+		cudaEvent_t fork, join;
+		CK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+		CK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+		const char *names[] = {"push", "pull", "push+pull", "push x2"};
+		size_t h = B / 2 / 16 * 16, hw = h / 4;
+		for (int mode = 0; mode < 4; mode++) {
+			uint32_t seed = 300u + 10u * (uint32_t)mode;
+			/* Both buffers hold my pattern; what the transfers bring in is the peer's. */
+			k_fill<<<264, 512, 0, s>>>((uint32_t *)src, nw, seed + (uint32_t)rank);
+			k_fill<<<264, 512, 0, s>>>((uint32_t *)dst, nw, seed + (uint32_t)rank);
+			CK(cudaStreamSynchronize(s));
+			if (g_barrier(m, rank))
+				GFAIL("barrier");
+			const int iters = 10;
+			float ms = 0;
+			for (int it = -1; it < iters; it++) {
+				if (it == 0)
+					CK(cudaEventRecord(e0, s));
+				switch (mode) {
+				case 0: CK(cudaMemcpyAsync(pdata, src, B, cudaMemcpyDefault, s)); break;
+				case 1: CK(cudaMemcpyAsync(src, pdata, B, cudaMemcpyDefault, s)); break;
+				default:
+					CK(cudaEventRecord(fork, s));
+					CK(cudaStreamWaitEvent(s2, fork, 0));
+					CK(cudaMemcpyAsync(pdata, src, h, cudaMemcpyDefault, s));
+					if (mode == 2)
+						CK(cudaMemcpyAsync(src + h, (char *)pdata + h, B - h, cudaMemcpyDefault, s2));
+					else
+						CK(cudaMemcpyAsync((char *)pdata + h, src + h, B - h, cudaMemcpyDefault, s2));
+					CK(cudaEventRecord(join, s2));
+					CK(cudaStreamWaitEvent(s, join, 0));
+				}
+			}
+			CK(cudaEventRecord(e1, s));
+			CK(cudaEventSynchronize(e1));
+			CK(cudaEventElapsedTime(&ms, e0, e1));
+			if (g_barrier(m, rank))
+				GFAIL("barrier");
+			/* push: my dst is the peer's (all of it, or its first half for
+			 * push+pull); pull: my src is; push x2: my dst is. */
+			CK(cudaMemset(bad, 0, 8));
+			uint32_t ps = seed + (uint32_t)peer;
+			if (mode == 0 || mode == 3)
+				k_check<<<264, 512, 0, s>>>((const uint32_t *)dst, nw, ps, bad);
+			else if (mode == 1)
+				k_check<<<264, 512, 0, s>>>((const uint32_t *)src, nw, ps, bad);
+			else {
+				k_check<<<264, 512, 0, s>>>((const uint32_t *)dst, hw, ps, bad);
+				k_check<<<264, 512, 0, s>>>((const uint32_t *)(src + h), nw - hw, ps, bad, hw);
+			}
+			unsigned long long nb = 0;
+			CK(cudaStreamSynchronize(s));
+			CK(cudaMemcpy(&nb, bad, 8, cudaMemcpyDeviceToHost));
+			if (nb)
+				GFAIL("copy engine %s: %llu words wrong", names[mode], nb);
+			double gbs = (double)B * iters / (ms * 1e-3) / 1e9, peer_gbs = 0;
+			size_t tl = sizeof(peer_gbs);
+			if (g_swap(m, rank, peer, &gbs, sizeof(gbs), &peer_gbs, &tl))
+				GFAIL("swap");
+			if (rank == 0)
+				ROW("copy engine %-9s both GPUs: %7.1f GB/s total (%.1f + %.1f)", names[mode], gbs + peer_gbs,
+				    gbs, peer_gbs);
+		}
+		CK(cudaEventDestroy(fork));
+		CK(cudaEventDestroy(join));
+		CK(cudaStreamDestroy(s2));
 	}
 
 	/* ---- ping-pong latency */
