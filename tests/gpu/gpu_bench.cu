@@ -20,10 +20,11 @@ static double now_s(void)
 	return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
-/* Each block copies one contiguous slice. */
+/* Each block copies one contiguous slice: the slices (a multiple of 16
+ * bytes) cover every byte, the last one being shorter. */
 __global__ void k_copy(char *dst, const char *src, size_t bytes)
 {
-	size_t per = (bytes / gridDim.x + 15) / 16 * 16;
+	size_t per = ((bytes + gridDim.x - 1) / gridDim.x + 15) / 16 * 16;
 	size_t lo = per * blockIdx.x;
 	if (lo >= bytes)
 		return;
