@@ -5,6 +5,7 @@
 #include <ftw.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,8 +197,45 @@ char *wt_run_capture(const char *cmd, int *status)
 	return buf;
 }
 
+/* Whether 127.0.0.1:port can be bound now. */
+static int port_bindable(int port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0)
+		return 0;
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	int ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+	close(fd);
+	return ok;
+}
+
+/* A port the kernel never hands out as an ephemeral one (below
+ * ip_local_port_range): a port that bind(0) returned and the test released
+ * could be taken by any connect() of a test running beside it (ctest -j)
+ * before the test's root binds it again (seen in CI: EADDRINUSE). Random
+ * candidates, so concurrent tests rarely try the same one; bind(0) only when
+ * none of them is free. */
 int wt_free_port(void)
 {
+	static unsigned state;
+	int lo = 32768;
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+	if (f) {
+		if (fscanf(f, "%d", &lo) != 1)
+			lo = 32768;
+		fclose(f);
+	}
+	if (!state)
+		state = (unsigned)getpid() * 2654435761u ^ (unsigned)time(NULL);
+	if (lo > 11000) {
+		for (int i = 0; i < 64; i++) {
+			state = state * 1103515245u + 12345u;
+			int port = 10000 + (int)((state >> 8) % (unsigned)(lo - 10000));
+			if (port_bindable(port))
+				return port;
+		}
+	}
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 	if (fd < 0)
 		return -1;

@@ -33,7 +33,8 @@ char *wt_read_file(const char *path);
  * its exit status (as system(3)) in *status. */
 char *wt_run_capture(const char *cmd, int *status);
 
-/* A TCP port on 127.0.0.1 that was free a moment ago. */
+/* A TCP port on 127.0.0.1 that was free a moment ago, outside the kernel's
+ * ephemeral range where it has one below it. */
 int wt_free_port(void);
 
 /* Runs a Check suite and returns the process exit code (0 when all passed). */
