@@ -52,8 +52,10 @@ if(TARGET weft-plugin-algo-gpu AND TARGET weft-plugin-nvlink)
     WEFT_ALGO_GPU_DIRECT_ALLGATHER_MIN=1 WEFT_ALGO_GPU_DIRECT_BROADCAST_MIN=1 WEFT_ALGO_GPU_DIRECT_ALLTOALL_MIN=1
     WEFT_ALGO_GPU_CE_ALLREDUCE_MIN=0 WEFT_ALGO_GPU_CE_REDUCE_SCATTER_MIN=0 WEFT_ALGO_GPU_CE_ALLGATHER_MIN=0
     WEFT_ALGO_GPU_CE_BROADCAST_MIN=0 WEFT_ALGO_GPU_CE_ALLTOALL_MIN=0)
+  # The _cepush entries: the copy-engine paths as in the plain ones, with
+  # allreduce-ce on two ranks by pushes only (ce_allreduce_push).
   foreach(v graph:graph: multi:multi: rings_two:two:rings rings_graph:graph:rings direct_two:two:direct
-      direct_graph:graph:direct direct_multi:multi:direct)
+      direct_graph:graph:direct direct_multi:multi:direct cepush_two:two:cepush cepush_graph:graph:cepush)
     string(REPLACE ":" ";" _v "${v}")
     list(GET _v 0 _name)
     list(GET _v 1 _case)
@@ -64,6 +66,8 @@ if(TARGET weft-plugin-algo-gpu AND TARGET weft-plugin-nvlink)
       list(APPEND _env ${_wag_rings})
     elseif(v MATCHES ":direct$")
       list(APPEND _env ${_wag_direct})
+    elseif(v MATCHES ":cepush$")
+      list(APPEND _env ${_wag_ce16} WEFT_ALGO_GPU_CE_ALLREDUCE_PUSH=1)
     else()
       list(APPEND _env ${_wag_ce16})
     endif()

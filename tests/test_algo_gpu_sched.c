@@ -686,6 +686,7 @@ static const struct {
 	{"WEFT_ALGO_GPU_LL_EXCHANGE_MAX", "128M"},   /* LL messages at most 64M */
 	{"WEFT_ALGO_GPU_P2P_BLOCKS", "0"},           /* a channel needs a block */
 	{"WEFT_ALGO_GPU_P2P_LL_MAX", "2M"},          /* the LL slots grow with it */
+	{"WEFT_ALGO_GPU_CE_ALLREDUCE_PUSH", "2"},    /* a switch: 0 or 1 */
 };
 
 START_TEST(bad_parameter_declines)

@@ -429,6 +429,24 @@ out:
 	return rc;
 }
 
+/* The reduction of one chunk (ka's sources set) into dst: a block per 256K,
+ * at most cap blocks. */
+static int launch_reduce(const struct wag_ctx *c, struct wag_kargs *ka, char *dst, uint64_t len, uint64_t cap,
+			 void *s, char *err, size_t errlen)
+{
+	ka->red.dst = dst;
+	ka->red.count = len / wag_esize(ka->dtype);
+	uintptr_t al = (uintptr_t)dst;
+	for (int q = 0; q < c->nranks; q++)
+		al |= (uintptr_t)ka->red.src[q];
+	ka->red.vec = (al & 15) == 0;
+	uint64_t nb = (len + (256 << 10) - 1) / (256 << 10);
+	ka->nblocks = (uint32_t)(nb < cap ? nb : cap);
+	if (ka->nblocks == 0)
+		ka->nblocks = 1;
+	return wag_launch_ce_reduce(ka, s, err, errlen);
+}
+
 /* Reduce-scatter, and allreduce as reduce-scatter + push: this rank's block
  * is pulled chunk by chunk from every peer's input into the one-shot area
  * (side stream 0), reduced with its own input on the caller's stream, and for
@@ -440,7 +458,6 @@ static int ce_reduce(struct wag_ctx *c, struct ce_sig *g, const struct weft_coll
 	struct wag_ce *e = c->ce;
 	void *s = a->stream;
 	int me = c->rank, n = c->nranks, rc = 0;
-	size_t es = wag_esize(a->dtype);
 	const char *in = a->sendbuf;
 	char *out = a->recvbuf;
 	char *dst_base = k == WAG_AR_CE ? out + boff : out;
@@ -472,17 +489,8 @@ static int ce_reduce(struct wag_ctx *c, struct ce_sig *g, const struct weft_coll
 		}
 		CK(wag_cuda_record(e->ev_pull[j], e->side[0], err, errlen));
 		CK(wag_cuda_wait(s, e->ev_pull[j], err, errlen));
-		ka.red.dst = dst_base + off;
-		ka.red.count = len / es;
-		uintptr_t al = (uintptr_t)ka.red.dst;
-		for (int q = 0; q < n; q++)
-			al |= (uintptr_t)ka.red.src[q];
-		ka.red.vec = (al & 15) == 0;
-		uint64_t nb = (len + (256 << 10) - 1) / (256 << 10);
-		ka.nblocks = (uint32_t)(nb < (uint64_t)c->sms ? nb : (uint64_t)c->sms);
-		if (ka.nblocks == 0)
-			ka.nblocks = 1;
-		CK(wag_launch_ce_reduce(&ka, s, err, errlen));
+		ka.red.seq = 0;
+		CK(launch_reduce(c, &ka, dst_base + off, len, (uint64_t)c->sms, s, err, errlen));
 		CK(wag_cuda_record(e->ev_red[j], s, err, errlen));
 		if (ar) {
 			CK(wag_cuda_wait(e->side[1], e->ev_red[j], err, errlen));
@@ -496,6 +504,67 @@ static int ce_reduce(struct wag_ctx *c, struct ce_sig *g, const struct weft_coll
 		CK(wag_cuda_record(e->ev_join, e->side[1], err, errlen));
 		CK(wag_cuda_wait(s, e->ev_join, err, errlen));
 	}
+out:
+	return rc;
+}
+
+/* Allreduce on two ranks by pushes only: each rank's copy engine pushes the
+ * peer's block of its input, chunk by chunk, into the peer's output, where the
+ * peer's result goes (side stream 0; a one-thread kernel flags each chunk);
+ * the peer reduces each chunk into place with its own input as it lands (the
+ * caller's stream; the kernel waits for the flag), and its copy engine pushes
+ * the result into this rank's output (side stream 1). Every transfer is a
+ * write over the link, as in allgather-ce; the output doubles as the staging
+ * area, which more ranks would share, so they keep the pulling schedule. */
+static int ce_allreduce_push(struct wag_ctx *c, struct ce_sig *g, const struct weft_coll_args *a, uint64_t ch,
+			     char *err, size_t errlen)
+{
+	struct wag_ce *e = c->ce;
+	void *s = a->stream;
+	int me = c->rank, peer = (me + 1) % c->nranks, rc = 0;
+	size_t es = wag_esize(a->dtype);
+	uint64_t al = 16 / es ? 16 / es : 1, o, l;
+	const char *in = a->sendbuf;
+	char *out = a->recvbuf;
+	CK(wag_cuda_record(e->ev_fork, s, err, errlen));
+	CK(wag_cuda_wait(e->side[0], e->ev_fork, err, errlen));
+	CK(wag_cuda_wait(e->side[1], e->ev_fork, err, errlen));
+	/* The peer's block, pushed: chunk i is flagged i + 1. */
+	wag_block(a->count, c->nranks, peer, al, &o, &l);
+	uint64_t poff = o * es, plen = l * es;
+	struct wag_kargs ks = c->base;
+	ks.red.peer = peer;
+	for (uint64_t i = 0, off = 0; off < plen; i++, off += ch) {
+		uint64_t len = plen - off < ch ? plen - off : ch;
+		CK(wag_cuda_copy(g->pout[peer] + poff + off, in + poff + off, len, e->side[0], err, errlen));
+		ks.red.seq = i + 1;
+		CK(wag_launch_ce_signal(&ks, e->side[0], err, errlen));
+	}
+	/* This rank's block, reduced in place as the peer's chunks land. */
+	wag_block(a->count, c->nranks, me, al, &o, &l);
+	uint64_t boff = o * es, blen = l * es;
+	struct wag_kargs ka = c->base;
+	ka.dtype = (int)a->dtype;
+	ka.op = (int)a->op;
+	for (uint64_t i = 0, off = 0; off < blen; i++, off += ch) {
+		uint64_t len = blen - off < ch ? blen - off : ch;
+		uint32_t j = (uint32_t)(i % CE_DEPTH);
+		ka.red.src[me] = in + boff + off;
+		ka.red.src[peer] = out + boff + off;
+		ka.red.seq = i + 1;
+		/* Its blocks wait for the peer's chunk: half the multiprocessors
+		 * at most leaves room for the signal kernels of ranks sharing
+		 * this GPU. */
+		CK(launch_reduce(c, &ka, out + boff + off, len, c->sms >= 2 ? (uint64_t)c->sms / 2 : 1, s, err,
+				 errlen));
+		CK(wag_cuda_record(e->ev_red[j], s, err, errlen));
+		CK(wag_cuda_wait(e->side[1], e->ev_red[j], err, errlen));
+		CK(wag_cuda_copy(g->pout[peer] + boff + off, out + boff + off, len, e->side[1], err, errlen));
+	}
+	CK(wag_cuda_record(e->ev_join, e->side[1], err, errlen));
+	CK(wag_cuda_wait(s, e->ev_join, err, errlen));
+	CK(wag_cuda_record(e->ev_pull[0], e->side[0], err, errlen));
+	CK(wag_cuda_wait(s, e->ev_pull[0], err, errlen));
 out:
 	return rc;
 }
@@ -609,7 +678,9 @@ int wag_ce_run(struct wag_ctx *c, const struct weft_coll_args *a, enum wag_kind 
 	}
 	if ((rc = wag_launch_ce_barrier(&kb, a->stream, err, sizeof(err))))
 		goto out;
-	if (k == WAG_AR_CE || k == WAG_RS_CE)
+	if (k == WAG_AR_CE && n == 2 && wag_cfg.ce_allreduce_push)
+		rc = ce_allreduce_push(c, g, a, ch, err, sizeof(err));
+	else if (k == WAG_AR_CE || k == WAG_RS_CE)
 		rc = blen ? ce_reduce(c, g, a, k, boff, blen, ch, depth, err, sizeof(err)) : 0;
 	else
 		rc = ce_push(c, g, a, k, bytes, err, sizeof(err));

@@ -1133,8 +1133,37 @@ __global__ void k_ce_barrier(wag_kargs a)
 			return;
 }
 
+/* The value of chunk-arrival flags: the copy-engine epoch (odd between a
+ * call's two barriers, and rising) above the chunk number, so a flag of an
+ * earlier call or an earlier chunk is always smaller. */
+WAG_DEV uint64_t ce_data_value(const wag_kargs &a, uint64_t seq)
+{
+	return (*local_at(a, WAG_L_CE, 0) << 24) + seq;
+}
+
+/* One thread, after the copy engine pushed chunk seq - 1 of peer's block on
+ * this stream: the copy is complete when this kernel runs; the release makes
+ * it visible with the flag. */
+__global__ void k_ce_signal(wag_kargs a)
+{
+	__threadfence_system();
+	weft_st_release_sys(flag_at(a, a.red.peer, WAG_F_CE_DATA, a.rank, 0), ce_data_value(a, a.red.seq));
+}
+
 template <typename T> __global__ void __launch_bounds__(WAG_TPB) k_ce_reduce(wag_kargs a)
 {
+	if (a.red.seq) {
+		int bad = 0;
+		if (threadIdx.x == 0) {
+			uint64_t v = ce_data_value(a, a.red.seq);
+#pragma unroll
+			for (int q = 0; q < WAG_MAX_RANKS; q++)
+				if (q < a.nranks && q != a.rank && !wait_geq(a, flag_at(a, a.rank, WAG_F_CE_DATA, q, 0), v, q))
+					bad = 1;
+		}
+		if (__syncthreads_or(bad))
+			return;
+	}
 	uint64_t off, len;
 	wag_segment(a.red.count, 16 / sizeof(T), gridDim.x, blockIdx.x, &off, &len);
 	const T *src[WAG_MAX_RANKS];
@@ -1448,6 +1477,12 @@ extern "C" int wag_launch_ce_reduce(const struct wag_kargs *a, void *stream, cha
 {
 	WAG_DISPATCH(k_ce_reduce, a->nblocks, WAG_TPB, a, (cudaStream_t)stream);
 	return launched("copy-engine reduce", err, errlen);
+}
+
+extern "C" int wag_launch_ce_signal(const struct wag_kargs *a, void *stream, char *err, size_t errlen)
+{
+	k_ce_signal<<<1, 1, 0, (cudaStream_t)stream>>>(*a);
+	return launched("copy-engine chunk signal", err, errlen);
 }
 
 extern "C" int wag_launch_direct(const struct wag_kargs *a, void *stream, char *err, size_t errlen)

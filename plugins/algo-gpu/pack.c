@@ -817,6 +817,10 @@ static const struct weft_param_decl wag_params[] = {
 	  "communicators) must fit together, so a call never takes more than half the multiprocessors."),
 	P("ce_chunk", WEFT_PARAM_SIZE, "16M",
 	  "Largest pipeline chunk (bytes) of the copy-engine allreduce and reduce-scatter (a multiple of 64K)."),
+	P("ce_allreduce_push", WEFT_PARAM_INT, "0",
+	  "1: allreduce-ce on two ranks moves everything by pushes (each rank's copy engine writes the peer's block "
+	  "of its input into the peer's output, which the peer reduces in place, then writes the result back); 0: "
+	  "each rank pulls its block of the peer's input. More ranks always pull."),
 	P("oneshot_blocks", WEFT_PARAM_INT, "32", "Most CUDA blocks of the one-shot kernels."),
 	P("oneshot_min_segment", WEFT_PARAM_SIZE, "16K", "Fewest bytes per CUDA block in the one-shot kernels."),
 	P("rsag_blocks", WEFT_PARAM_INT, "64", "CUDA blocks of the reduce-scatter + allgather allreduce."),
@@ -911,6 +915,10 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 	    get_int("direct_reduce_blocks", &wag_cfg.direct_reduce_blocks, 1, 1024)) {
 		WAG_LOG(WEFT_LOG_ERROR, "bad parameter %s.direct_blocks or direct_reduce_blocks; the pack declines to load",
 			WAG_NAME);
+		return NULL;
+	}
+	if (get_int("ce_allreduce_push", &wag_cfg.ce_allreduce_push, 0, 1)) {
+		WAG_LOG(WEFT_LOG_ERROR, "%s.ce_allreduce_push must be 0 or 1; the pack declines to load", WAG_NAME);
 		return NULL;
 	}
 	if (get_size("ce_chunk", &wag_cfg.ce_chunk) || wag_cfg.ce_chunk < (64 << 10) || wag_cfg.ce_chunk % (64 << 10)) {

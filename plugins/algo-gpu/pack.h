@@ -16,6 +16,7 @@ struct wag_cfg {
 	uint64_t ce_min[WEFT_COLL_COUNT]; /* smallest call (selection bytes) per collective; 0 = off */
 	uint64_t direct_min[WEFT_COLL_COUNT]; /* the same for the direct kernels */
 	int64_t direct_blocks, direct_reduce_blocks;
+	int64_t ce_allreduce_push;     /* two ranks: allreduce-ce pushes only (the output is the staging) */
 };
 extern struct wag_cfg wag_cfg;
 extern const struct weft_core_api *wag_core;

@@ -25,6 +25,7 @@ enum {
 	WAG_F_P2P_READY,
 	WAG_F_P2P_CRED,
 	WAG_F_CE,     /* the copy-engine schedules' barriers (block 0 only) */
+	WAG_F_CE_DATA, /* allreduce-ce's pushed chunks: (barrier epoch << 24) + chunk + 1 (block 0 only) */
 	WAG_F_DIRECT, /* the direct kernels: 2 per call and block (start, end) */
 	WAG_F_COUNT
 };
@@ -77,6 +78,11 @@ struct wag_ce_red {
 	void *dst;
 	uint64_t count;
 	int vec; /* every pointer 16-byte aligned */
+	/* The pushing schedule: k_ce_signal tells peer that chunk seq - 1 of its
+	 * block has landed; k_ce_reduce first waits for every peer's chunk seq - 1
+	 * (0: nothing to wait for). */
+	uint64_t seq;
+	int peer;
 };
 
 /* The direct kernels: every rank's buffers of this call, mapped here (this
@@ -156,6 +162,7 @@ int wag_launch_p2p(const struct wag_kargs *a, const struct wag_p2p_args *p, void
  * and a reduction of a->red over a->nblocks blocks. */
 int wag_launch_ce_barrier(const struct wag_kargs *a, void *stream, char *err, size_t errlen);
 int wag_launch_ce_reduce(const struct wag_kargs *a, void *stream, char *err, size_t errlen);
+int wag_launch_ce_signal(const struct wag_kargs *a, void *stream, char *err, size_t errlen);
 /* The direct kernels: a->nblocks blocks read and write the peers' buffers of
  * this call (a->d) themselves; a->count as for the kernels above. */
 int wag_launch_direct(const struct wag_kargs *a, void *stream, char *err, size_t errlen);
