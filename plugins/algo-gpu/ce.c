@@ -516,8 +516,8 @@ out:
  * the result into this rank's output (side stream 1). Every transfer is a
  * write over the link, as in allgather-ce; the output doubles as the staging
  * area, which more ranks would share, so they keep the pulling schedule. */
-static int ce_allreduce_push(struct wag_ctx *c, struct ce_sig *g, const struct weft_coll_args *a, uint64_t ch,
-			     char *err, size_t errlen)
+static int ce_allreduce_push(struct wag_ctx *c, struct ce_sig *g, const struct weft_coll_args *a, uint64_t boff,
+			     uint64_t blen, uint64_t ch, char *err, size_t errlen)
 {
 	struct wag_ce *e = c->ce;
 	void *s = a->stream;
@@ -541,8 +541,6 @@ static int ce_allreduce_push(struct wag_ctx *c, struct ce_sig *g, const struct w
 		CK(wag_launch_ce_signal(&ks, e->side[0], err, errlen));
 	}
 	/* This rank's block, reduced in place as the peer's chunks land. */
-	wag_block(a->count, c->nranks, me, al, &o, &l);
-	uint64_t boff = o * es, blen = l * es;
 	struct wag_kargs ka = c->base;
 	ka.dtype = (int)a->dtype;
 	ka.op = (int)a->op;
@@ -563,6 +561,7 @@ static int ce_allreduce_push(struct wag_ctx *c, struct ce_sig *g, const struct w
 	}
 	CK(wag_cuda_record(e->ev_join, e->side[1], err, errlen));
 	CK(wag_cuda_wait(s, e->ev_join, err, errlen));
+	/* Side stream 0 joins too (this schedule pulls nothing: a pull event serves). */
 	CK(wag_cuda_record(e->ev_pull[0], e->side[0], err, errlen));
 	CK(wag_cuda_wait(s, e->ev_pull[0], err, errlen));
 out:
@@ -679,7 +678,7 @@ int wag_ce_run(struct wag_ctx *c, const struct weft_coll_args *a, enum wag_kind 
 	if ((rc = wag_launch_ce_barrier(&kb, a->stream, err, sizeof(err))))
 		goto out;
 	if (k == WAG_AR_CE && n == 2 && wag_cfg.ce_allreduce_push)
-		rc = ce_allreduce_push(c, g, a, ch, err, sizeof(err));
+		rc = ce_allreduce_push(c, g, a, boff, blen, ch, err, sizeof(err));
 	else if (k == WAG_AR_CE || k == WAG_RS_CE)
 		rc = blen ? ce_reduce(c, g, a, k, boff, blen, ch, depth, err, sizeof(err)) : 0;
 	else
