@@ -197,17 +197,21 @@ char *wt_run_capture(const char *cmd, int *status)
 	return buf;
 }
 
-/* Whether 127.0.0.1:port can be bound now. */
-static int port_bindable(int port)
+/* Binds a TCP socket to 127.0.0.1:port (0: any) and closes it. Returns the
+ * port it got, or -1. */
+static int bind_port(int port)
 {
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 	if (fd < 0)
-		return 0;
+		return -1;
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
 				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	int ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+	socklen_t len = sizeof(a);
+	int got = -1;
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+		got = ntohs(a.sin_port);
 	close(fd);
-	return ok;
+	return got;
 }
 
 /* A port the kernel never hands out as an ephemeral one (below
@@ -232,20 +236,11 @@ int wt_free_port(void)
 		for (int i = 0; i < 64; i++) {
 			state = state * 1103515245u + 12345u;
 			int port = 10000 + (int)((state >> 8) % (unsigned)(lo - 10000));
-			if (port_bindable(port))
+			if (bind_port(port) == port)
 				return port;
 		}
 	}
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	if (fd < 0)
-		return -1;
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(a);
-	int port = -1;
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-		port = ntohs(a.sin_port);
-	close(fd);
-	return port;
+	return bind_port(0);
 }
 
 int wt_run_suite(Suite *s)
