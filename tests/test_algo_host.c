@@ -143,11 +143,23 @@ START_TEST(direct_np3)
 }
 END_TEST
 
-/* Publish and pull only (no direct gather). */
+/* Publish and pull only (no direct gather, no pushed reduce-scatter). */
 START_TEST(pull_np3)
 {
 	setenv("WEFT_ALGO_HOST_CACHED_MIN", "0", 1);
 	setenv("WEFT_ALGO_HOST_DIRECT_MIN", "0", 1);
+	setenv("WEFT_ALGO_HOST_RSAG_PUSH_MIN", "0", 1);
+	run(3);
+}
+END_TEST
+
+/* allreduce-rsag pushing both phases between ranks that could pull. */
+START_TEST(rsag_push_np3)
+{
+	setenv("WEFT_ALGO_HOST_CACHED_MIN", "0", 1);
+	setenv("WEFT_ALGO_HOST_DIRECT_MIN", "0", 1);
+	setenv("WEFT_ALGO_HOST_RSAG_PUSH_MIN", "64K", 1);
+	setenv("WEFT_ALGO_HOST_RSAG_PUSH_ALWAYS", "1", 1);
 	run(3);
 }
 END_TEST
@@ -164,6 +176,7 @@ int main(void)
 	tcase_add_test(tc, direct_np2);
 	tcase_add_test(tc, direct_np3);
 	tcase_add_test(tc, pull_np3);
+	tcase_add_test(tc, rsag_push_np3);
 	suite_add_tcase(s, tc);
 	return wt_run_suite(s);
 }

@@ -114,6 +114,9 @@ struct ah_ctx {
 	int spin;         /* no more ranks than CPUs: a wait may spin before it yields */
 	int pull;         /* parameter pull */
 	int pull_ok;      /* -1 not yet agreed; 1 every pair is fast: ah_pull_run may run */
+	size_t rsag_push_min; /* parameter: see ah_rsag_pushes (0: never) */
+	int rsag_push_always; /* parameter: rsag_push_min applies with a CPU per rank too */
+	int rsag_push_on;     /* set with pull_ok: some rank lacks a CPU, or rsag_push_always */
 	uint64_t pub_seq; /* chunks this rank has published (the same on every rank) */
 	char *pub_slot;   /* during ah_pull_run's consume: this round's own slot */
 	/* One round's plan, indexed by peer (see ah_run). */
@@ -157,6 +160,9 @@ int ah_use_direct(struct ah_ctx *c, size_t block);
 /* Whether the publish-and-pull engine can run: every pair maps each other.
  * Collective the first time (the ranks agree through the bootstrap). */
 int ah_pull_ready(struct ah_ctx *c);
+/* Whether allreduce-rsag pushes a block of this many bytes instead of
+ * publishing and pulling it (ah_pull_ready must be 1). */
+int ah_rsag_pushes(struct ah_ctx *c, size_t block);
 /* Runs `rounds` rounds of publish and pull: in round t this rank's fill(arg,
  * c, t, slot) writes at most one chunk into its own publish slot (local
  * memory, read by every peer through its mapping); then, once every peer has

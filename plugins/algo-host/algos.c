@@ -333,7 +333,7 @@ static int allreduce_rsag(void *state, const struct weft_coll_args *a)
 	char *mine = (char *)a->recvbuf + blk_off(&bl, c->rank) * es;
 	uint64_t rounds = div_up(blk_len(&bl, 0), cel);
 	struct rs_plan r = {.a = a, .bl = bl, .es = es, .cel = cel, .in = a->sendbuf, .out = mine};
-	int pull = ah_pull_ready(c) && cel / (size_t)c->nranks > 0;
+	int pull = ah_pull_ready(c) && cel / (size_t)c->nranks > 0 && !ah_rsag_pushes(c, blk_len(&bl, 0) * es);
 	if (pull) {
 		/* One slot carries chunk t of every peer's block. */
 		r.cel = cel / (size_t)c->nranks;
@@ -704,6 +704,10 @@ static const struct weft_param_decl ah_params[] = {
 	 "Use the cached direct gather also when ranks outnumber CPUs (slower there; for tests)."},
 	{sizeof(struct weft_param_decl), AH_NAME, "poll_us", WEFT_PARAM_SIZE, "20000",
 	 "Microseconds a wait for a peer whose scratch is mapped polls its token (spinning, then yielding the CPU) before the core's sleeping wait takes over; 0 never polls."},
+	{sizeof(struct weft_param_decl), AH_NAME, "rsag_push_min", WEFT_PARAM_SIZE, "2M",
+	 "Where ranks outnumber CPUs and every pair maps each other, smallest block (bytes per rank) that allreduce-rsag pushes into the peers' slots instead of publishing and pulling; the ranks use the largest value any of them has; 0 never."},
+	{sizeof(struct weft_param_decl), AH_NAME, "rsag_push_always", WEFT_PARAM_BOOL, "0",
+	 "Apply rsag_push_min also where every rank has a CPU (slower there; for tests)."},
 	{sizeof(struct weft_param_decl), AH_NAME, "pull", WEFT_PARAM_BOOL, "1",
 	 "Where every pair of ranks maps each other's scratch, allreduce and allgather publish each chunk once in the rank's own slot and peers read it there; 0 always pushes."},
 	{sizeof(struct weft_param_decl), AH_NAME, "transport", WEFT_PARAM_STRING, NULL,

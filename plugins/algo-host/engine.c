@@ -85,6 +85,12 @@ static int read_params(struct ah_ctx *c)
 	ah_core->param_get(ah_core->self, AH_NAME, "cached_max", WEFT_PARAM_SIZE, &cached_max, NULL);
 	c->cached_min = cached_min > SIZE_MAX ? SIZE_MAX : (size_t)cached_min;
 	c->cached_max = cached_max > SIZE_MAX ? SIZE_MAX : (size_t)cached_max;
+	uint64_t rsag_push_min = 2 * 1024 * 1024;
+	int push_always = 0;
+	ah_core->param_get(ah_core->self, AH_NAME, "rsag_push_min", WEFT_PARAM_SIZE, &rsag_push_min, NULL);
+	ah_core->param_get(ah_core->self, AH_NAME, "rsag_push_always", WEFT_PARAM_BOOL, &push_always, NULL);
+	c->rsag_push_min = rsag_push_min > SIZE_MAX ? SIZE_MAX : (size_t)rsag_push_min;
+	c->rsag_push_always = push_always;
 	int oversub = 0, nudge = 1;
 	ah_core->param_get(ah_core->self, AH_NAME, "cached_oversub", WEFT_PARAM_BOOL, &oversub, NULL);
 	ah_core->param_get(ah_core->self, AH_NAME, "nudge", WEFT_PARAM_BOOL, &nudge, NULL);
@@ -937,22 +943,37 @@ int ah_pull_ready(struct ah_ctx *c)
 		return 0;
 	}
 	/* Every rank gets here in the same collective call, whatever its own
-	 * parameters say, so the allgather always pairs up. */
+	 * parameters say, so the allgather always pairs up. Bit 0: pull (the
+	 * parameter, and every pair of ours fast); bit 1: a CPU per rank. */
 	uint8_t mine = (uint8_t)(c->pull && !c->broken), *all = (uint8_t *)c->dbytes; /* n bytes at least */
 	for (int p = 0; p < c->nranks; p++)
 		if (p != c->rank && !c->peers[p].fast)
 			mine = 0;
+	mine |= (uint8_t)(c->spin << 1);
 	int rc = c->prim->comm_allgather(c->comm, &mine, all, 1);
-	int ok = rc == 0;
-	for (int p = 0; ok && p < c->nranks; p++)
-		ok = all[p] == 1;
+	int ok = rc == 0, spin_all = 1;
+	for (int p = 0; ok && p < c->nranks; p++) {
+		ok = (all[p] & 1) != 0;
+		spin_all &= all[p] >> 1;
+	}
 	if (rc) {
 		AH_LOG(WEFT_LOG_ERROR, "cannot agree on the publish-and-pull mode: %s", ah_strerror(rc));
 		c->broken = rc;
 	}
+	c->rsag_push_on = ok && (!spin_all || c->rsag_push_always);
 	c->pull_ok = ok;
 	AH_LOG(WEFT_LOG_DEBUG, "publish-and-pull %s", ok ? "on: every pair maps each other" : "off");
 	return ok;
+}
+
+/* Measured on the 2-core VM with 4 ranks (docs/perf/2026-12-01-vm2core-rsag-push-oversub.md):
+ * in the state where lines written by one core reach the other slowly,
+ * pushing each chunk into the reducer's slot beat publish-and-pull from 2 MiB
+ * blocks (1.2-1.7x), while pulling lost to Open MPI there; in the other state
+ * pulling was faster, and pushing still ahead of Open MPI. */
+int ah_rsag_pushes(struct ah_ctx *c, size_t block)
+{
+	return c->rsag_push_on && c->rsag_push_min && block >= c->rsag_push_min;
 }
 
 /* Publish and pull. Every rank writes each chunk once, into its own slot
