@@ -117,6 +117,8 @@ struct ah_ctx {
 	size_t rsag_push_min; /* parameter: see ah_rsag_pushes (0: never) */
 	int rsag_push_always; /* parameter: rsag_push_min applies with a CPU per rank too */
 	int rsag_push_on;     /* set with pull_ok: some rank lacks a CPU, or rsag_push_always */
+	int spin_all;         /* set with pull_ok: every rank has a CPU */
+	size_t oneshot_push_max; /* parameter: see ah_oneshot_pushes */
 	uint64_t pub_seq; /* chunks this rank has published (the same on every rank) */
 	char *pub_slot;   /* during ah_pull_run's consume: this round's own slot */
 	/* One round's plan, indexed by peer (see ah_run). */
@@ -163,6 +165,9 @@ int ah_pull_ready(struct ah_ctx *c);
 /* Whether allreduce-rsag pushes a block of this many bytes instead of
  * publishing and pulling it (ah_pull_ready must be 1). */
 int ah_rsag_pushes(struct ah_ctx *c, size_t block);
+/* Whether allreduce-oneshot pushes an input of this many bytes instead of
+ * publishing and pulling it (ah_pull_ready must be 1). */
+int ah_oneshot_pushes(struct ah_ctx *c, size_t bytes);
 /* Runs `rounds` rounds of publish and pull: in round t this rank's fill(arg,
  * c, t, slot) writes at most one chunk into its own publish slot (local
  * memory, read by every peer through its mapping); then, once every peer has

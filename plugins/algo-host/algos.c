@@ -315,7 +315,7 @@ static int allreduce_oneshot(void *state, const struct weft_coll_args *a)
 		return rc;
 	struct os_plan o = {.a = a, .es = esize(a->dtype)};
 	o.cel = c->chunk / o.es;
-	if (ah_pull_ready(c))
+	if (ah_pull_ready(c) && !ah_oneshot_pushes(c, a->count * o.es))
 		return ah_pull_run(c, div_up(a->count, o.cel), os_fill_fn, os_pull_consume_fn, &o);
 	return ah_run(c, div_up(a->count, o.cel), os_plan_fn, os_consume_fn, &o);
 }
@@ -704,6 +704,8 @@ static const struct weft_param_decl ah_params[] = {
 	 "Use the cached direct gather also when ranks outnumber CPUs (slower there; for tests)."},
 	{sizeof(struct weft_param_decl), AH_NAME, "poll_us", WEFT_PARAM_SIZE, "20000",
 	 "Microseconds a wait for a peer whose scratch is mapped polls its token (spinning, then yielding the CPU) before the core's sleeping wait takes over; 0 never polls."},
+	{sizeof(struct weft_param_decl), AH_NAME, "oneshot_push_max", WEFT_PARAM_SIZE, "4K",
+	 "Where every pair of ranks maps each other and every rank has a CPU, largest allreduce that allreduce-oneshot pushes into the peers' slots instead of publishing and pulling; 0 never."},
 	{sizeof(struct weft_param_decl), AH_NAME, "rsag_push_min", WEFT_PARAM_SIZE, "2M",
 	 "Where ranks outnumber CPUs and every pair maps each other, smallest block (bytes per rank) that allreduce-rsag pushes into the peers' slots instead of publishing and pulling; the ranks use the largest value any of them has; 0 never."},
 	{sizeof(struct weft_param_decl), AH_NAME, "rsag_push_always", WEFT_PARAM_BOOL, "0",
