@@ -9,6 +9,7 @@
 
 #include "comm.h"
 #include "log.h"
+#include "topo.h"
 
 /* Allocations made through a transport, so weft_mem_free finds which one and
  * both views. Process-wide and locked (g_lock, a leaf: nothing is taken under
@@ -45,13 +46,17 @@ static struct aflag *g_flags;
 static struct weft_memchan *g_chans;
 
 /* The transport of comm that allocates `type`: the first with mem_alloc that
- * succeeds. */
-static int tp_alloc(weft_comm_t *comm, enum weft_mem_type type, size_t bytes, struct devmem *m)
+ * succeeds; with `declared`, first those whose probe declares the type (a
+ * GPU transport may allocate host memory too, pinned and mapped for its
+ * device, which the core's own channels want, but its peers cannot map it as
+ * they map shm's segments). */
+static int tp_alloc(weft_comm_t *comm, enum weft_mem_type type, size_t bytes, struct devmem *m, int declared)
 {
 	int rc = -ENOTSUP;
-	for (int i = 0; i < comm->ntp; i++) {
+	for (int k = 0; k < comm->ntp * (declared ? 2 : 1); k++) {
+		int i = k % comm->ntp, first = declared && k < comm->ntp;
 		struct weft__tp *tp = &comm->tp[i];
-		if (!WEFT__TP_HAS(tp, mem_alloc))
+		if (!WEFT__TP_HAS(tp, mem_alloc) || (declared && (weft__topo_declares_mem(tp->ops, type) == 1) != first))
 			continue;
 		void *host = NULL, *dev = NULL;
 		pthread_mutex_lock(&tp->lock);
@@ -80,12 +85,13 @@ static void tp_free(struct devmem *m)
 	pthread_mutex_unlock(&m->tp->lock);
 }
 
-int weft__devmem_alloc(weft_comm_t *comm, enum weft_mem_type type, size_t bytes, void **host_ptr, void **dev_ptr)
+static int devmem_alloc(weft_comm_t *comm, enum weft_mem_type type, size_t bytes, int declared, void **host_ptr,
+			void **dev_ptr)
 {
 	struct devmem *m = calloc(1, sizeof(*m));
 	if (!m)
 		return -ENOMEM;
-	int rc = tp_alloc(comm, type, bytes, m);
+	int rc = tp_alloc(comm, type, bytes, m, declared);
 	if (rc != 0) {
 		free(m);
 		return rc;
@@ -97,6 +103,11 @@ int weft__devmem_alloc(weft_comm_t *comm, enum weft_mem_type type, size_t bytes,
 	*host_ptr = m->host;
 	*dev_ptr = m->dev;
 	return 0;
+}
+
+int weft__devmem_alloc(weft_comm_t *comm, enum weft_mem_type type, size_t bytes, void **host_ptr, void **dev_ptr)
+{
+	return devmem_alloc(comm, type, bytes, 0, host_ptr, dev_ptr);
 }
 
 /* Unlinks the allocation of comm whose user pointer (or, with user NULL, whose
@@ -137,7 +148,7 @@ WEFT_API int weft_mem_alloc(weft_comm_t *comm, enum weft_mem_type type, size_t b
 		return -EINVAL;
 	}
 	void *host = NULL, *dev = NULL;
-	int rc = weft__devmem_alloc(comm, type, bytes, &host, &dev);
+	int rc = devmem_alloc(comm, type, bytes, 1, &host, &dev);
 	if (rc == -ENOTSUP && type == WEFT_MEM_HOST)
 		WEFT_ERROR("weft_mem_alloc: no transport of this comm allocates host memory its peers can map "
 			   "(the shm transport does)");

@@ -69,6 +69,11 @@ struct weft__tp_score {
 void weft__topo_score(const struct weft_transport_ops *ops, enum weft_peer_class cls, enum weft_mem_type mem,
 		      const struct weft__gpu_link *gl, struct weft__tp_score *out);
 
+/* Whether a probed device of transport `ops` declares memory of type mem: 1
+ * yes, 0 no, -1 unknown (no probe op, or the probe failed). Probes as
+ * weft__topo_score does. Thread safety: any thread. */
+int weft__topo_declares_mem(const struct weft_transport_ops *ops, enum weft_mem_type mem);
+
 /* One line saying how the score came about, for logs and weft-info --select. */
 void weft__topo_score_text(const struct weft__tp_score *s, char *buf, size_t len);
 

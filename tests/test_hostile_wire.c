@@ -75,6 +75,46 @@ START_TEST(nvlink_valid_unaligned)
 }
 END_TEST
 
+/* What nvl_mem_serialize sends must pass the peer's nvl_wire_parse. A host
+ * registration's section once claimed a 0-byte export, which the parser
+ * refused as malformed: on any machine where nvlink opened (one with a GPU),
+ * every exchange of host memory failed, so host collectives could not start. */
+START_TEST(nvlink_made_sections_parse)
+{
+	unsigned char buf[1024];
+	char why[160] = "";
+	struct nvl_wire w, out;
+	uint64_t got[NVL_MAX_CHUNKS];
+	static char host[8392704];
+	nvl_wire_make(&w, NULL, host + 64, sizeof(host) - 64, 0x1234, 0, 4242);
+	size_t n = nvl_put(buf, 1, &w, NULL);
+	ck_assert_msg(nvl_wire_parse(buf + 1, n, &out, got, why, sizeof(why)) == 0, "host section: %s", why);
+	ck_assert_int_eq(out.kind, NVL_KIND_HOST);
+	ck_assert_uint_eq(out.len, sizeof(host) - 64);
+
+	struct nvl_export x;
+	memset(&x, 0, sizeof(x));
+	x.base = 0x7f0000000000ull;
+	x.size = 6u << 20;
+	x.kind = NVL_KIND_VMM;
+	x.nchunks = 3;
+	uint64_t chunk[3];
+	for (int i = 0; i < 3; i++)
+		x.chunk[i] = chunk[i] = 2u << 20;
+	nvl_wire_make(&w, &x, (void *)(uintptr_t)(x.base + 4096), (4u << 20) - 4096, 0x1234, 1, 4242);
+	n = nvl_put(buf, 3, &w, chunk);
+	ck_assert_msg(nvl_wire_parse(buf + 3, n, &out, got, why, sizeof(why)) == 0, "VMM section: %s", why);
+	ck_assert_int_eq(out.nchunks, 3);
+	ck_assert_uint_eq(out.offset, 4096);
+
+	x.kind = NVL_KIND_IPC;
+	nvl_wire_make(&w, &x, (void *)(uintptr_t)x.base, x.size, 0x1234, 1, 4242);
+	n = nvl_put(buf, 0, &w, NULL);
+	ck_assert_msg(nvl_wire_parse(buf, n, &out, got, why, sizeof(why)) == 0, "IPC section: %s", why);
+	ck_assert_int_eq(out.nchunks, 0);
+}
+END_TEST
+
 /* Chunk sizes whose sum wraps past 2^64 to the export size: the old check (a
  * plain sum) let them through to the VMM import. */
 START_TEST(nvlink_chunk_sum_wraps)
@@ -213,6 +253,7 @@ int main(void)
 	Suite *s = suite_create("hostile_wire");
 	TCase *tc = tcase_create("gpu-transport-parsers");
 	tcase_add_test(tc, nvlink_valid_unaligned);
+	tcase_add_test(tc, nvlink_made_sections_parse);
 	tcase_add_test(tc, nvlink_chunk_sum_wraps);
 	tcase_add_test(tc, nvlink_chunk_zero_or_short);
 	tcase_add_test(tc, nvlink_every_truncation_and_field);

@@ -106,6 +106,7 @@ struct scenario {
 	 * (weft_connect_mem) must go through this transport (NULL: none made). */
 	const char *cuda_transport;
 	int rank1_cuda;          /* rank 1 asks its first connection for CUDA memory, rank 0 for host */
+	int host_alloc;          /* weft_mem_alloc of host memory must succeed after the connections */
 	/* Every pair connects (in one global order); pair_tp[a][b] (a < b) is
 	 * what each pair's connection must go through. */
 	int all_pairs;
@@ -242,6 +243,13 @@ static int run_rank(int rank, int n, void *arg)
 		if (move_data(rank, 1 - rank, comm, conn) != 0)
 			return 1;
 		RCHECK(weft_conn_close(conn) == 0, "close");
+	}
+	if (sc->host_alloc) {
+		char *p = NULL;
+		rc = weft_mem_alloc(comm, WEFT_MEM_HOST, 1 << 16, (void **)&p);
+		RCHECK(rc == 0 && p, "weft_mem_alloc(host) returned %d (%s)", rc, weft_strerror(rc));
+		memset(p, 0x5a, 1 << 16);
+		RCHECK(weft_mem_free(comm, p) == 0, "weft_mem_free");
 	}
 	RCHECK(weft_comm_destroy(comm) == 0, "destroy");
 	return 0;
@@ -521,6 +529,21 @@ START_TEST(mem_scores_per_type)
 				      {"WEFT_FAKEFAST_LATENCY_US=0.05", "WEFT_FAKEFAST_BANDWIDTH_GBPS=50",
 				       "WEFT_FAKEFAST_MEM_TYPES=cuda"}},
 			      .transport = "shm", .cuda_transport = "fakefast"};
+	char *logs[NR];
+	run(&sc, logs);
+	free_logs(logs);
+}
+END_TEST
+
+START_TEST(host_alloc_asks_declaring_transport_first)
+{
+	/* fakefast declares CUDA memory only and fails every allocation: host
+	 * memory must come from shm, which declares host memory, as a GPU
+	 * transport's pinned host memory must not serve where shm's segments do
+	 * (the peers cannot map it). */
+	struct scenario sc = {.env = {{"WEFT_FAKEFAST_MEM_TYPES=cuda", "WEFT_FAKEFAST_FAIL_ALLOC=1"},
+				      {"WEFT_FAKEFAST_MEM_TYPES=cuda", "WEFT_FAKEFAST_FAIL_ALLOC=1"}},
+			      .transport = "shm", .host_alloc = 1};
 	char *logs[NR];
 	run(&sc, logs);
 	free_logs(logs);
@@ -875,6 +898,7 @@ int main(void)
 	tcase_add_test(tc, info_select_gpu_link_under_launcher);
 	tcase_add_test(tc, mem_rule_only_for_mem_typed);
 	tcase_add_test(tc, mem_scores_per_type);
+	tcase_add_test(tc, host_alloc_asks_declaring_transport_first);
 	tcase_add_test(tc, mem_type_mismatch_fails_connect);
 	tcase_add_test(tc, gpu_link_rule_applies);
 	tcase_add_test(tc, gpu_link_through_switch);

@@ -3,7 +3,9 @@
 # it is selected) must pass before it lands. Stages, each timed:
 #   build      the GPU targets (nvlink, algo-gpu, their tests and benches, libweft_nccl)
 #   test       every gpu-labelled test with a GPU required (nvlink, device channels,
-#              algo-gpu with 2 ranks, rings only, 3 and 4 ranks several per GPU)
+#              algo-gpu with 2 ranks, rings only, 3 and 4 ranks several per GPU), and
+#              host collectives (test_algo_host) with the GPU transports open: every
+#              open transport takes part in a host buffer's exchange
 #   bench      weft-gpu-bench: nvlink put bandwidth and ping-pong latency, then the
 #              same figures through the public API: weft-perf --op pingpong|put
 #              --mem cuda (libweft-perf-gpu.so)
@@ -75,7 +77,7 @@ do_build() {
 			# The GPU targets alone: the rest of the tree is CI's business.
 			# shellcheck disable=SC2086 # a list of target names
 			cmake --build "$bdir" -j "$jobs" --target ${WEFT_GPU_TARGETS:-weft-plugin-nvlink weft-plugin-algo-gpu \
-				weft-plugin-shm test_nvlink_gpu test_devchan_gpu test_nvlink_nodev test_algo_gpu \
+				weft-plugin-shm weft-plugin-algo-host test_algo_host test_nvlink_gpu test_devchan_gpu test_nvlink_nodev test_algo_gpu \
 				test_algo_gpu_sched weft-gpu-bench weft-algo-gpu-bench weft-info weft-perf weft-perf-gpu test_perfgpu_gpu \
 				weft_nccl weft-nccl-driver}
 		fi &&
@@ -90,7 +92,7 @@ do_test() {
 	# shellcheck disable=SC2086 # extra ctest arguments, e.g. -R or -E filters
 	WEFT_REQUIRE_GPU=1 WAG_TEST_TIMEOUT=${WAG_TEST_TIMEOUT:-120} ctest --test-dir "$bdir" -L gpu \
 		--output-on-failure --timeout 900 ${WEFT_GPU_CTEST_ARGS:-} &&
-		ctest --test-dir "$bdir" -R 'nvlink_nodev|test_algo_gpu_sched' --output-on-failure
+		ctest --test-dir "$bdir" -R 'nvlink_nodev|test_algo_gpu_sched|test_algo_host' --output-on-failure
 }
 
 # Each command runs even when one before it failed; WEFT_PERF_GPU_ARGS adds

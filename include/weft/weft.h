@@ -224,7 +224,10 @@ struct weft_memchan_dev;                    /* device.h */
 struct weft_port_dev;                       /* device.h */
 
 /* Allocates zero-filled memory of `type` through the comm's transport that serves
- * it (device memory for WEFT_MEM_CUDA). The caller owns it: weft_mem_free. */
+ * it (device memory for WEFT_MEM_CUDA), asking first the transports whose devices
+ * declare that memory type (for host memory: shm, whose segments the peers map;
+ * a GPU transport's pinned host memory only where none of those allocates). The
+ * caller owns it: weft_mem_free. */
 WEFT_API int weft_mem_alloc(weft_comm_t *comm, enum weft_mem_type type, size_t bytes, void **ptr);
 WEFT_API int weft_mem_free(weft_comm_t *comm, void *ptr); /* accepts NULL */
 

@@ -310,23 +310,7 @@ static int nvl_mem_serialize(void *ctx, void *handle, void *buf, size_t *len)
 	}
 	/* Built aside and copied: a blob section has no alignment. */
 	struct nvl_wire w;
-	memset(&w, 0, sizeof(w));
-	w.magic = NVL_MAGIC;
-	w.version = 1;
-	w.kind = x ? (uint16_t)x->kind : NVL_KIND_HOST;
-	w.host_hash = tc->host_hash;
-	w.pid = (uint64_t)getpid();
-	w.device = tc->dev;
-	w.nchunks = n;
-	w.ptr = (uint64_t)(uintptr_t)mh->ptr;
-	w.len = mh->len;
-	if (x) {
-		w.offset = (uintptr_t)mh->ptr - x->base;
-		w.export_id = x->id;
-		w.buffer_id = x->buffer_id;
-		w.export_size = x->size;
-		memcpy(w.ipc, x->ipc, sizeof(w.ipc));
-	}
+	nvl_wire_make(&w, x, mh->ptr, mh->len, tc->host_hash, tc->dev, (uint64_t)getpid());
 	memcpy(buf, &w, sizeof(w));
 	for (int i = 0; i < n; i++) {
 		uint64_t c = x->chunk[i];

@@ -73,6 +73,11 @@ struct nvl_addr {
 int nvl_wire_parse(const void *buf, size_t len, struct nvl_wire *w, uint64_t chunk[NVL_MAX_CHUNKS], char *why,
 		   size_t why_len);
 int nvl_addr_parse(const void *buf, size_t len, int peer_rank, struct nvl_addr *a, char *why, size_t why_len);
+/* The section's header for a registration of [ptr, ptr + len): inside export
+ * x, or host memory where x is NULL (a region of its own, export_size len, so
+ * that it passes nvl_wire_parse as every section must). */
+void nvl_wire_make(struct nvl_wire *w, const struct nvl_export *x, const void *ptr, size_t len, uint64_t host_hash,
+		   int dev, uint64_t pid);
 
 /* The fd server: answers other processes' requests for an export's fds over an
  * abstract-namespace Unix socket named from the comm tag and rank. */

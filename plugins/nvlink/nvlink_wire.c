@@ -1,6 +1,7 @@
-/* nvlink plugin: the checks on what a peer sends (its memory-blob section and
- * its endpoint address), apart from the GPU code so that they run, and are
- * fuzzed (fuzz/fuzz_gpu_wire.c), on hosts without a device. */
+/* nvlink plugin: what goes on the wire in a memory-blob section, and the
+ * checks on what a peer sends (that section and its endpoint address), apart
+ * from the GPU code so that they run, and are fuzzed (fuzz/fuzz_gpu_wire.c),
+ * on hosts without a device. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -54,6 +55,30 @@ int nvl_wire_parse(const void *buf, size_t len, struct nvl_wire *out, uint64_t c
 			   (unsigned long long)w.export_size);
 	*out = w;
 	return 0;
+}
+
+void nvl_wire_make(struct nvl_wire *w, const struct nvl_export *x, const void *ptr, size_t len, uint64_t host_hash,
+		   int dev, uint64_t pid)
+{
+	memset(w, 0, sizeof(*w));
+	w->magic = NVL_MAGIC;
+	w->version = 1;
+	w->kind = x ? (uint16_t)x->kind : NVL_KIND_HOST;
+	w->host_hash = host_hash;
+	w->pid = pid;
+	w->device = dev;
+	w->nchunks = x && x->kind == NVL_KIND_VMM ? x->nchunks : 0;
+	w->ptr = (uint64_t)(uintptr_t)ptr;
+	w->len = len;
+	if (x) {
+		w->offset = (uintptr_t)ptr - x->base;
+		w->export_id = x->id;
+		w->buffer_id = x->buffer_id;
+		w->export_size = x->size;
+		memcpy(w->ipc, x->ipc, sizeof(w->ipc));
+	} else {
+		w->export_size = len;
+	}
 }
 
 int nvl_addr_parse(const void *buf, size_t len, int peer_rank, struct nvl_addr *out, char *why, size_t why_len)

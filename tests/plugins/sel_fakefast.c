@@ -5,7 +5,7 @@
  *   [fakefast] latency_us, bandwidth_gbps (0 = unknown), peer_classes (a list
  *   of same-process, same-host, other-host), numa_node, pci_path,
  *   mem_types (a list of host, cuda, hip), link (the link kind, e.g. nvlink),
- *   fail_connect (connect fails).
+ *   fail_connect (connect fails), fail_alloc (mem_alloc fails).
  * FF_VARIANT, a number a build may define, makes two builds of this file
  * differ (tests/select.cmake builds a second one for the consistency check).
  * Real data moves, so a connection it wins carries a real workload. */
@@ -37,6 +37,8 @@ static const struct weft_param_decl ff_params[] = {
 	 "PCI path the probe declares for its device (unset: none)"},
 	{sizeof(struct weft_param_decl), "fakefast", "fail_connect", WEFT_PARAM_BOOL, "0",
 	 "make every connect fail with -EIO (to test the fall-back)"},
+	{sizeof(struct weft_param_decl), "fakefast", "fail_alloc", WEFT_PARAM_BOOL, "0",
+	 "make every mem_alloc fail with -EIO (to show who is asked to allocate)"},
 	{sizeof(struct weft_param_decl), "fakefast", "mem_types", WEFT_PARAM_STRING, "host",
 	 "memory types the probe declares its device reaches (host, cuda, hip)"},
 	{sizeof(struct weft_param_decl), "fakefast", "link", WEFT_PARAM_STRING, "fake",
@@ -71,6 +73,14 @@ static int ff_connect(void *ep, const void *peer_addr, size_t len)
 	if (shm_core->param_get(shm_core->self, "fakefast", "fail_connect", WEFT_PARAM_BOOL, &fail, NULL) == 0 && fail)
 		return -EIO;
 	return shm_connect(ep, peer_addr, len);
+}
+
+static int ff_mem_alloc(void *tc, enum weft_mem_type type, size_t bytes, void **host_ptr, void **dev_ptr)
+{
+	int fail = 0;
+	if (shm_core->param_get(shm_core->self, "fakefast", "fail_alloc", WEFT_PARAM_BOOL, &fail, NULL) == 0 && fail)
+		return -EIO;
+	return shm_mem_alloc(tc, type, bytes, host_ptr, dev_ptr);
 }
 
 static int ff_describe(void *tc, char *buf, size_t len)
@@ -145,7 +155,7 @@ static const struct weft_transport_ops ff_ops = {
 	.probe = ff_probe,
 	.ep_describe = shm_ep_describe,
 	.mem_map = shm_mem_map,
-	.mem_alloc = shm_mem_alloc,
+	.mem_alloc = ff_mem_alloc,
 	.mem_free = shm_mem_free,
 	.mem_query = shm_mem_query,
 };
