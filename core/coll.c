@@ -332,6 +332,9 @@ static int fits(const struct cat_algo *c, const struct query *q)
 		return 0;
 	if (q->nranks < a->min_ranks || (a->max_ranks && q->nranks > a->max_ranks))
 		return 0;
+	if (WEFT_HAS_FIELD(a, struct weft_algo, max_peer_bytes) && a->max_peer_bytes && q->nranks > 1 &&
+	    q->bytes > a->max_peer_bytes / (uint64_t)(q->nranks - 1))
+		return 0;
 	if (q->mem < 0 || q->mem >= 32 || !(a->mem_types & (1u << q->mem)))
 		return 0;
 	return 1;

@@ -321,6 +321,10 @@ struct weft_algo {
 	int (*supports)(void *state, const struct weft_coll_args *args);
 	int (*execute)(void *state, const struct weft_coll_args *args);
 	void (*teardown)(void *state);
+	/* Appended within ABI 0.2 (the core checks size): the largest
+	 * bytes x (nranks - 1) it accepts, 0 = no limit. For algorithms whose
+	 * traffic per rank grows with the peer count, as a one-shot's does. */
+	uint64_t max_peer_bytes;
 };
 
 struct weft_algo_ops {

@@ -658,11 +658,14 @@ const struct weft_algo *const ah_algos[] = {
 
 void ah_algos_configure(uint64_t small_max)
 {
-	/* The one-shot allreduce serves sizes up to small_max; 0 turns it off. */
-	if (small_max == 0)
+	/* The one-shot allreduce serves sizes up to small_max / (ranks - 1): each
+	 * rank reads and reduces every peer's input. 0 turns it off. */
+	if (small_max == 0) {
 		algo_oneshot.mem_types = 0;
-	else
+	} else {
 		algo_oneshot.max_bytes = small_max;
+		algo_oneshot.max_peer_bytes = small_max;
+	}
 }
 
 /* ----------------------------------------------------------- the plugin */
@@ -689,7 +692,7 @@ static const struct weft_param_decl ah_params[] = {
 	{sizeof(struct weft_param_decl), AH_NAME, "scratch", WEFT_PARAM_SIZE, "4M",
 	 "Bytes of receive slots per peer, registered once per communicator (at least two chunks)."},
 	{sizeof(struct weft_param_decl), AH_NAME, "small_max", WEFT_PARAM_SIZE, "64K",
-	 "Largest allreduce the one-shot algorithm serves; 0 turns it off."},
+	 "Largest allreduce the one-shot algorithm serves on 2 ranks; on n ranks small_max / (n - 1), since each rank reads every peer's input. 0 turns it off."},
 	{sizeof(struct weft_param_decl), AH_NAME, "map", WEFT_PARAM_BOOL, "1",
 	 "Copy chunks straight into a peer's scratch where the transport maps it into this process (shm); 0 always puts through staging."},
 	{sizeof(struct weft_param_decl), AH_NAME, "direct_min", WEFT_PARAM_SIZE, "4M",
@@ -705,7 +708,7 @@ static const struct weft_param_decl ah_params[] = {
 	{sizeof(struct weft_param_decl), AH_NAME, "poll_us", WEFT_PARAM_SIZE, "20000",
 	 "Microseconds a wait for a peer whose scratch is mapped polls its token (spinning, then yielding the CPU) before the core's sleeping wait takes over; 0 never polls."},
 	{sizeof(struct weft_param_decl), AH_NAME, "oneshot_push_max", WEFT_PARAM_SIZE, "4K",
-	 "Where every pair of ranks maps each other and every rank has a CPU, largest allreduce that allreduce-oneshot pushes into the peers' slots instead of publishing and pulling; 0 never."},
+	 "On two ranks that map each other, each with a CPU, largest allreduce that allreduce-oneshot pushes into the peers' slots instead of publishing and pulling; 0 never."},
 	{sizeof(struct weft_param_decl), AH_NAME, "rsag_push_min", WEFT_PARAM_SIZE, "2M",
 	 "Where ranks outnumber CPUs and every pair maps each other, smallest block (bytes per rank) that allreduce-rsag pushes into the peers' slots instead of publishing and pulling; the ranks use the largest value any of them has; 0 never."},
 	{sizeof(struct weft_param_decl), AH_NAME, "rsag_push_always", WEFT_PARAM_BOOL, "0",

@@ -980,14 +980,16 @@ int ah_rsag_pushes(struct ah_ctx *c, size_t block)
 	return c->rsag_push_on && c->rsag_push_min && block >= c->rsag_push_min;
 }
 
-/* Measured on the 2-core VM with 2 ranks (same record): pushing the one-shot
- * allreduce's input into the peer's slot took 0.36-0.48 us at 1-2 KiB where
- * publish-and-pull took 0.44-0.74 in one state of the machine, 1.0 and 1.35
- * against 1.2 and 1.75 in the other; from 8 KiB they were even. With more
- * ranks than CPUs pulling won from 4 KiB, so only with a CPU per rank. */
+/* Measured (docs/perf/2026-12-01-vm2core-rsag-push-oversub.md): with 2 ranks
+ * on the 2-core VM, pushing the one-shot allreduce's input into the peer's
+ * slot took 1.0 and 1.35 us at 1 and 2 KiB where publish-and-pull took 1.2
+ * and 1.75 (0.36-0.48 against 0.44-0.74 in the machine's other state); on a
+ * 16-core host 1.1-1.5 against 1.4-2.6 at 1 KiB. With 4 and 8 ranks pulling
+ * was faster there (8 ranks, 1 KiB: 3.2-3.9 against 5.0-7.6), and with more
+ * ranks than CPUs too: so two ranks, each with a CPU. */
 int ah_oneshot_pushes(struct ah_ctx *c, size_t bytes)
 {
-	return c->spin_all && c->oneshot_push_max && bytes <= c->oneshot_push_max;
+	return c->nranks == 2 && c->spin_all && c->oneshot_push_max && bytes <= c->oneshot_push_max;
 }
 
 /* Publish and pull. Every rank writes each chunk once, into its own slot
