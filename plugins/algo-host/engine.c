@@ -67,42 +67,46 @@ static void ah_free_area(struct ah_ctx *c, void *p, int from_tp)
 		free(p);
 }
 
+/* Parameters of [algo-host]: every key read here is declared (algos.c's
+ * ah_params), so param_get always has a value: the environment's, the config
+ * file's, or the declaration's default, which is the only place defaults live. */
+static uint64_t param_u64(const char *key)
+{
+	uint64_t v = 0;
+	ah_core->param_get(ah_core->self, AH_NAME, key, WEFT_PARAM_SIZE, &v, NULL);
+	return v;
+}
+
+static size_t param_size(const char *key)
+{
+	uint64_t v = param_u64(key);
+	return v > SIZE_MAX ? SIZE_MAX : (size_t)v;
+}
+
+static int param_bool(const char *key)
+{
+	int v = 0;
+	ah_core->param_get(ah_core->self, AH_NAME, key, WEFT_PARAM_BOOL, &v, NULL);
+	return v;
+}
+
 static int read_params(struct ah_ctx *c)
 {
-	uint64_t chunk = 512 * 1024, scratch = 4 * 1024 * 1024;
-	const char *tp = NULL;
-	int map = 1, pull = 1;
-	ah_core->param_get(ah_core->self, AH_NAME, "pull", WEFT_PARAM_BOOL, &pull, NULL);
-	c->pull = pull;
+	c->pull = param_bool("pull");
 	c->pull_ok = -1;
-	uint64_t direct_min = 4 * 1024 * 1024, poll_us = 20000;
-	ah_core->param_get(ah_core->self, AH_NAME, "poll_us", WEFT_PARAM_SIZE, &poll_us, NULL);
+	uint64_t poll_us = param_u64("poll_us");
 	c->poll_ns = poll_us > UINT64_MAX / 1000 ? UINT64_MAX : poll_us * 1000;
-	ah_core->param_get(ah_core->self, AH_NAME, "map", WEFT_PARAM_BOOL, &map, NULL);
-	ah_core->param_get(ah_core->self, AH_NAME, "direct_min", WEFT_PARAM_SIZE, &direct_min, NULL);
-	uint64_t cached_min = 8 * 1024, cached_max = 0;
-	ah_core->param_get(ah_core->self, AH_NAME, "cached_min", WEFT_PARAM_SIZE, &cached_min, NULL);
-	ah_core->param_get(ah_core->self, AH_NAME, "cached_max", WEFT_PARAM_SIZE, &cached_max, NULL);
-	c->cached_min = cached_min > SIZE_MAX ? SIZE_MAX : (size_t)cached_min;
-	c->cached_max = cached_max > SIZE_MAX ? SIZE_MAX : (size_t)cached_max;
-	uint64_t rsag_push_min = 2 * 1024 * 1024;
-	int push_always = 0;
-	ah_core->param_get(ah_core->self, AH_NAME, "rsag_push_min", WEFT_PARAM_SIZE, &rsag_push_min, NULL);
-	ah_core->param_get(ah_core->self, AH_NAME, "rsag_push_always", WEFT_PARAM_BOOL, &push_always, NULL);
-	c->rsag_push_min = rsag_push_min > SIZE_MAX ? SIZE_MAX : (size_t)rsag_push_min;
-	c->rsag_push_always = push_always;
-	uint64_t oneshot_push_max = 4096;
-	ah_core->param_get(ah_core->self, AH_NAME, "oneshot_push_max", WEFT_PARAM_SIZE, &oneshot_push_max, NULL);
-	c->oneshot_push_max = oneshot_push_max > SIZE_MAX ? SIZE_MAX : (size_t)oneshot_push_max;
-	int oversub = 0, nudge = 1;
-	ah_core->param_get(ah_core->self, AH_NAME, "cached_oversub", WEFT_PARAM_BOOL, &oversub, NULL);
-	ah_core->param_get(ah_core->self, AH_NAME, "nudge", WEFT_PARAM_BOOL, &nudge, NULL);
-	c->cached_oversub = oversub;
-	c->nudge = nudge;
-	c->map = map;
-	c->direct_min = direct_min > SIZE_MAX ? SIZE_MAX : (size_t)direct_min;
-	ah_core->param_get(ah_core->self, AH_NAME, "chunk", WEFT_PARAM_SIZE, &chunk, NULL);
-	ah_core->param_get(ah_core->self, AH_NAME, "scratch", WEFT_PARAM_SIZE, &scratch, NULL);
+	c->map = param_bool("map");
+	c->direct_min = param_size("direct_min");
+	c->cached_min = param_size("cached_min");
+	c->cached_max = param_size("cached_max");
+	c->cached_oversub = param_bool("cached_oversub");
+	c->rsag_push_min = param_size("rsag_push_min");
+	c->rsag_push_always = param_bool("rsag_push_always");
+	c->oneshot_push_max = param_size("oneshot_push_max");
+	c->nudge = param_bool("nudge");
+	uint64_t chunk = param_u64("chunk"), scratch = param_u64("scratch");
+	const char *tp = NULL;
 	ah_core->param_get(ah_core->self, AH_NAME, "transport", WEFT_PARAM_STRING, &tp, NULL);
 	uint64_t want = chunk;
 	chunk &= ~(uint64_t)63;
