@@ -203,11 +203,13 @@ int weft__mem_blob(const weft_mem_t *mem, void **blob, size_t *len);
 /* Bounds check shared by weft_put and the proxy: 0 or -EINVAL (logged). */
 int weft__put_check(const weft_conn_t *conn, const weft_rmem_t *dst, uint64_t dst_off, const weft_mem_t *src,
 		    uint64_t src_off, size_t len);
-/* One attempt to post a put / signal on conn: the transport's code, -EAGAIN included. */
+/* One attempt to post a put / signal / flush on conn: the transport's code,
+ * -EAGAIN included. retry: the same operation again after -EAGAIN, which test
+ * fault injection (fault.h) does not count as another operation. */
 int weft__conn_put_once(weft_conn_t *conn, weft_rmem_t *dst, uint64_t dst_off, weft_mem_t *src,
-			uint64_t src_off, size_t len);
+			uint64_t src_off, size_t len, int retry);
 int weft__conn_signal_once(weft_conn_t *conn, weft_rsem_t *rsem, uint64_t value);
-int weft__conn_flush_once(weft_conn_t *conn);
+int weft__conn_flush_once(weft_conn_t *conn, int retry);
 /* Checks that rsem may be signalled on conn and that value exceeds every value
  * claimed before, and claims it. 0 or -EINVAL (logged). */
 int weft__rsem_claim(const weft_conn_t *conn, weft_rsem_t *rsem, uint64_t value);

@@ -583,11 +583,11 @@ void weft__conn_close_all(weft_comm_t *comm)
 
 /* -------------------------------------------------------- data movement */
 int weft__conn_put_once(weft_conn_t *conn, weft_rmem_t *dst, uint64_t dst_off, weft_mem_t *src, uint64_t src_off,
-			size_t len)
+			size_t len, int retry)
 {
 	struct weft__tp *tp = conn->tp;
 	pthread_mutex_lock(&tp->lock);
-	int rc = weft__fault_should_fail(WEFT_FAULT_PUT)
+	int rc = !retry && weft__fault_should_fail(WEFT_FAULT_PUT)
 			 ? weft__fault_error(WEFT_FAULT_PUT)
 			 : WEFT__TP_CALL(tp, put, conn->ep, dst->rmh[conn->tpi], dst_off, src->mh[conn->tpi], src_off, len);
 	pthread_mutex_unlock(&tp->lock);
@@ -603,12 +603,12 @@ int weft__conn_signal_once(weft_conn_t *conn, weft_rsem_t *rsem, uint64_t value)
 	return rc;
 }
 
-int weft__conn_flush_once(weft_conn_t *conn)
+int weft__conn_flush_once(weft_conn_t *conn, int retry)
 {
 	struct weft__tp *tp = conn->tp;
 	pthread_mutex_lock(&tp->lock);
-	int rc = weft__fault_should_fail(WEFT_FAULT_FLUSH) ? weft__fault_error(WEFT_FAULT_FLUSH)
-							   : WEFT__TP_CALL(tp, flush, conn->ep);
+	int rc = !retry && weft__fault_should_fail(WEFT_FAULT_FLUSH) ? weft__fault_error(WEFT_FAULT_FLUSH)
+								     : WEFT__TP_CALL(tp, flush, conn->ep);
 	pthread_mutex_unlock(&tp->lock);
 	return rc;
 }
@@ -654,7 +654,8 @@ WEFT_API int weft_put(weft_conn_t *conn, weft_rmem_t *dst, uint64_t dst_off, wef
 		return rc;
 	struct weft__backoff b;
 	weft__backoff_init(&b, 1000);
-	while ((rc = weft__conn_put_once(conn, dst, dst_off, src, src_off, len)) == -EAGAIN) {
+	for (int retry = 0; (rc = weft__conn_put_once(conn, dst, dst_off, src, src_off, len, retry)) == -EAGAIN;
+	     retry = 1) {
 		rc = wait_step(conn, &b);
 		if (rc != 0)
 			return rc;
@@ -693,11 +694,11 @@ WEFT_API int weft_flush(weft_conn_t *conn)
 	struct weft__backoff b;
 	weft__backoff_init(&b, 1000);
 	int rc;
-	for (;;) {
+	for (int retry = 0;; retry = 1) {
 		rc = weft__comm_status(conn->comm);
 		if (rc != 0)
 			return rc;
-		rc = weft__conn_flush_once(conn);
+		rc = weft__conn_flush_once(conn, retry);
 		if (rc != -EAGAIN)
 			break;
 		rc = wait_step(conn, &b);

@@ -49,6 +49,7 @@ struct weft_port {
 	uint64_t depth;
 	struct weft__fifo *fifo;
 	uint64_t next;  /* proxy only: the next position to consume */
+	int head_retry; /* proxy only: the trigger at next answered -EAGAIN before */
 	void *fifo_dev; /* the device's view of fifo; NULL when it is plain malloc'd memory */
 	/* Device producers (weft_port_device_handle): from then on only kernels push. */
 	int device_mode;
@@ -102,7 +103,7 @@ static int run_trigger(weft_port_t *port, uint64_t w0, uint64_t w1)
 		int rc = weft__put_check(conn, dst, dst_off, src, src_off, len);
 		if (rc != 0 || len == 0)
 			return rc;
-		return weft__conn_put_once(conn, dst, dst_off, src, src_off, len);
+		return weft__conn_put_once(conn, dst, dst_off, src, src_off, len, port->head_retry);
 	}
 	case TRIG_SIGNAL: {
 		uint32_t id = (uint32_t)(w0 >> 4) & (WEFT__ID_MAX - 1);
@@ -116,7 +117,7 @@ static int run_trigger(weft_port_t *port, uint64_t w0, uint64_t w1)
 		return weft__conn_signal_once(conn, rsem, w1);
 	}
 	case TRIG_FLUSH:
-		return weft__conn_flush_once(conn);
+		return weft__conn_flush_once(conn, port->head_retry);
 	default:
 		WEFT_ERROR("port proxy: trigger of unknown kind %u", (unsigned)(w0 & 0xf));
 		return -WEFT_ERR_PROTOCOL;
@@ -138,11 +139,13 @@ static int drain_port(weft_port_t *port, int *pending)
 		uint64_t w1 = __atomic_load_n(&t->w1, __ATOMIC_RELAXED);
 		int rc = run_trigger(port, w0, w1);
 		if (rc == -EAGAIN) {
+			port->head_retry = 1;
 			*pending = 1;
 			break;
 		}
 		if (rc != 0)
 			return rc;
+		port->head_retry = 0;
 		uint64_t pos = port->next++;
 		__atomic_store_n(&t->w1, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&t->w0, 0, __ATOMIC_RELAXED);
