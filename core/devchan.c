@@ -53,28 +53,30 @@ static struct weft_memchan *g_chans;
 static int tp_alloc(weft_comm_t *comm, enum weft_mem_type type, size_t bytes, struct devmem *m, int declared)
 {
 	int rc = -ENOTSUP;
-	for (int k = 0; k < comm->ntp * (declared ? 2 : 1); k++) {
-		int i = k % comm->ntp, first = declared && k < comm->ntp;
-		struct weft__tp *tp = &comm->tp[i];
-		if (!WEFT__TP_HAS(tp, mem_alloc) || (declared && (weft__topo_declares_mem(tp->ops, type) == 1) != first))
-			continue;
-		void *host = NULL, *dev = NULL;
-		pthread_mutex_lock(&tp->lock);
-		rc = WEFT__TP_CALL(tp, mem_alloc, tp->tc, type, bytes, &host, &dev);
-		pthread_mutex_unlock(&tp->lock);
-		if (rc == 0) {
-			m->comm = comm;
-			m->tp = tp;
-			m->host = host;
-			m->dev = dev;
-			m->type = type;
-			m->user = type == WEFT_MEM_HOST ? host : dev;
-			return 0;
+	/* With `declared`, pass 0 asks the declaring transports, pass 1 the rest. */
+	for (int pass = 0; pass < (declared ? 2 : 1); pass++)
+		for (int i = 0; i < comm->ntp; i++) {
+			struct weft__tp *tp = &comm->tp[i];
+			if (!WEFT__TP_HAS(tp, mem_alloc) ||
+			    (declared && (weft__topo_declares_mem(tp->ops, type) == 1) != (pass == 0)))
+				continue;
+			void *host = NULL, *dev = NULL;
+			pthread_mutex_lock(&tp->lock);
+			rc = WEFT__TP_CALL(tp, mem_alloc, tp->tc, type, bytes, &host, &dev);
+			pthread_mutex_unlock(&tp->lock);
+			if (rc == 0) {
+				m->comm = comm;
+				m->tp = tp;
+				m->host = host;
+				m->dev = dev;
+				m->type = type;
+				m->user = type == WEFT_MEM_HOST ? host : dev;
+				return 0;
+			}
+			if (rc != -ENOTSUP && rc != -ENOSYS)
+				return rc;
+			rc = -ENOTSUP;
 		}
-		if (rc != -ENOTSUP && rc != -ENOSYS)
-			return rc;
-		rc = -ENOTSUP;
-	}
 	return rc;
 }
 

@@ -16,8 +16,8 @@ enum weft__fault {
 
 /* 1 when this call is the armed kind's Nth (counted from 1 per process; only
  * that one fails), else 0. Callers ask once per operation, not again when they
- * retry it after -EAGAIN, so the count does not depend on timing. Logs a warning naming the fault when it fires, and
- * appends "<kind> <n> <pid>" to the file WEFT_TEST_FAULT_LOG names, if any,
+ * retry it after -EAGAIN, so the count does not depend on timing. Logs a
+ * warning naming the fault when it fires, and appends "<kind> <n> <pid>" to the file WEFT_TEST_FAULT_LOG names, if any,
  * so a test can tell an injected failure from a real one. Thread safety: any
  * thread. */
 int weft__fault_should_fail(enum weft__fault kind);

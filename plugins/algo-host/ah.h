@@ -116,7 +116,6 @@ struct ah_ctx {
 	int pull_ok;      /* -1 not yet agreed; 1 every pair is fast: ah_pull_run may run */
 	size_t rsag_push_min; /* parameter: see ah_rsag_pushes (0: never) */
 	int rsag_push_always; /* parameter: rsag_push_min applies with a CPU per rank too */
-	int rsag_push_on;     /* set with pull_ok: some rank lacks a CPU, or rsag_push_always */
 	int spin_all;         /* set with pull_ok: every rank has a CPU */
 	size_t oneshot_push_max; /* parameter: see ah_oneshot_pushes */
 	uint64_t pub_seq; /* chunks this rank has published (the same on every rank) */

@@ -710,7 +710,7 @@ static const struct weft_param_decl ah_params[] = {
 	{sizeof(struct weft_param_decl), AH_NAME, "oneshot_push_max", WEFT_PARAM_SIZE, "4K",
 	 "On two ranks that map each other, each with a CPU, largest allreduce that allreduce-oneshot pushes into the peers' slots instead of publishing and pulling; 0 never."},
 	{sizeof(struct weft_param_decl), AH_NAME, "rsag_push_min", WEFT_PARAM_SIZE, "2M",
-	 "Where ranks outnumber CPUs and every pair maps each other, smallest block (bytes per rank) that allreduce-rsag pushes into the peers' slots instead of publishing and pulling; the ranks use the largest value any of them has; 0 never."},
+	 "Where ranks outnumber CPUs and every pair maps each other, smallest block (bytes per rank) that allreduce-rsag pushes into the peers' slots instead of publishing and pulling; 0 never."},
 	{sizeof(struct weft_param_decl), AH_NAME, "rsag_push_always", WEFT_PARAM_BOOL, "0",
 	 "Apply rsag_push_min also where every rank has a CPU (slower there; for tests)."},
 	{sizeof(struct weft_param_decl), AH_NAME, "pull", WEFT_PARAM_BOOL, "1",

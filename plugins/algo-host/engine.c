@@ -968,7 +968,6 @@ int ah_pull_ready(struct ah_ctx *c)
 		c->broken = rc;
 	}
 	c->spin_all = ok && spin_all;
-	c->rsag_push_on = ok && (!spin_all || c->rsag_push_always);
 	c->pull_ok = ok;
 	AH_LOG(WEFT_LOG_DEBUG, "publish-and-pull %s", ok ? "on: every pair maps each other" : "off");
 	return ok;
@@ -981,7 +980,7 @@ int ah_pull_ready(struct ah_ctx *c)
  * pulling was faster, and pushing still ahead of Open MPI. */
 int ah_rsag_pushes(struct ah_ctx *c, size_t block)
 {
-	return c->rsag_push_on && c->rsag_push_min && block >= c->rsag_push_min;
+	return (!c->spin_all || c->rsag_push_always) && c->rsag_push_min && block >= c->rsag_push_min;
 }
 
 /* Measured (docs/perf/2026-12-01-vm2core-rsag-push-oversub.md): with 2 ranks

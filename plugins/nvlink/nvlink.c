@@ -302,17 +302,16 @@ static int nvl_mem_serialize(void *ctx, void *handle, void *buf, size_t *len)
 	struct nvl_ctx *tc = ctx;
 	struct nvl_mh *mh = handle;
 	struct nvl_export *x = mh->x;
-	int n = x && x->kind == NVL_KIND_VMM ? x->nchunks : 0;
-	size_t need = sizeof(struct nvl_wire) + (size_t)n * sizeof(uint64_t);
+	/* Built aside and copied: a blob section has no alignment. */
+	struct nvl_wire w;
+	nvl_wire_make(&w, x, mh->ptr, mh->len, tc->host_hash, tc->dev, (uint64_t)getpid());
+	size_t need = sizeof(w) + (size_t)w.nchunks * sizeof(uint64_t);
 	if (!buf || *len < need) {
 		*len = need;
 		return -ENOSPC;
 	}
-	/* Built aside and copied: a blob section has no alignment. */
-	struct nvl_wire w;
-	nvl_wire_make(&w, x, mh->ptr, mh->len, tc->host_hash, tc->dev, (uint64_t)getpid());
 	memcpy(buf, &w, sizeof(w));
-	for (int i = 0; i < n; i++) {
+	for (int i = 0; i < w.nchunks; i++) {
 		uint64_t c = x->chunk[i];
 		memcpy((unsigned char *)buf + sizeof(w) + (size_t)i * sizeof(c), &c, sizeof(c));
 	}

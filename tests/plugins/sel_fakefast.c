@@ -67,20 +67,21 @@ static void ff_close(void *tc)
 	shm_core->free(tc);
 }
 
+/* Whether the bool parameter [fakefast] key is set. */
+static int ff_on(const char *key)
+{
+	int on = 0;
+	return shm_core->param_get(shm_core->self, "fakefast", key, WEFT_PARAM_BOOL, &on, NULL) == 0 && on;
+}
+
 static int ff_connect(void *ep, const void *peer_addr, size_t len)
 {
-	int fail = 0;
-	if (shm_core->param_get(shm_core->self, "fakefast", "fail_connect", WEFT_PARAM_BOOL, &fail, NULL) == 0 && fail)
-		return -EIO;
-	return shm_connect(ep, peer_addr, len);
+	return ff_on("fail_connect") ? -EIO : shm_connect(ep, peer_addr, len);
 }
 
 static int ff_mem_alloc(void *tc, enum weft_mem_type type, size_t bytes, void **host_ptr, void **dev_ptr)
 {
-	int fail = 0;
-	if (shm_core->param_get(shm_core->self, "fakefast", "fail_alloc", WEFT_PARAM_BOOL, &fail, NULL) == 0 && fail)
-		return -EIO;
-	return shm_mem_alloc(tc, type, bytes, host_ptr, dev_ptr);
+	return ff_on("fail_alloc") ? -EIO : shm_mem_alloc(tc, type, bytes, host_ptr, dev_ptr);
 }
 
 static int ff_describe(void *tc, char *buf, size_t len)
