@@ -13,6 +13,7 @@
 #include "config.h"
 #include "log.h"
 #include "registry.h"
+#include "topo.h"
 
 /* ------------------------------------------------------------- names */
 
@@ -149,6 +150,23 @@ const struct weft_prim_api *weft__coll_prim_api(void)
 	return &prim_api;
 }
 
+/* Whether to ask tp's mem_query on every call: only where it can answer other
+ * than host, that is where its probe declares another memory type or cannot
+ * tell. shm's answers "host" or "not mine", both host here, and asking it
+ * took two lock pairs and a segment walk per call (a visible part of a 1 KiB
+ * allgather over shm). */
+static int mem_query_use(struct weft__tp *tp)
+{
+	int use = __atomic_load_n(&tp->mem_query_use, __ATOMIC_RELAXED);
+	if (use < 0) {
+		uint32_t mems = 0;
+		use = WEFT__TP_HAS(tp, mem_query) &&
+		      (weft__topo_declared_mems(tp->ops, &mems) != 0 || (mems & ~(1u << WEFT_MEM_HOST)) != 0);
+		__atomic_store_n(&tp->mem_query_use, use, __ATOMIC_RELAXED);
+	}
+	return use;
+}
+
 enum weft_mem_type weft__coll_mem_type(weft_comm_t *comm, const void *buf)
 {
 	/* The core knows no GPU runtime: it asks each transport that can tell
@@ -156,7 +174,7 @@ enum weft_mem_type weft__coll_mem_type(weft_comm_t *comm, const void *buf)
 	 * none of them recognizes is host memory. */
 	for (int i = 0; buf && i < comm->ntp; i++) {
 		struct weft__tp *tp = &comm->tp[i];
-		if (!WEFT__TP_HAS(tp, mem_query))
+		if (!mem_query_use(tp))
 			continue;
 		enum weft_mem_type type = WEFT_MEM_HOST;
 		pthread_mutex_lock(&tp->lock);
@@ -191,6 +209,10 @@ static int ncat;
 static struct coll_rule *rules;
 static int nrules;
 static int cat_err; /* a config or memory error that makes every collective fail */
+/* Catalog indices by collective, then priority (highest first), then catalog
+ * order: collective c's are by_prio[coll_start[c] .. coll_start[c + 1] - 1]. */
+static int *by_prio;
+static int coll_start[WEFT_COLL_COUNT + 1];
 
 static int algo_well_formed(const char *pack, const struct weft_algo *a)
 {
@@ -254,6 +276,26 @@ static void cat_build(void)
 				ncat++;
 		}
 	}
+
+	if (!(by_prio = malloc((ncat > 0 ? (size_t)ncat : 1) * sizeof(*by_prio)))) {
+		cat_err = -ENOMEM;
+		return;
+	}
+	int k = 0;
+	for (int c = 0; c < WEFT_COLL_COUNT; c++) {
+		coll_start[c] = k;
+		for (int i = 0; i < ncat; i++) {
+			if ((int)cat[i].algo->coll != c)
+				continue;
+			int j = k++; /* insertion, after every entry of equal or higher priority */
+			while (j > coll_start[c] && cat[by_prio[j - 1]].algo->priority < cat[i].algo->priority) {
+				by_prio[j] = by_prio[j - 1];
+				j--;
+			}
+			by_prio[j] = i;
+		}
+	}
+	coll_start[WEFT_COLL_COUNT] = k;
 
 	const char *const *lines = NULL;
 	const int *linenos = NULL;
@@ -356,8 +398,10 @@ static void rule_cannot_serve(struct coll_rule *cr, const struct query *q, const
 static int choose(const struct query *q, int quiet, struct choice *ch)
 {
 	int ok[ncat > 0 ? ncat : 1];
-	for (int i = 0; i < ncat; i++)
-		ok[i] = fits(&cat[i], q);
+	memset(ok, 0, sizeof(ok));
+	int first = coll_start[q->coll], end = coll_start[q->coll + 1];
+	for (int k = first; k < end; k++)
+		ok[by_prio[k]] = fits(&cat[by_prio[k]], q);
 	struct weft__rule_query rq = {.coll = q->coll, .bytes = q->bytes, .nranks = q->nranks, .mem_type = q->mem,
 				       .peer_class = -1};
 	for (int r = 0; r < nrules; r++)
@@ -402,23 +446,15 @@ static int choose(const struct query *q, int quiet, struct choice *ch)
 	}
 	/* The rest by priority, highest first; catalog order breaks ties, so that
 	 * the search path order (the same on every rank) decides. */
-	for (;;) {
-		int best = -1;
-		for (int i = 0; i < ncat; i++)
-			if (ok[i] && (best < 0 || cat[i].algo->priority > cat[best].algo->priority))
-				best = i;
-		if (best < 0)
-			break;
-		ch->order[ch->n++] = best;
-		ok[best] = 0;
-	}
+	for (int k = first; k < end; k++)
+		if (ok[by_prio[k]])
+			ch->order[ch->n++] = by_prio[k];
 	return 0;
 }
 
 /* ------------------------------------------------------ per-comm state
- * struct weft_comm has no field for the collective layer yet, so the state
- * lives in a small list keyed by the comm pointer. weft_comm_destroy must call
- * weft__coll_comm_cleanup, or a later comm at the same address would inherit it. */
+ * Hung on comm->coll by the first collective call on the comm; weft_comm_destroy
+ * calls weft__coll_comm_cleanup, which tears it down. */
 
 struct coll_inst {
 	int done; /* setup ran */
@@ -427,35 +463,29 @@ struct coll_inst {
 	int announced; /* the first use was logged */
 };
 
-struct coll_comm {
-	weft_comm_t *comm;
-	struct coll_comm *next;
+struct weft__coll_comm {
 	struct coll_inst *inst; /* ncat entries */
 	int last;               /* catalog index of the last algorithm used, or -1 */
 };
 
-static pthread_mutex_t comms_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct coll_comm *comms;
-
-static struct coll_comm *comm_state(weft_comm_t *comm, int create)
+static struct weft__coll_comm *comm_state(weft_comm_t *comm, int create)
 {
-	pthread_mutex_lock(&comms_lock);
-	struct coll_comm *cc = comms;
-	while (cc && cc->comm != comm)
-		cc = cc->next;
-	if (!cc && create && (cc = calloc(1, sizeof(*cc)))) {
-		cc->inst = calloc(ncat > 0 ? (size_t)ncat : 1, sizeof(*cc->inst));
-		if (!cc->inst) {
-			free(cc);
-			cc = NULL;
-		} else {
-			cc->comm = comm;
-			cc->last = -1;
-			cc->next = comms;
-			comms = cc;
-		}
+	struct weft__coll_comm *cc = __atomic_load_n(&comm->coll, __ATOMIC_ACQUIRE);
+	if (cc || !create)
+		return cc;
+	if (!(cc = calloc(1, sizeof(*cc))) || !(cc->inst = calloc(ncat > 0 ? (size_t)ncat : 1, sizeof(*cc->inst)))) {
+		free(cc);
+		return NULL;
 	}
-	pthread_mutex_unlock(&comms_lock);
+	cc->last = -1;
+	/* Two threads calling on one comm at once is the caller's error, but
+	 * neither may leak or lose the state: the first to publish wins. */
+	struct weft__coll_comm *prev = NULL;
+	if (!__atomic_compare_exchange_n(&comm->coll, &prev, cc, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		free(cc->inst);
+		free(cc);
+		return prev;
+	}
 	return cc;
 }
 
@@ -463,14 +493,7 @@ void weft__coll_comm_cleanup(weft_comm_t *comm)
 {
 	if (!comm)
 		return;
-	pthread_mutex_lock(&comms_lock);
-	struct coll_comm **pp = &comms;
-	while (*pp && (*pp)->comm != comm)
-		pp = &(*pp)->next;
-	struct coll_comm *cc = *pp;
-	if (cc)
-		*pp = cc->next;
-	pthread_mutex_unlock(&comms_lock);
+	struct weft__coll_comm *cc = __atomic_exchange_n(&comm->coll, NULL, __ATOMIC_ACQ_REL);
 	if (!cc)
 		return;
 	/* Reverse catalog order, so that packs see teardown mirror setup roughly. */
@@ -487,11 +510,11 @@ WEFT_API const char *weft__coll_last_algo(weft_comm_t *comm)
 {
 	if (!comm)
 		return NULL;
-	struct coll_comm *cc = comm_state(comm, 0);
+	struct weft__coll_comm *cc = comm_state(comm, 0);
 	return cc && cc->last >= 0 ? cat[cc->last].full : NULL;
 }
 
-static int inst_setup(weft_comm_t *comm, struct coll_comm *cc, int idx)
+static int inst_setup(weft_comm_t *comm, struct weft__coll_comm *cc, int idx)
 {
 	struct coll_inst *in = &cc->inst[idx];
 	if (in->done)
@@ -546,7 +569,7 @@ static int coll_run(weft_comm_t *comm, const struct weft_coll_args *args)
 	char what[160];
 	if ((rc = choose(&q, 0, &ch)) != 0)
 		return rc;
-	struct coll_comm *cc = comm_state(comm, 1);
+	struct weft__coll_comm *cc = comm_state(comm, 1);
 	if (!cc)
 		return -ENOMEM;
 	for (int k = 0; k < ch.n; k++) {

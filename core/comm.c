@@ -266,6 +266,7 @@ static int open_transports(weft_comm_t *comm)
 		snprintf(tp->name, sizeof(tp->name), "%s", name);
 		tp->ops = ops;
 		tp->tc = tc;
+		tp->mem_query_use = -1;
 		pthread_mutex_init(&tp->lock, NULL);
 		comm->ntp++;
 		WEFT_DEBUG("transport '%s' open", name);

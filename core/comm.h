@@ -66,6 +66,9 @@ struct weft__tp {
 	const struct weft_transport_ops *ops;
 	void *tc;
 	pthread_mutex_t lock; /* serializes every call into tc and its handles */
+	/* Whether weft__coll_mem_type asks this transport's mem_query: 1, 0, or -1
+	 * until its first call decides (atomic). See there. */
+	int mem_query_use;
 };
 
 #define WEFT__TP_CALL(tp, op, ...) WEFT_CALL_OP((tp)->ops, struct weft_transport_ops, op, __VA_ARGS__)
@@ -99,6 +102,8 @@ void weft__idtab_free(struct weft__idtab *t);
 struct weft__proxy;
 struct weft__sem_pool;
 
+struct weft__coll_comm;
+
 struct weft_comm {
 	struct weft__bootstrap *bs;
 	int rank, nranks;
@@ -114,6 +119,8 @@ struct weft_comm {
 	pthread_mutex_t port_lock; /* the port list; held by the proxy while it drains */
 	struct weft__link ports;
 	struct weft__proxy *proxy; /* started with the first port channel */
+
+	struct weft__coll_comm *coll; /* the collective layer's state (coll.c), set by its first call (atomic) */
 };
 
 struct weft_mem {

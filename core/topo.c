@@ -246,15 +246,24 @@ void weft__topo_score(const struct weft_transport_ops *ops, enum weft_peer_class
 	*out = best;
 }
 
-int weft__topo_declares_mem(const struct weft_transport_ops *ops, enum weft_mem_type mem)
+int weft__topo_declared_mems(const struct weft_transport_ops *ops, uint32_t *mask)
 {
 	pthread_mutex_lock(&probe_lock);
 	const struct probed *p = probe_get(ops);
 	int r = !p || p->rc != 0 ? -1 : 0;
+	*mask = 0;
 	for (int i = 0; r == 0 && i < p->n; i++)
-		r = (unsigned)mem < 32 && (p->devs[i].mem_types & (1u << mem)) ? 1 : 0;
+		*mask |= p->devs[i].mem_types;
 	pthread_mutex_unlock(&probe_lock);
 	return r;
+}
+
+int weft__topo_declares_mem(const struct weft_transport_ops *ops, enum weft_mem_type mem)
+{
+	uint32_t mask;
+	if (weft__topo_declared_mems(ops, &mask) != 0)
+		return -1;
+	return (unsigned)mem < 32 && (mask & (1u << mem)) ? 1 : 0;
 }
 
 void weft__topo_score_text(const struct weft__tp_score *s, char *buf, size_t len)

@@ -73,6 +73,9 @@ void weft__topo_score(const struct weft_transport_ops *ops, enum weft_peer_class
  * yes, 0 no, -1 unknown (no probe op, or the probe failed). Probes as
  * weft__topo_score does. Thread safety: any thread. */
 int weft__topo_declares_mem(const struct weft_transport_ops *ops, enum weft_mem_type mem);
+/* The memory types its probed devices declare, OR-ed (bit 1 << type) into
+ * *mask: 0, or -1 when unknown (no probe op, or the probe failed; *mask is 0). */
+int weft__topo_declared_mems(const struct weft_transport_ops *ops, uint32_t *mask);
 
 /* One line saying how the score came about, for logs and weft-info --select. */
 void weft__topo_score_text(const struct weft__tp_score *s, char *buf, size_t len);
