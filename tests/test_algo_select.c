@@ -209,22 +209,26 @@ START_TEST(select_by_priority)
 {
 	char *out = choices_with("", 2);
 	ck_assert_msg(have_pack(out), "the algo-host pack was not loaded from the build tree");
-	/* Up to small_max (64 KiB) on 2 ranks the one-shot allreduce wins on
+	/* Up to small_max (16 KiB) on 2 ranks the one-shot allreduce wins on
 	 * priority; above it only reduce-scatter + allgather fits. */
 	char *l = line_for(out, "allreduce", "1 B");
 	ck_assert_ptr_nonnull(l);
-	ck_assert_msg(strstr(l, "algo-host/allreduce-oneshot") && strstr(l, "priority 20") && strstr(l, "64 KiB"),
+	ck_assert_msg(strstr(l, "algo-host/allreduce-oneshot") && strstr(l, "priority 20") && strstr(l, "16 KiB"),
 		      "%s", l);
+	free(l);
+	l = line_for(out, "allreduce", "32 KiB");
+	ck_assert_ptr_nonnull(l);
+	ck_assert_msg(strstr(l, "algo-host/allreduce-rsag"), "%s", l);
 	free(l);
 	free(out);
 	/* On 4 ranks each rank reads three peers' inputs: the one-shot stops at
-	 * small_max / 3 (21845 B, so 16 KiB is the last size shown). */
+	 * small_max / 3 (5461 B, so 4 KiB is the last size shown). */
 	out = choices_with("", 4);
 	l = line_for(out, "allreduce", "1 B");
 	ck_assert_ptr_nonnull(l);
-	ck_assert_msg(strstr(l, "algo-host/allreduce-oneshot") && strstr(l, "16 KiB"), "%s", l);
+	ck_assert_msg(strstr(l, "algo-host/allreduce-oneshot") && strstr(l, "4 KiB"), "%s", l);
 	free(l);
-	l = line_for(out, "allreduce", "32 KiB");
+	l = line_for(out, "allreduce", "8 KiB");
 	ck_assert_ptr_nonnull(l);
 	ck_assert_msg(strstr(l, "algo-host/allreduce-rsag"), "%s", l);
 	free(l);

@@ -691,7 +691,7 @@ static const struct weft_param_decl ah_params[] = {
 	 "Bytes per pipeline chunk (one slot of a peer's scratch area); larger messages move in chunks of this size."},
 	{sizeof(struct weft_param_decl), AH_NAME, "scratch", WEFT_PARAM_SIZE, "4M",
 	 "Bytes of receive slots per peer, registered once per communicator (at least two chunks)."},
-	{sizeof(struct weft_param_decl), AH_NAME, "small_max", WEFT_PARAM_SIZE, "64K",
+	{sizeof(struct weft_param_decl), AH_NAME, "small_max", WEFT_PARAM_SIZE, "16K",
 	 "Largest allreduce the one-shot algorithm serves on 2 ranks; on n ranks small_max / (n - 1), since each rank reads every peer's input. 0 turns it off."},
 	{sizeof(struct weft_param_decl), AH_NAME, "map", WEFT_PARAM_BOOL, "1",
 	 "Copy chunks straight into a peer's scratch where the transport maps it into this process (shm); 0 always puts through staging."},
@@ -707,7 +707,7 @@ static const struct weft_param_decl ah_params[] = {
 	 "Use the cached direct gather also when ranks outnumber CPUs (slower there; for tests)."},
 	{sizeof(struct weft_param_decl), AH_NAME, "poll_us", WEFT_PARAM_SIZE, "20000",
 	 "Microseconds a wait for a peer whose scratch is mapped polls its token (spinning, then yielding the CPU) before the core's sleeping wait takes over; 0 never polls."},
-	{sizeof(struct weft_param_decl), AH_NAME, "oneshot_push_max", WEFT_PARAM_SIZE, "4K",
+	{sizeof(struct weft_param_decl), AH_NAME, "oneshot_push_max", WEFT_PARAM_SIZE, "16K",
 	 "On two ranks that map each other, each with a CPU, largest allreduce that allreduce-oneshot pushes into the peers' slots instead of publishing and pulling; 0 never."},
 	{sizeof(struct weft_param_decl), AH_NAME, "rsag_push_min", WEFT_PARAM_SIZE, "2M",
 	 "Where ranks outnumber CPUs and every pair maps each other, smallest block (bytes per rank) that allreduce-rsag pushes into the peers' slots instead of publishing and pulling; 0 never."},
@@ -731,9 +731,9 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 			return NULL;
 		}
 	}
-	uint64_t small_max = 64 * 1024;
+	uint64_t small_max; /* declared above: its default comes from there */
 	int rc = core->param_get(core->self, AH_NAME, "small_max", WEFT_PARAM_SIZE, &small_max, NULL);
-	if (rc && rc != -ENOENT) {
+	if (rc) {
 		AH_LOG(WEFT_LOG_ERROR, "parameter small_max: %d; the pack declines to load", rc);
 		return NULL;
 	}
