@@ -41,10 +41,11 @@ static int gather_once(weft_comm_t *comm, int rank, int n, size_t count, int inp
 
 static int gathers(weft_comm_t *comm, int rank, int n)
 {
-	/* 16 KiB blocks (one piece), 1 MiB + 12 B (three pieces, the last short),
-	 * 3 MiB (six whole pieces), 8 MiB + 20 B (pieces copied with streaming
-	 * stores, the last short). */
-	static const size_t counts[] = {4096, (1u << 18) + 3, 3u << 18, (2u << 20) + 5};
+	/* 16 KiB blocks (copied to their place first), 512 KiB + 4 B (below
+	 * nt_min: one put from the input, then one memcpy), then pieces copied
+	 * with streaming stores: 1 MiB + 12 B (three pieces, the last short),
+	 * 3 MiB (six whole pieces), 8 MiB + 20 B. */
+	static const size_t counts[] = {4096, (1u << 17) + 1, (1u << 18) + 3, 3u << 18, (2u << 20) + 5};
 	for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
 		size_t count = counts[c];
 		uint32_t *out = malloc((size_t)n * count * sizeof(*out)), *in = malloc(count * sizeof(*in));

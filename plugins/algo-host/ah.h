@@ -118,6 +118,7 @@ struct ah_ctx {
 	int rsag_push_always; /* parameter: rsag_push_min applies with a CPU per rank too */
 	int spin_all;         /* set with pull_ok: every rank has a CPU */
 	size_t oneshot_push_max; /* parameter: see ah_oneshot_pushes */
+	size_t nt_min; /* parameter: see ah_direct_gather (0: never) */
 	uint64_t pub_seq; /* chunks this rank has published (the same on every rank) */
 	char *pub_slot;   /* during ah_pull_run's consume: this round's own slot */
 	/* One round's plan, indexed by peer (see ah_run). */

@@ -709,6 +709,8 @@ static const struct weft_param_decl ah_params[] = {
 	 "Microseconds a wait for a peer whose scratch is mapped polls its token (spinning, then yielding the CPU) before the core's sleeping wait takes over; 0 never polls."},
 	{sizeof(struct weft_param_decl), AH_NAME, "oneshot_push_max", WEFT_PARAM_SIZE, "16K",
 	 "On two ranks that map each other, each with a CPU, largest allreduce that allreduce-oneshot pushes into the peers' slots instead of publishing and pulling; 0 never."},
+	{sizeof(struct weft_param_decl), AH_NAME, "nt_min", WEFT_PARAM_SIZE, "1M",
+	 "Out of place, smallest block that the cached direct gather puts in pieces, copying each piece to its own place with streaming stores after its puts; 0 never (one put, then one memcpy)."},
 	{sizeof(struct weft_param_decl), AH_NAME, "rsag_push_min", WEFT_PARAM_SIZE, "2M",
 	 "Where ranks outnumber CPUs and every pair maps each other, smallest block (bytes per rank) that allreduce-rsag pushes into the peers' slots instead of publishing and pulling; 0 never."},
 	{sizeof(struct weft_param_decl), AH_NAME, "rsag_push_always", WEFT_PARAM_BOOL, "0",

@@ -104,6 +104,7 @@ static int read_params(struct ah_ctx *c)
 	c->rsag_push_min = param_size("rsag_push_min");
 	c->rsag_push_always = param_bool("rsag_push_always");
 	c->oneshot_push_max = param_size("oneshot_push_max");
+	c->nt_min = param_size("nt_min");
 	c->nudge = param_bool("nudge");
 	uint64_t chunk = param_u64("chunk"), scratch = param_u64("scratch");
 	const char *tp = NULL;
@@ -707,9 +708,6 @@ int ah_use_direct(struct ah_ctx *c, size_t block)
  * 2-rank 64 MiB allgather 512 KiB measured faster than 1 MiB, 2 MiB or one
  * piece; in place the part goes in one put (each put is a syscall for shm). */
 #define AH_DIRECT_PIECE ((size_t)512 * 1024)
-/* Smallest part that the cached direct gather moves in pieces with streaming
- * copies (below, one put and one memcpy were faster). */
-#define AH_DIRECT_NT_MIN ((size_t)8 << 20)
 /* Smallest part that the cached direct gather puts from the input itself. */
 #define AH_DIRECT_SRC_MIN ((size_t)128 << 10)
 
@@ -852,14 +850,17 @@ int ah_direct_gather(struct ah_ctx *c, void *buf, size_t len, const size_t *off,
 		 * the order of Open MPI's two-rank allgather (send from the input,
 		 * then the local copy), which measured 2-6% faster than copying
 		 * first for blocks of 512 KiB to 8 MiB (below 128 KiB, copying
-		 * first was faster). From 8 MiB blocks it goes in pieces, each
+		 * first was faster). From nt_min bytes it goes in pieces, each
 		 * copied with streaming stores right after its puts read it into
 		 * cache: the copy then neither reads its destination nor evicts
-		 * what the next piece needs (2-14% faster at 8-32 MiB blocks; it
-		 * lost 12% at 4 MiB blocks). */
+		 * what the next piece needs. On the AMD 2-core VM that was 2-14%
+		 * faster at 8-32 MiB blocks and 12% slower at 4 MiB; on the Intel
+		 * 2-core VM, by medians of 8 alternating rounds, 3-8% faster at
+		 * 2-4 MiB blocks and 37% at 1 MiB (hence the default of 1M;
+		 * docs/perf/2026-12-01-host-allreduce-tuning.md). */
 		if ((rc = src_registration(c, src, bytes[me])))
 			goto err_broken;
-		size_t piece = bytes[me] >= AH_DIRECT_NT_MIN ? AH_DIRECT_PIECE : bytes[me];
+		size_t piece = c->nt_min && bytes[me] >= c->nt_min ? AH_DIRECT_PIECE : bytes[me];
 		for (size_t o = 0; piece && o < bytes[me]; o += piece) {
 			size_t m = bytes[me] - o < piece ? bytes[me] - o : piece;
 			for (int i = 1; i < n; i++) {
