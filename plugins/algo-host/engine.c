@@ -990,8 +990,8 @@ int ah_rsag_pushes(struct ah_ctx *c, size_t block)
  * and 1.75 (0.36-0.48 against 0.44-0.74 in the machine's other state); on a
  * 16-core host 1.1-1.5 against 1.4-2.6 at 1 KiB. With 4 and 8 ranks pulling
  * was faster there (8 ranks, 1 KiB: 3.2-3.9 against 5.0-7.6), and with more
- * ranks than CPUs too: so two ranks, each with a CPU. From 8 KiB pushing won
- * by 1.4-1.9x on an Intel 2-core VM and the 16-core host
+ * ranks than CPUs too: so two ranks, each with a CPU. At 16-64 KiB pushing
+ * was about 1.5x faster on an Intel 2-core VM and the 16-core host
  * (docs/perf/2026-12-01-host-allreduce-tuning.md): the limit is small_max's. */
 int ah_oneshot_pushes(struct ah_ctx *c, size_t bytes)
 {
