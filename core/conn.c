@@ -308,6 +308,19 @@ static int connect_peer(weft_comm_t *comm, int peer, const char *transport, enum
 		free(plan);
 	}
 
+	/* The connection is allocated before the peers connect: once both sides
+	 * have, nothing may fail, because an endpoint the peer already writes to
+	 * cannot be torn down at once (ofi's shm provider unmaps the peer's region
+	 * in fi_av_remove, and the peer's puts arriving later crash its progress). */
+	weft_conn_t *conn = NULL;
+	if (status == 0) {
+		conn = weft__fault_should_fail(WEFT_FAULT_ALLOC) ? NULL : calloc(1, sizeof(*conn));
+		if (!conn) {
+			WEFT_ERROR("weft_connect: no memory for a connection to rank %d", peer);
+			status = -ENOMEM;
+		}
+	}
+
 	/* Always send, even on a local failure, so the peer is not left waiting. */
 	size_t mlen = 0, tlen = 0;
 	uint32_t flags = (transport != NULL) | ((uint32_t)(npinned > 255 ? 255 : npinned) << 8) | ((uint32_t)mem << 16);
@@ -435,11 +448,6 @@ static int connect_peer(weft_comm_t *comm, int peer, const char *transport, enum
 	free(failed);
 	failed = NULL;
 
-	weft_conn_t *conn = weft__fault_should_fail(WEFT_FAULT_ALLOC) ? NULL : calloc(1, sizeof(*conn));
-	if (!conn) {
-		rc = -ENOMEM;
-		goto err_free_msg;
-	}
 	conn->comm = comm;
 	conn->peer = peer;
 	conn->tpi = c[chosen].tpi;
@@ -464,6 +472,7 @@ err_free_msg:
 	free(theirs);
 	free(failed);
 err_drop:
+	free(conn);
 	drop_cands(comm, c, nc, -1);
 	free(c);
 	return rc;

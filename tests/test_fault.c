@@ -246,6 +246,14 @@ START_TEST(fault_kind)
 		ck_assert_msg((out[0].step != S_DONE && out[0].rc < 0) || out[0].teardown_rc < 0,
 			      "%s:%d: the injected failure never reached rank 0's caller (it finished, teardown %d)",
 			      kind, n, out[0].teardown_rc);
+		/* Neither side of a failed weft_connect keeps a connection: had rank 1
+		 * connected and put toward rank 0's endpoint, already torn down,
+		 * ofi's shm provider would crash rank 0's progress thread. */
+		if (out[0].rc != 0 && out[0].step == S_CONNECT)
+			ck_assert_msg(out[1].step == S_CONNECT && out[1].rc != 0,
+				      "%s:%d: rank 0's weft_connect failed, yet rank 1's succeeded (rank 1 then stopped at "
+				      "%s: %s)",
+				      kind, n, step_names[out[1].step], weft_strerror(out[1].rc));
 		if (out[1].rescued)
 			limits++;
 		int r0 = out[0].rc ? out[0].rc : out[0].teardown_rc;
