@@ -346,6 +346,9 @@ static ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *i
 		WN_ERROR("%s: comm out-pointer is NULL", fn);
 		return ncclInvalidArgument;
 	}
+	/* NULL until it succeeds: a caller who ignores a refusal must not go on
+	 * with whatever comm the variable held before. */
+	*out = NULL;
 	if (nranks < 1 || rank < 0 || rank >= nranks) {
 		WN_ERROR("%s: rank %d of %d is out of range", fn, rank, nranks);
 		return ncclInvalidArgument;
@@ -391,6 +394,8 @@ WN_API ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId)
 	struct weft_unique_id id;
 	int rc = weft_get_unique_id(&id);
 	if (rc != 0) {
+		/* All zeros: an init given this id refuses it by name. */
+		memset(uniqueId, 0, sizeof(*uniqueId));
 		WN_ERROR("ncclGetUniqueId: weft_get_unique_id failed: %s", weft_strerror(rc));
 		return wn_result(rc);
 	}
@@ -417,6 +422,8 @@ WN_API ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, in
 					     ncclUniqueId *commIds, ncclConfig_t *config)
 {
 	static const char fn[] = "ncclCommInitRankScalable";
+	if (newcomm)
+		*newcomm = NULL;
 	if (nId < 1 || !commIds) {
 		WN_ERROR("%s: needs at least one unique id (nId %d, commIds %p)", fn, nId, (void *)commIds);
 		return ncclInvalidArgument;
@@ -436,6 +443,7 @@ WN_API ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devl
 		WN_ERROR("%s: needs a comm array and ndev >= 1 (ndev %d)", fn, ndev);
 		return ncclInvalidArgument;
 	}
+	memset(comms, 0, (size_t)ndev * sizeof(*comms));
 	if (wn_group_depth() > 0) {
 		/* Its own group must be the outermost, or its ranks would not exist
 		 * when it returns. */
@@ -502,6 +510,8 @@ struct split_entry {
 WN_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config)
 {
 	static const char fn[] = "ncclCommSplit";
+	if (newcomm)
+		*newcomm = NULL;
 	ncclResult_t r = wn_check_comm(comm, fn);
 	if (r != ncclSuccess)
 		return r;
@@ -759,6 +769,9 @@ WN_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncEr
 {
 	if (!comm || comm->magic != WN_COMM_MAGIC || !asyncError) {
 		WN_ERROR("ncclCommGetAsyncError: %s", !asyncError ? "asyncError is NULL" : "comm is not a live communicator");
+		/* Never ncclSuccess for a comm that is not one. */
+		if (asyncError)
+			*asyncError = ncclInvalidArgument;
 		return ncclInvalidArgument;
 	}
 	if (!comm->wc) {
@@ -773,14 +786,17 @@ WN_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncEr
 }
 WN_ALIAS(ncclCommGetAsyncError);
 
-/* The checks of the getters below: a usable comm and an out-pointer. */
-static ncclResult_t check_comm_out(const ncclComm_t comm, const int *out, const char *fn, const char *what)
+/* The checks of the getters below: a usable comm and an out-pointer. On a
+ * refusal *out is -1, which no rank, count or device is. */
+static ncclResult_t check_comm_out(const ncclComm_t comm, int *out, const char *fn, const char *what)
 {
 	ncclResult_t r = wn_check_comm(comm, fn);
 	if (r == ncclSuccess && !out) {
 		WN_ERROR("%s: %s is NULL", fn, what);
 		r = ncclInvalidArgument;
 	}
+	if (r != ncclSuccess && out)
+		*out = -1;
 	return r;
 }
 
@@ -822,6 +838,7 @@ WN_API ncclResult_t ncclMemAlloc(void **ptr, size_t size)
 		WN_ERROR("ncclMemAlloc: ptr is NULL");
 		return ncclInvalidArgument;
 	}
+	*ptr = NULL;
 	/* weft_mem_alloc needs a comm, NCCL's call has none: use the
 	 * application's own CUDA runtime, and refuse where it has none. */
 	cuda_malloc_fn m = (cuda_malloc_fn)dlsym(RTLD_DEFAULT, "cudaMalloc");
@@ -884,6 +901,8 @@ static enum weft_mem_type mem_type_of(const void *buff)
 WN_API ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle)
 {
 	static const char fn[] = "ncclCommRegister";
+	if (handle)
+		*handle = NULL;
 	ncclResult_t r = wn_check_comm(comm, fn);
 	if (r != ncclSuccess)
 		return r;
@@ -907,6 +926,10 @@ WN_API ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle)
 	ncclResult_t r = wn_check_comm(comm, "ncclCommDeregister");
 	if (r != ncclSuccess)
 		return r;
+	if (!handle) {
+		WN_ERROR("ncclCommDeregister: handle is NULL (what a failed ncclCommRegister leaves)");
+		return ncclInvalidArgument;
+	}
 	return wn_result(weft_mem_deregister(handle));
 }
 WN_ALIAS(ncclCommDeregister);

@@ -184,6 +184,11 @@ static ncclResult_t submit(struct wn_op *o, int reduces)
 		WN_ERROR("%s: datatype %d is not one of NCCL 2.28's", fn, (int)o->ntype);
 		return ncclInvalidArgument;
 	}
+	if (reduces && o->nop == WN_OP_REFUSED) {
+		WN_ERROR("%s: reduction operation %d is what a refused ncclRedOpCreatePreMulSum leaves; it names no "
+			 "operation", fn, (int)o->nop);
+		return ncclInvalidArgument;
+	}
 	if (reduces && wn_map_op(o->nop, &o->op) != 0) {
 		if (grp.depth == 0 && o->comm->wc && getenv("WEFT_NCCL_FALLBACK")) {
 			ncclResult_t fr;
@@ -503,8 +508,11 @@ WN_API ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
 	 * no cost model, so it ends the group the same way (dropping what was
 	 * queued, as a simulation does) and says it cannot estimate. */
 	if (--grp.depth == 0) {
+		/* The comms of queued inits were handed out: they stay allocated,
+		 * never initialized, so every later use fails by name and
+		 * ncclCommDestroy frees them. */
 		for (size_t i = 0; i < grp.ninits; i++)
-			wn_comm_free(grp.inits[i].comm);
+			grp.inits[i].comm->init_rc = ncclInvalidUsage;
 		free(grp.inits);
 		free(grp.ops);
 		memset(&grp, 0, sizeof(grp));

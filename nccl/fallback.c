@@ -151,6 +151,8 @@ WN_API ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int e
 {
 	/* The result must be a weft communicator, which a real NCCL cannot make:
 	 * no fallback. ncclCommSplit covers the healthy case. */
+	if (newcomm)
+		*newcomm = NULL;
 	WN_ERROR("ncclCommShrink: not supported by weft (no fallback either); use ncclCommSplit with "
 		 "NCCL_SPLIT_NOCOLOR on the excluded ranks while they are alive");
 	return ncclInvalidUsage;
@@ -163,6 +165,8 @@ typedef ncclResult_t (*win_dereg_fn)(ncclComm_t, ncclWindow_t);
 WN_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win, int winFlags)
 {
 	static const char fn[] = "ncclCommWindowRegister";
+	if (win)
+		*win = NULL;
 	ncclResult_t r = wn_check_comm(comm, fn);
 	if (r != ncclSuccess)
 		return r;
@@ -184,6 +188,10 @@ WN_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win)
 	ncclResult_t r = wn_check_comm(comm, fn);
 	if (r != ncclSuccess)
 		return r;
+	if (!win) {
+		WN_ERROR("%s: win is NULL (what a failed ncclCommWindowRegister leaves)", fn);
+		return ncclInvalidArgument;
+	}
 	pthread_mutex_lock(&comm->shadow_lock);
 	void *sh = comm->shadow;
 	pthread_mutex_unlock(&comm->shadow_lock);
@@ -201,6 +209,8 @@ WN_API ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, nccl
 {
 	/* weft's reductions are sum, prod, min, max and avg; a pre-multiplied sum
 	 * would need the scalar in every pack's kernels. */
+	if (op)
+		*op = WN_OP_REFUSED;
 	WN_ERROR("ncclRedOpCreatePreMulSum: not supported: weft has no pre-multiplied sum yet (its operations are "
 		 "sum, prod, min, max, avg); scale the input, or use ncclAvg for a 1/nranks factor");
 	return ncclInvalidUsage;

@@ -58,6 +58,12 @@ void wn_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 void wn_log_reset(void);
 const char *wn_last_error(void);
 
+/* What a refused ncclRedOpCreatePreMulSum writes into *op: a value no
+ * collective accepts, so that a caller who ignored the refusal gets an error
+ * at its next call instead of a plain sum (the variable often starts at 0,
+ * ncclSum). Never forwarded to a fallback NCCL. */
+#define WN_OP_REFUSED ((ncclRedOp_t)ncclMaxRedOp)
+
 /* weft's return code as an ncclResult_t (0 -> ncclSuccess). */
 ncclResult_t wn_result(int rc);
 /* A usable comm, or ncclInvalidArgument/ncclInvalidUsage with a message. */

@@ -14,7 +14,7 @@ if(TARGET weft_nccl AND TARGET weft-plugin-algo-host AND TARGET weft-plugin-ofi)
       set(_case mp)
       set(_label mp)
     endif()
-    weft_add_test(${_t} SOURCES test_nccl.c LABELS ${_label} TIMEOUT 400 LIBS weft_nccl
+    weft_add_test(${_t} SOURCES test_nccl.c nccl_refusals.c LABELS ${_label} TIMEOUT 400 LIBS weft_nccl
       ENV CK_RUN_CASE=${_case} WEFT_CORE_BOOTSTRAP_ADDR=127.0.0.1
       WEFT_ALGO_HOST_TRANSPORT=ofi)
     target_compile_definitions(${_t} PRIVATE
@@ -57,6 +57,18 @@ if(TARGET weft-test-nccl-dropin AND TARGET weft_nccl)
   set_tests_properties(nccl_dropin_none nccl_dropin_libpath PROPERTIES LABELS unit TIMEOUT 30)
   # A sanitized library cannot be preloaded ahead of the sanitizer runtime.
   if(NOT WEFT_SANITIZE)
+    # Every refuse-then-use case in a program built against the stand-in, with
+    # libweft_nccl preloaded: the stand-in never sees a weft communicator.
+    add_executable(weft-test-nccl-refusals nccl_refusals_main.c nccl_refusals.c)
+    target_include_directories(weft-test-nccl-refusals PRIVATE ${PROJECT_SOURCE_DIR}/nccl/include)
+    add_dependencies(weft-test-nccl-refusals weft-test-fakenccl)
+    target_link_options(weft-test-nccl-refusals PRIVATE "LINKER:--no-as-needed" ${_fake}/libnccl.so.2)
+    set_target_properties(weft-test-nccl-refusals PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${_fake} SKIP_BUILD_RPATH ON)
+    add_test(NAME nccl_refusals_preload
+      COMMAND weft-test-nccl-refusals ${PROJECT_SOURCE_DIR}/nccl/symbols.txt ${_fake}/libnccl.so.2)
+    set_tests_properties(nccl_refusals_preload PROPERTIES LABELS unit TIMEOUT 60
+      ENVIRONMENT "LD_LIBRARY_PATH=${_fake};LD_PRELOAD=$<TARGET_FILE:weft_nccl>;WEFT_CONFIG=${CMAKE_CURRENT_BINARY_DIR}/empty.conf;WEFT_PLUGIN_PATH=;WEFT_CORE_BOOTSTRAP_ADDR=127.0.0.1"
+      PASS_REGULAR_EXPRESSION "every case passed; the stand-in libnccl got [1-9][0-9]* call\\(s\\), 0 with a communicator it did not make")
     add_test(NAME nccl_dropin_preload COMMAND weft-test-nccl-dropin)
     set_tests_properties(nccl_dropin_preload PROPERTIES LABELS unit TIMEOUT 30
       ENVIRONMENT "LD_LIBRARY_PATH=${_fake};LD_PRELOAD=$<TARGET_FILE:weft_nccl>;WEFT_CONFIG=${CMAKE_CURRENT_BINARY_DIR}/empty.conf"

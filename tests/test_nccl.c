@@ -17,6 +17,7 @@
 
 #include <nccl.h>
 
+#include "nccl_refusals.h"
 #include "testlib.h"
 
 #define JOB_TIMEOUT 120
@@ -171,7 +172,7 @@ START_TEST(refused_without_comm)
 	int x = 2;
 	ck_assert_int_eq(ncclRedOpCreatePreMulSum(&op, &x, ncclInt32, ncclScalarHostImmediate, NULL), ncclInvalidUsage);
 	ck_assert_ptr_nonnull(strstr(ncclGetLastError(NULL), "pre-multiplied sum"));
-	ck_assert_int_eq(op, ncclSum); /* untouched */
+	ck_assert_int_ne(op, ncclSum); /* a value no collective takes, never a plain sum */
 	ck_assert_int_eq(ncclRedOpDestroy(ncclNumOps, NULL), ncclInvalidUsage);
 	ck_assert_int_eq(ncclCommShrink(NULL, NULL, 0, NULL, NULL, 0), ncclInvalidUsage);
 	/* No CUDA runtime in this process: device memory is refused, not faked. */
@@ -204,6 +205,16 @@ START_TEST(refused_without_comm)
 	ck_assert_ptr_null(c);
 	ck_assert_int_eq(ncclAllReduce(&x, &x, 1, ncclInt32, ncclSum, NULL, NULL), ncclInvalidArgument);
 	ck_assert_int_eq(ncclCommDestroy(NULL), ncclSuccess);
+}
+END_TEST
+
+/* Every function of nccl/symbols.txt refuses, and what it hands back makes
+ * the next call fail by name (tests/nccl_refusals.c). */
+START_TEST(refuse_then_use)
+{
+	static char err[16384];
+	int failed = nr_run_all(WEFT_NCCL_SYMBOLS, err, sizeof(err));
+	ck_assert_msg(failed == 0, "%d refuse-then-use failure(s):\n%s", failed, err);
 }
 END_TEST
 
@@ -613,6 +624,7 @@ END_TEST
 
 /* The fake library's window: what its ncclCommWindowRegister records. */
 struct fake_window {
+	unsigned magic;
 	ncclUniqueId id;
 	int rank, nranks;
 	void *buff;
@@ -668,6 +680,7 @@ int main(void)
 	tcase_add_test(u, version_and_errors);
 	tcase_add_test(u, exported_symbols);
 	tcase_add_test(u, refused_without_comm);
+	tcase_add_test(u, refuse_then_use);
 	tcase_add_test(u, fallback_needs_nvls_off);
 	suite_add_tcase(s, u);
 	TCase *mp = tcase_create("mp");

@@ -1,6 +1,9 @@
-/* A stand-in for a real libnccl.so.2, for tests of WEFT_NCCL_FALLBACK on
- * machines without NCCL: it records what it was asked and answers in ways a
- * test can recognize (never a real collective). */
+/* A stand-in for a real libnccl.so.2, for tests of WEFT_NCCL_FALLBACK and of
+ * LD_PRELOAD on machines without NCCL: it exports every function of NCCL
+ * 2.28's nccl.h, counts the calls it gets and those that hand it a
+ * communicator it did not make (a weft one), and answers in ways a test can
+ * recognize (never a real collective). fake_nccl_stats reads the counts. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,10 +12,12 @@
 #include "nccl.h"
 
 #define FAKE_API __attribute__((visibility("default")))
+#define FAKE_MAGIC 0x46414b45u /* "FAKE" */
 
 /* What a fake window and a fake comm hold: enough to prove that the shadow
  * communicator was made from rank 0's id, on the right rank. */
 struct ncclComm {
+	unsigned magic;
 	ncclUniqueId id;
 	int rank, nranks;
 };
@@ -22,14 +27,37 @@ struct ncclWindow_vidmem {
 	size_t size;
 };
 
+static int n_calls, n_foreign;
+
+/* Counts a call; one whose comm this library did not make counts as
+ * foreign (NULL is not: NCCL's own checks refuse it). */
+static int note(const struct ncclComm *comm)
+{
+	__atomic_add_fetch(&n_calls, 1, __ATOMIC_RELAXED);
+	if (comm && comm->magic != FAKE_MAGIC) {
+		__atomic_add_fetch(&n_foreign, 1, __ATOMIC_RELAXED);
+		fprintf(stderr, "fake libnccl: called with a communicator it did not make (%p)\n", (const void *)comm);
+		return 1;
+	}
+	return 0;
+}
+
+FAKE_API void fake_nccl_stats(int *calls, int *foreign)
+{
+	*calls = __atomic_load_n(&n_calls, __ATOMIC_RELAXED);
+	*foreign = __atomic_load_n(&n_foreign, __ATOMIC_RELAXED);
+}
+
 FAKE_API ncclResult_t ncclGetVersion(int *v)
 {
+	note(NULL);
 	*v = 22899; /* recognizably not weft's 22809 */
 	return ncclSuccess;
 }
 
 FAKE_API ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
 {
+	note(NULL);
 	memset(id, 0, sizeof(*id));
 	snprintf(id->internal, sizeof(id->internal), "FAKE-NCCL-ID pid %d", (int)getpid());
 	return ncclSuccess;
@@ -37,11 +65,13 @@ FAKE_API ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
 
 FAKE_API ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank)
 {
+	note(NULL);
 	if (strncmp(id.internal, "FAKE-NCCL-ID", 12) != 0)
 		return ncclInvalidArgument;
 	struct ncclComm *c = calloc(1, sizeof(*c));
 	if (!c)
 		return ncclSystemError;
+	c->magic = FAKE_MAGIC;
 	c->id = id;
 	c->rank = rank;
 	c->nranks = nranks;
@@ -51,12 +81,16 @@ FAKE_API ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueI
 
 FAKE_API ncclResult_t ncclCommDestroy(ncclComm_t comm)
 {
+	if (note(comm))
+		return ncclInvalidArgument;
 	free(comm);
 	return ncclSuccess;
 }
 
 FAKE_API ncclResult_t ncclCommAbort(ncclComm_t comm)
 {
+	if (note(comm))
+		return ncclInvalidArgument;
 	free(comm);
 	return ncclSuccess;
 }
@@ -64,6 +98,8 @@ FAKE_API ncclResult_t ncclCommAbort(ncclComm_t comm)
 FAKE_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win,
 					     int flags)
 {
+	if (note(comm))
+		return ncclInvalidArgument;
 	struct ncclWindow_vidmem *w = calloc(1, sizeof(*w));
 	if (!w)
 		return ncclSystemError;
@@ -76,7 +112,7 @@ FAKE_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t
 
 FAKE_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win)
 {
-	if (!win || win->comm.rank != comm->rank)
+	if (note(comm) || !win || win->comm.rank != comm->rank)
 		return ncclInvalidArgument;
 	free(win);
 	return ncclSuccess;
@@ -87,9 +123,78 @@ FAKE_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win
 FAKE_API ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t type,
 				    ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
 {
-	if (type != ncclInt32)
+	if (note(comm) || type != ncclInt32)
 		return ncclInvalidArgument;
 	for (size_t i = 0; i < count; i++)
 		((int32_t *)recvbuff)[i] = (int32_t)op * 1000 + comm->rank;
 	return ncclSuccess;
+}
+
+/* The rest only count: weft must never need them. */
+#define FAKE_COMM(name, args, comm)       \
+	FAKE_API ncclResult_t name args   \
+	{                                 \
+		note(comm);               \
+		return ncclInternalError; \
+	}
+
+FAKE_COMM(ncclMemAlloc, (void **ptr, size_t size), NULL)
+FAKE_COMM(ncclMemFree, (void *ptr), NULL)
+FAKE_COMM(ncclCommInitRankConfig, (ncclComm_t * comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t *config),
+	  NULL)
+FAKE_COMM(ncclCommInitAll, (ncclComm_t * comm, int ndev, const int *devlist), NULL)
+FAKE_COMM(ncclCommFinalize, (ncclComm_t comm), comm)
+FAKE_COMM(ncclCommSplit, (ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config), comm)
+FAKE_COMM(ncclCommShrink,
+	  (ncclComm_t comm, int *excl, int nexcl, ncclComm_t *newcomm, ncclConfig_t *config, int flags), comm)
+FAKE_COMM(ncclCommInitRankScalable,
+	  (ncclComm_t * newcomm, int nranks, int myrank, int nId, ncclUniqueId *ids, ncclConfig_t *config), NULL)
+FAKE_COMM(ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t *err), comm)
+FAKE_COMM(ncclCommCount, (const ncclComm_t comm, int *count), comm)
+FAKE_COMM(ncclCommCuDevice, (const ncclComm_t comm, int *device), comm)
+FAKE_COMM(ncclCommUserRank, (const ncclComm_t comm, int *rank), comm)
+FAKE_COMM(ncclCommRegister, (const ncclComm_t comm, void *buff, size_t size, void **handle), comm)
+FAKE_COMM(ncclCommDeregister, (const ncclComm_t comm, void *handle), comm)
+FAKE_COMM(ncclRedOpCreatePreMulSum,
+	  (ncclRedOp_t * op, void *scalar, ncclDataType_t type, ncclScalarResidence_t res, ncclComm_t comm), comm)
+FAKE_COMM(ncclRedOpDestroy, (ncclRedOp_t op, ncclComm_t comm), comm)
+FAKE_COMM(ncclReduce,
+	  (const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op, int root, ncclComm_t comm,
+	   cudaStream_t st),
+	  comm)
+FAKE_COMM(ncclBcast, (void *b, size_t n, ncclDataType_t t, int root, ncclComm_t comm, cudaStream_t st), comm)
+FAKE_COMM(ncclBroadcast,
+	  (const void *s, void *r, size_t n, ncclDataType_t t, int root, ncclComm_t comm, cudaStream_t st), comm)
+FAKE_COMM(ncclReduceScatter,
+	  (const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t comm, cudaStream_t st),
+	  comm)
+FAKE_COMM(ncclAllGather, (const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t comm, cudaStream_t st),
+	  comm)
+FAKE_COMM(ncclAlltoAll, (const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t comm, cudaStream_t st),
+	  comm)
+FAKE_COMM(ncclGather,
+	  (const void *s, void *r, size_t n, ncclDataType_t t, int root, ncclComm_t comm, cudaStream_t st), comm)
+FAKE_COMM(ncclScatter,
+	  (const void *s, void *r, size_t n, ncclDataType_t t, int root, ncclComm_t comm, cudaStream_t st), comm)
+FAKE_COMM(ncclSend, (const void *s, size_t n, ncclDataType_t t, int peer, ncclComm_t comm, cudaStream_t st), comm)
+FAKE_COMM(ncclRecv, (void *r, size_t n, ncclDataType_t t, int peer, ncclComm_t comm, cudaStream_t st), comm)
+FAKE_COMM(ncclGroupStart, (void), NULL)
+FAKE_COMM(ncclGroupEnd, (void), NULL)
+FAKE_COMM(ncclGroupSimulateEnd, (ncclSimInfo_t * info), NULL)
+
+FAKE_API const char *ncclGetErrorString(ncclResult_t result)
+{
+	note(NULL);
+	return "fake libnccl";
+}
+
+FAKE_API const char *ncclGetLastError(ncclComm_t comm)
+{
+	note(comm);
+	return "fake libnccl";
+}
+
+FAKE_API void ncclResetDebugInit(void)
+{
+	note(NULL);
 }
