@@ -3,6 +3,7 @@
  * goes out) and publish-and-pull, checked against references computed here,
  * for blocks that span several pieces, in place and out of place, on the same
  * buffers again (kept registration) and on new ones. */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,6 +166,52 @@ START_TEST(rsag_push_np3)
 }
 END_TEST
 
+/* Ranks as threads of one process, where a peer's mapping of this rank's
+ * scratch is this very memory: a rank that destroys its comm right after its
+ * last allreduce must not free the scratch a slower peer still raises a
+ * token in (that peer crashed, or wrote into freed memory). */
+struct th_rank {
+	struct weft_unique_id id;
+	int rank, rc;
+};
+
+static void *th_main(void *arg)
+{
+	struct th_rank *t = arg;
+	weft_comm_t *comm = NULL;
+	if ((t->rc = weft_comm_create(&t->id, 2, t->rank, &comm)) != 0)
+		return NULL;
+	for (int k = 0; k < 3 && !t->rc; k++) {
+		uint32_t v[64], want = 0;
+		for (int i = 0; i < 64; i++)
+			v[i] = val(t->rank, (size_t)i, k);
+		t->rc = weft_allreduce(v, v, 64, WEFT_UINT32, WEFT_SUM, comm, NULL);
+		for (int i = 0; i < 64 && !t->rc; i++)
+			if (v[i] != (want = val(0, (size_t)i, k) + val(1, (size_t)i, k)))
+				t->rc = 40;
+	}
+	int drc = weft_comm_destroy(comm);
+	if (!t->rc)
+		t->rc = drc;
+	return NULL;
+}
+
+START_TEST(thread_ranks_destroy_after_allreduce)
+{
+	for (int it = 0; it < 40; it++) {
+		struct th_rank t[2] = {{.rank = 0}, {.rank = 1}};
+		ck_assert_int_eq(weft_get_unique_id(&t[0].id), 0);
+		t[1].id = t[0].id;
+		pthread_t th[2];
+		for (int r = 0; r < 2; r++)
+			ck_assert_int_eq(pthread_create(&th[r], NULL, th_main, &t[r]), 0);
+		for (int r = 0; r < 2; r++)
+			pthread_join(th[r], NULL);
+		ck_assert_msg(t[0].rc == 0 && t[1].rc == 0, "iteration %d: ranks returned %d, %d", it, t[0].rc, t[1].rc);
+	}
+}
+END_TEST
+
 int main(void)
 {
 	setenv("WEFT_CORE_BOOTSTRAP_ADDR", "127.0.0.1", 1);
@@ -178,6 +225,7 @@ int main(void)
 	tcase_add_test(tc, direct_np3);
 	tcase_add_test(tc, pull_np3);
 	tcase_add_test(tc, rsag_push_np3);
+	tcase_add_test(tc, thread_ranks_destroy_after_allreduce);
 	suite_add_tcase(s, tc);
 	return wt_run_suite(s);
 }

@@ -149,6 +149,19 @@ static void peer_release(struct ah_ctx *c, struct ah_peer *p)
 
 static void ctx_free(struct ah_ctx *c)
 {
+	/* A peer that maps this rank's scratch may still raise a token in its
+	 * header after this rank's last collective returned (the "slot free" of a
+	 * chunk it consumed); between ranks of one process its mapping is this
+	 * very memory, which is about to be freed. Teardown runs on every rank in
+	 * weft_comm_destroy, so once all have met here none writes any more. */
+	int mapped = 0;
+	for (int p = 0; c->peers && p < c->nranks; p++)
+		mapped |= c->peers[p].rmap != NULL || c->peers[p].fast;
+	if (mapped && c->prim->comm_status(c->comm) == 0) {
+		int rc = c->prim->comm_barrier(c->comm);
+		if (rc)
+			AH_LOG(WEFT_LOG_WARN, "teardown: the ranks did not meet (%s); freeing anyway", ah_strerror(rc));
+	}
 	if (c->peers)
 		for (int p = 0; p < c->nranks; p++)
 			if (c->peers[p].conn || c->peers[p].rscratch || c->peers[p].data_sem)
