@@ -29,7 +29,12 @@ static const struct {
 
 static const char *const redops[WEFT_REDOP_COUNT] = {
 	[WEFT_SUM] = "sum", [WEFT_PROD] = "prod", [WEFT_MIN] = "min", [WEFT_MAX] = "max", [WEFT_AVG] = "avg",
+	[WEFT_PREMUL_SUM] = "premul_sum",
 };
+
+/* What an algorithm that says nothing of its reductions serves: ABI 0.2's five. */
+#define BASE_REDOPS                                                                                   \
+	((1u << WEFT_SUM) | (1u << WEFT_PROD) | (1u << WEFT_MIN) | (1u << WEFT_MAX) | (1u << WEFT_AVG))
 
 static const char *const coll_names[WEFT_COLL_COUNT] = {
 	[WEFT_COLL_ALLREDUCE] = "allreduce", [WEFT_COLL_ALLGATHER] = "allgather",
@@ -192,6 +197,7 @@ enum weft_mem_type weft__coll_mem_type(weft_comm_t *comm, const void *buf)
 
 struct cat_algo {
 	const struct weft_algo *algo;
+	uint32_t redops; /* bit per enum weft_redop it may be handed */
 	const char *pack;
 	const struct weft_core_api *core; /* the services table the pack's file was given */
 	char full[160]; /* "pack/algo" */
@@ -263,6 +269,11 @@ static void cat_build(void)
 			}
 			struct cat_algo *ca = &cat[ncat];
 			ca->algo = a;
+			/* Only a pack built for 0.3 or later knows of the operations 0.3
+			 * added, so only its declared set counts. */
+			ca->redops = BASE_REDOPS;
+			if (e->abi_minor >= 3 && WEFT_HAS_FIELD(a, struct weft_algo, redops) && a->redops)
+				ca->redops = a->redops;
 			ca->pack = e->name;
 			ca->core = e->core;
 			snprintf(ca->full, sizeof(ca->full), "%s/%s", e->name, a->name);
@@ -354,6 +365,7 @@ struct query {
 	uint64_t bytes;
 	int nranks;
 	int mem;
+	int op; /* the reduction of a reducing collective, else -1 */
 };
 
 /* What the static part of the choice decided: candidates in the order to try,
@@ -378,6 +390,8 @@ static int fits(const struct cat_algo *c, const struct query *q)
 	    q->bytes > a->max_peer_bytes / (uint64_t)(q->nranks - 1))
 		return 0;
 	if (q->mem < 0 || q->mem >= 32 || !(a->mem_types & (1u << q->mem)))
+		return 0;
+	if (q->op >= 0 && !(c->redops & (1u << q->op)))
 		return 0;
 	return 1;
 }
@@ -561,7 +575,10 @@ static int coll_run(weft_comm_t *comm, const struct weft_coll_args *args)
 	if ((rc = cat_load()) != 0)
 		return rc;
 	int nranks = weft_comm_size(comm);
-	struct query q = {.coll = (int)args->coll, .bytes = args->bytes, .nranks = nranks, .mem = (int)args->mem_type};
+	int reducing = args->coll == WEFT_COLL_ALLREDUCE || args->coll == WEFT_COLL_REDUCE_SCATTER ||
+		       args->coll == WEFT_COLL_REDUCE;
+	struct query q = {.coll = (int)args->coll, .bytes = args->bytes, .nranks = nranks, .mem = (int)args->mem_type,
+			  .op = reducing ? (int)args->op : -1};
 	int order[ncat > 0 ? ncat : 1];
 	struct choice ch = {.order = order};
 	/* The call's description is formatted only where a line is logged: a
@@ -609,7 +626,7 @@ static int coll_run(weft_comm_t *comm, const struct weft_coll_args *args)
 	}
 	describe_call(args, what, sizeof(what));
 	WEFT_ERROR("%s on %d ranks: no algorithm of the loaded packs serves it (%d loaded algorithm%s, %d fit%s the "
-		   "collective, size, ranks and memory type)",
+		   "collective, operation, size, ranks and memory type)",
 		   what, nranks, ncat, ncat == 1 ? "" : "s", ch.n, ch.n == 1 ? "s" : "");
 	return -ENOTSUP;
 }
@@ -771,6 +788,38 @@ static int check_op(enum weft_redop op, const char *fn)
 		WEFT_ERROR("%s: unknown reduction operation %d", fn, (int)op);
 		return -EINVAL;
 	}
+	if (op == WEFT_PREMUL_SUM) {
+		WEFT_ERROR("%s: WEFT_PREMUL_SUM needs its scalar: call %s_premul", fn, fn);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* The scalar of a pre-multiplied sum, into the call's arguments: a host
+ * scalar's bytes are copied now (the call may be queued in a group); a device
+ * one stays a pointer, read when the call runs. */
+static int set_scalar(struct weft_coll_args *a, const void *scalar, enum weft_mem_type smem, const char *fn)
+{
+	if (!scalar) {
+		WEFT_ERROR("%s: scalar is NULL", fn);
+		return -EINVAL;
+	}
+	if ((int)smem < 0 || smem >= WEFT_MEM_TYPE_COUNT) {
+		WEFT_ERROR("%s: unknown memory type %d for the scalar", fn, (int)smem);
+		return -EINVAL;
+	}
+	if (smem != WEFT_MEM_HOST && smem != a->mem_type) {
+		WEFT_ERROR("%s: the scalar is in %s memory but the buffers are in %s memory; a device scalar needs "
+			   "buffers of that device",
+			   fn, mem_name((int)smem), mem_name((int)a->mem_type));
+		return -EINVAL;
+	}
+	a->op = WEFT_PREMUL_SUM;
+	a->scalar_mem = smem;
+	if (smem == WEFT_MEM_HOST)
+		memcpy(a->scalar_host, scalar, weft_datatype_size(a->dtype));
+	else
+		a->scalar_dev = scalar;
 	return 0;
 }
 
@@ -906,6 +955,56 @@ WEFT_API int weft_reduce(const void *sendbuf, void *recvbuf, size_t count, enum 
 	return submit(comm, &a);
 }
 
+WEFT_API int weft_allreduce_premul(const void *sendbuf, void *recvbuf, size_t count, enum weft_datatype type,
+				   const void *scalar, enum weft_mem_type scalar_mem, weft_comm_t *comm, void *stream)
+{
+	static const char fn[] = "weft_allreduce_premul";
+	struct weft_coll_args a;
+	int rc;
+	if ((rc = check_comm(comm, fn)) || (rc = check_type(type, fn)) ||
+	    (rc = check_buf(sendbuf, count, fn, "sendbuf")) || (rc = check_buf(recvbuf, count, fn, "recvbuf")))
+		return rc;
+	args_init(&a, WEFT_COLL_ALLREDUCE, comm, sendbuf, recvbuf, count, type, WEFT_SUM, 0, stream);
+	if ((rc = set_scalar(&a, scalar, scalar_mem, fn)) || (rc = bytes_of(count, type, 1, fn, &a.bytes)))
+		return rc;
+	return submit(comm, &a);
+}
+
+WEFT_API int weft_reduce_scatter_premul(const void *sendbuf, void *recvbuf, size_t recvcount,
+					enum weft_datatype type, const void *scalar, enum weft_mem_type scalar_mem,
+					weft_comm_t *comm, void *stream)
+{
+	static const char fn[] = "weft_reduce_scatter_premul";
+	struct weft_coll_args a;
+	int rc;
+	if ((rc = check_comm(comm, fn)) || (rc = check_type(type, fn)) ||
+	    (rc = check_buf(sendbuf, recvcount, fn, "sendbuf")) || (rc = check_buf(recvbuf, recvcount, fn, "recvbuf")))
+		return rc;
+	args_init(&a, WEFT_COLL_REDUCE_SCATTER, comm, sendbuf, recvbuf, recvcount, type, WEFT_SUM, 0, stream);
+	if ((rc = set_scalar(&a, scalar, scalar_mem, fn)) ||
+	    (rc = bytes_of(recvcount, type, (size_t)weft_comm_size(comm), fn, &a.bytes)))
+		return rc;
+	return submit(comm, &a);
+}
+
+WEFT_API int weft_reduce_premul(const void *sendbuf, void *recvbuf, size_t count, enum weft_datatype type,
+				const void *scalar, enum weft_mem_type scalar_mem, int root, weft_comm_t *comm,
+				void *stream)
+{
+	static const char fn[] = "weft_reduce_premul";
+	struct weft_coll_args a;
+	int rc;
+	if ((rc = check_comm(comm, fn)) || (rc = check_type(type, fn)) ||
+	    (rc = check_rank(root, weft_comm_size(comm), fn, "root")) ||
+	    (rc = check_buf(sendbuf, count, fn, "sendbuf")) ||
+	    (root == weft_comm_rank(comm) && (rc = check_buf(recvbuf, count, fn, "recvbuf"))))
+		return rc;
+	args_init(&a, WEFT_COLL_REDUCE, comm, sendbuf, recvbuf, count, type, WEFT_SUM, root, stream);
+	if ((rc = set_scalar(&a, scalar, scalar_mem, fn)) || (rc = bytes_of(count, type, 1, fn, &a.bytes)))
+		return rc;
+	return submit(comm, &a);
+}
+
 WEFT_API int weft_alltoall(const void *sendbuf, void *recvbuf, size_t count, enum weft_datatype type,
 			   weft_comm_t *comm, void *stream)
 {
@@ -986,7 +1085,7 @@ WEFT_API void weft__coll_print_choices(FILE *out, int nranks, enum weft_mem_type
 			uint64_t bytes = s <= 30 ? (uint64_t)1 << s : 0;
 			int idx = -1, rule = -1, req = 0;
 			if (s <= 30) {
-				struct query q = {.coll = c, .bytes = bytes, .nranks = nranks, .mem = (int)mem};
+				struct query q = {.coll = c, .bytes = bytes, .nranks = nranks, .mem = (int)mem, .op = -1};
 				struct choice ch = {.order = order};
 				int r = choose(&q, 1, &ch);
 				idx = r == 0 && ch.n > 0 ? ch.order[0] : -1;

@@ -15,6 +15,7 @@
 
 static int log_threshold = -1; /* -1: not read yet */
 static _Thread_local char last_err[512];
+static _Thread_local unsigned long n_errors; /* errors this thread logged (wn_error_count) */
 static char last_err_any[512]; /* the latest of any thread, for ncclGetLastError(NULL) elsewhere */
 static pthread_mutex_t last_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -51,6 +52,7 @@ void wn_log(int level, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	if (level == 0) {
+		n_errors++;
 		memcpy(last_err, msg, sizeof(msg));
 		pthread_mutex_lock(&last_lock);
 		memcpy(last_err_any, msg, sizeof(msg));
@@ -65,6 +67,11 @@ void wn_log(int level, const char *fmt, ...)
 		return;
 	static const char *const names[] = {"ERROR", "WARN", "INFO", "DEBUG"};
 	fprintf(stderr, "weft-nccl %s: %s\n", names[level < 0 ? 0 : level > 3 ? 3 : level], msg);
+}
+
+unsigned long wn_error_count(void)
+{
+	return n_errors;
 }
 
 const char *wn_last_error(void)
@@ -281,6 +288,7 @@ struct ncclComm *wn_comm_new(int rank, int nranks, const ncclConfig_t *config, i
 	c->device = device;
 	c->blocking = 1;
 	pthread_mutex_init(&c->shadow_lock, NULL);
+	pthread_mutex_init(&c->op_lock, NULL);
 	if (config) {
 		if (config->blocking != NCCL_CONFIG_UNDEF_INT)
 			c->blocking = config->blocking;
@@ -296,6 +304,8 @@ void wn_comm_free(struct ncclComm *comm)
 		return;
 	comm->magic = 0;
 	pthread_mutex_destroy(&comm->shadow_lock);
+	pthread_mutex_destroy(&comm->op_lock);
+	free(comm->premul);
 	free(comm);
 }
 
@@ -879,7 +889,7 @@ WN_ALIAS(ncclMemFree);
 /* The memory type of buff, from the application's CUDA runtime when loaded.
  * cudaPointerAttributes starts {int type; int device; void *dev; void *host}
  * since CUDA 10; type 2 is device, 3 managed. */
-static enum weft_mem_type mem_type_of(const void *buff)
+enum weft_mem_type wn_mem_type(const void *buff)
 {
 	typedef int (*attr_fn)(void *, const void *);
 	attr_fn get = (attr_fn)dlsym(RTLD_DEFAULT, "cudaPointerGetAttributes");
@@ -898,6 +908,26 @@ static enum weft_mem_type mem_type_of(const void *buff)
 	return a.type == 2 || a.type == 3 ? WEFT_MEM_CUDA : WEFT_MEM_HOST;
 }
 
+int wn_copy_to_host(void *dst, const void *src, size_t n, void *stream)
+{
+	typedef int (*copy_fn)(void *, const void *, size_t, int, void *);
+	typedef int (*sync_fn)(void *);
+	copy_fn copy = (copy_fn)dlsym(RTLD_DEFAULT, "cudaMemcpyAsync");
+	sync_fn sync = (sync_fn)dlsym(RTLD_DEFAULT, "cudaStreamSynchronize");
+	if (!copy || !sync) {
+		WN_ERROR("a device scalar for host buffers: no CUDA runtime in this process to read it with");
+		return -ENOSYS;
+	}
+	int err = copy(dst, src, n, 2 /* cudaMemcpyDeviceToHost */, stream);
+	if (err == 0)
+		err = sync(stream);
+	if (err != 0) {
+		WN_ERROR("reading a device scalar for host buffers failed with CUDA error %d", err);
+		return -WEFT_ERR_TRANSPORT;
+	}
+	return 0;
+}
+
 WN_API ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle)
 {
 	static const char fn[] = "ncclCommRegister";
@@ -911,7 +941,7 @@ WN_API ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t s
 		return ncclInvalidArgument;
 	}
 	weft_mem_t *mem = NULL;
-	int rc = weft_mem_register(comm->wc, buff, size, mem_type_of(buff), &mem);
+	int rc = weft_mem_register(comm->wc, buff, size, wn_mem_type(buff), &mem);
 	if (rc != 0) {
 		WN_ERROR("%s: weft_mem_register of %zu bytes failed: %s", fn, size, weft_strerror(rc));
 		return wn_result(rc);

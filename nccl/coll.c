@@ -31,6 +31,8 @@ struct wn_op {
 	enum weft_redop op;
 	int root; /* root, or peer for send/recv */
 	void *stream;
+	int premul;           /* nop is a pre-multiplied sum of comm's: */
+	struct wn_premul pm;  /* its copy, taken at the call */
 };
 
 struct wn_init {
@@ -113,9 +115,45 @@ static int gather_scatter(const struct wn_op *o)
 	return first ? first : rc;
 }
 
+/* A pre-multiplied sum: weft reads a device scalar when the call runs on
+ * device buffers; for host buffers the scalar is copied to the host on the
+ * call's stream first. */
+static int issue_premul(const struct wn_op *o)
+{
+	weft_comm_t *wc = o->comm->wc;
+	const void *scalar = o->pm.host;
+	enum weft_mem_type smem = WEFT_MEM_HOST;
+	unsigned char host[8];
+	if (o->pm.residence == ncclScalarDevice) {
+		if (wn_mem_type(o->recvbuf ? o->recvbuf : o->sendbuf) == WEFT_MEM_CUDA) {
+			scalar = o->pm.dev;
+			smem = WEFT_MEM_CUDA;
+		} else {
+			int rc = wn_copy_to_host(host, o->pm.dev, weft_datatype_size(o->type), o->stream);
+			if (rc)
+				return rc;
+			scalar = host;
+		}
+	}
+	switch (o->kind) {
+	case K_ALLREDUCE:
+		return weft_allreduce_premul(o->sendbuf, o->recvbuf, o->count, o->type, scalar, smem, wc, o->stream);
+	case K_REDUCE:
+		return weft_reduce_premul(o->sendbuf, o->recvbuf, o->count, o->type, scalar, smem, o->root, wc,
+					  o->stream);
+	case K_REDUCE_SCATTER:
+		return weft_reduce_scatter_premul(o->sendbuf, o->recvbuf, o->count, o->type, scalar, smem, wc,
+						  o->stream);
+	default:
+		return -EINVAL;
+	}
+}
+
 static int issue(const struct wn_op *o)
 {
 	weft_comm_t *wc = o->comm->wc;
+	if (o->premul)
+		return issue_premul(o);
 	switch (o->kind) {
 	case K_ALLREDUCE: return weft_allreduce(o->sendbuf, o->recvbuf, o->count, o->type, o->op, wc, o->stream);
 	case K_BROADCAST: return weft_broadcast(o->sendbuf, o->recvbuf, o->count, o->type, o->root, wc, o->stream);
@@ -189,15 +227,24 @@ static ncclResult_t submit(struct wn_op *o, int reduces)
 			 "operation", fn, (int)o->nop);
 		return ncclInvalidArgument;
 	}
-	if (reduces && wn_map_op(o->nop, &o->op) != 0) {
+	if (reduces && wn_premul_get(o->comm, o->nop, &o->pm)) {
+		/* NCCL's rule: an operation serves the datatype it was made for. */
+		if (o->pm.type != o->ntype) {
+			WN_ERROR("%s: operation %d was made for datatype %d by ncclRedOpCreatePreMulSum; the call's is %d",
+				 fn, (int)o->nop, (int)o->pm.type, (int)o->ntype);
+			return ncclInvalidArgument;
+		}
+		o->premul = 1;
+		o->op = WEFT_PREMUL_SUM;
+	} else if (reduces && wn_map_op(o->nop, &o->op) != 0) {
 		if (grp.depth == 0 && o->comm->wc && getenv("WEFT_NCCL_FALLBACK")) {
 			ncclResult_t fr;
 			if (forward(o, &fr) == 0)
 				return fr;
 		}
 		if ((int)o->nop >= ncclNumOps && (int)o->nop <= ncclMaxRedOp)
-			WN_ERROR("%s: reduction operation %d is a user-defined one; weft has none (ncclRedOpCreatePreMulSum "
-				 "is refused)", fn, (int)o->nop);
+			WN_ERROR("%s: reduction operation %d was not made by ncclRedOpCreatePreMulSum on this comm, or was "
+				 "destroyed", fn, (int)o->nop);
 		else
 			WN_ERROR("%s: reduction operation %d is not one of NCCL's", fn, (int)o->nop);
 		return ncclInvalidArgument;
@@ -209,6 +256,7 @@ static ncclResult_t submit(struct wn_op *o, int reduces)
 	if (grp.depth > 0)
 		return group_push(o);
 	int prev = wn_device_enter(o->comm->device);
+	unsigned long logged = wn_error_count();
 	int rc = issue(o);
 	wn_device_leave(prev);
 	if (rc == -ENOTSUP) {
@@ -216,7 +264,8 @@ static ncclResult_t submit(struct wn_op *o, int reduces)
 		if (forward(o, &fr) == 0)
 			return fr;
 	}
-	if (rc != 0)
+	/* Said once: where this library found the reason, it is the message. */
+	if (rc != 0 && wn_error_count() == logged)
 		WN_ERROR("%s on rank %d: %s", fn, o->comm->rank, weft_strerror(rc));
 	return wn_result(rc);
 }

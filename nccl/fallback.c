@@ -204,23 +204,3 @@ WN_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win)
 }
 WN_ALIAS(ncclCommWindowDeregister);
 
-WN_API ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
-					     ncclScalarResidence_t residence, ncclComm_t comm)
-{
-	/* weft's reductions are sum, prod, min, max and avg; a pre-multiplied sum
-	 * would need the scalar in every pack's kernels. */
-	if (op)
-		*op = WN_OP_REFUSED;
-	WN_ERROR("ncclRedOpCreatePreMulSum: not supported: weft has no pre-multiplied sum yet (its operations are "
-		 "sum, prod, min, max, avg); scale the input, or use ncclAvg for a 1/nranks factor");
-	return ncclInvalidUsage;
-}
-WN_ALIAS(ncclRedOpCreatePreMulSum);
-
-WN_API ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
-{
-	WN_ERROR("ncclRedOpDestroy: operation %d was not made by ncclRedOpCreatePreMulSum, which weft refuses",
-		 (int)op);
-	return ncclInvalidUsage;
-}
-WN_ALIAS(ncclRedOpDestroy);

@@ -19,6 +19,16 @@
 
 #define WN_COMM_MAGIC 0x77656674u /* "weft" */
 
+/* One operation made by ncclRedOpCreatePreMulSum: the value handed out is
+ * ncclNumOps + its index in the comm's table. */
+struct wn_premul {
+	int used;
+	ncclDataType_t type;
+	ncclScalarResidence_t residence;
+	unsigned char host[8]; /* ncclScalarHostImmediate: the value, read at creation */
+	const void *dev;       /* ncclScalarDevice: read when each call runs */
+};
+
 struct ncclComm {
 	unsigned magic;     /* WN_COMM_MAGIC while alive: catches stale and foreign handles */
 	weft_comm_t *wc;    /* NULL after ncclCommFinalize */
@@ -34,7 +44,15 @@ struct ncclComm {
 	struct wn_clique *clique; /* ranks of this process initialized in one group, or NULL */
 	int released;       /* destroyed by the application, waiting for its clique */
 	int clique_total;   /* length of clique->members */
+	pthread_mutex_t op_lock; /* guards premul and npremul */
+	struct wn_premul *premul;
+	int npremul;
 };
+
+/* The pre-multiplied sum `op` names on comm, copied into *out (a queued call
+ * keeps it after the application destroys the operation): 1 when op is one
+ * that comm made and has not destroyed, else 0. */
+int wn_premul_get(struct ncclComm *comm, ncclRedOp_t op, struct wn_premul *out);
 
 /* Ranks one thread initialized together (ncclCommInitAll, or several inits in
  * one group). weft's destroy waits for every connected peer to close, so the
@@ -57,6 +75,9 @@ void wn_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 #define WN_INFO(...) wn_log(2, __VA_ARGS__)
 void wn_log_reset(void);
 const char *wn_last_error(void);
+/* How many errors the calling thread has logged: a caller that sees it grow
+ * over a call knows the reason is logged already. */
+unsigned long wn_error_count(void);
 
 /* What a refused ncclRedOpCreatePreMulSum writes into *op: a value no
  * collective accepts, so that a caller who ignored the refusal gets an error
@@ -83,6 +104,13 @@ int wn_current_device(void);
  * changed (dev < 0, no CUDA runtime in the process, or dev already current). */
 int wn_device_enter(int dev);
 void wn_device_leave(int prev);
+
+/* The memory type of a buffer, from the application's CUDA runtime when it
+ * has one loaded (host otherwise). */
+enum weft_mem_type wn_mem_type(const void *buf);
+/* Copies n bytes of device memory to dst on stream and waits for them,
+ * through the application's CUDA runtime: 0, or a weft code (logged). */
+int wn_copy_to_host(void *dst, const void *src, size_t n, void *stream);
 
 /* Group nesting of the calling thread (coll.c). */
 int wn_group_depth(void);

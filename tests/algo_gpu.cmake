@@ -55,7 +55,8 @@ if(TARGET weft-plugin-algo-gpu AND TARGET weft-plugin-nvlink)
   # The _cepush entries: the copy-engine paths as in the plain ones, with
   # allreduce-ce on two ranks by pushes only (ce_allreduce_push).
   foreach(v graph:graph: multi:multi: rings_two:two:rings rings_graph:graph:rings direct_two:two:direct
-      direct_graph:graph:direct direct_multi:multi:direct cepush_two:two:cepush cepush_graph:graph:cepush)
+      direct_graph:graph:direct direct_multi:multi:direct cepush_two:two:cepush cepush_graph:graph:cepush
+      premul:premul: premul_direct:premul:direct)
     string(REPLACE ":" ";" _v "${v}")
     list(GET _v 0 _name)
     list(GET _v 1 _case)

@@ -22,3 +22,10 @@ if(TARGET weft-plugin-algo-host AND TARGET weft-plugin-ofi)
   weft_add_test(test_coll_complete SOURCES test_coll_complete.c LABELS mp TIMEOUT 120)
   add_dependencies(test_coll_complete weft-plugin-algo-host weft-plugin-ofi)
 endif()
+
+# test_premul: pre-multiplied sums on host buffers through algo-host, forked
+# ranks, bit for bit against a reference that rounds as NCCL does.
+if(TARGET weft-plugin-algo-host)
+  weft_add_test(test_premul SOURCES test_premul.c LABELS mp TIMEOUT 300 LIBS m)
+  add_dependencies(test_premul weft-plugin-algo-host)
+endif()

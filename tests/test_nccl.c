@@ -170,10 +170,10 @@ START_TEST(refused_without_comm)
 {
 	ncclRedOp_t op = ncclSum;
 	int x = 2;
-	ck_assert_int_eq(ncclRedOpCreatePreMulSum(&op, &x, ncclInt32, ncclScalarHostImmediate, NULL), ncclInvalidUsage);
-	ck_assert_ptr_nonnull(strstr(ncclGetLastError(NULL), "pre-multiplied sum"));
+	ck_assert_int_eq(ncclRedOpCreatePreMulSum(&op, &x, ncclInt32, ncclScalarHostImmediate, NULL), ncclInvalidArgument);
+	ck_assert_ptr_nonnull(strstr(ncclGetLastError(NULL), "ncclRedOpCreatePreMulSum: comm is NULL"));
 	ck_assert_int_ne(op, ncclSum); /* a value no collective takes, never a plain sum */
-	ck_assert_int_eq(ncclRedOpDestroy(ncclNumOps, NULL), ncclInvalidUsage);
+	ck_assert_int_eq(ncclRedOpDestroy(ncclNumOps, NULL), ncclInvalidArgument);
 	ck_assert_int_eq(ncclCommShrink(NULL, NULL, 0, NULL, NULL, 0), ncclInvalidUsage);
 	/* No CUDA runtime in this process: device memory is refused, not faked. */
 	void *p = NULL;
@@ -431,12 +431,8 @@ static int collectives(int rank, int n, ncclComm_t comm)
 	RCHECK(ncclAllReduce(a, b, 4, (ncclDataType_t)99, ncclSum, comm, NULL) == ncclInvalidArgument, "bad type");
 	RCHECK(ncclAllReduce(a, b, 4, ncclInt32, (ncclRedOp_t)(ncclNumOps + 3), comm, NULL) == ncclInvalidArgument,
 	       "dynamic op");
-	RCHECK(strstr(ncclGetLastError(comm), "user-defined"), "message: %s", ncclGetLastError(comm));
+	RCHECK(strstr(ncclGetLastError(comm), "not made by ncclRedOpCreatePreMulSum"), "message: %s", ncclGetLastError(comm));
 	RCHECK(ncclBroadcast(a, b, 4, ncclInt32, n, comm, NULL) == ncclInvalidArgument, "root out of range");
-	ncclRedOp_t op;
-	int32_t scalar = 3;
-	RCHECK(ncclRedOpCreatePreMulSum(&op, &scalar, ncclInt32, ncclScalarHostImmediate, comm) == ncclInvalidUsage,
-	       "premulsum");
 
 	/* An allreduce after the refusals still lines up on every rank. */
 	a[0] = rank + 1;
@@ -499,6 +495,91 @@ static int split(int rank, int n, ncclComm_t comm)
 	return 0;
 }
 
+/* Pre-multiplied sums on host buffers, as PyTorch and FSDP call them: each
+ * rank's input times its scalar, rounded to the element type, then summed
+ * in rank order (algo-host's order). 0.25 is exact; 1/3 rounds. */
+static float fl(double d)
+{
+	return (float)d;
+}
+
+static int premul(int rank, int n, ncclComm_t comm)
+{
+	enum { C = 517 };
+	float *in = malloc(C * (size_t)n * sizeof(float)), *out = malloc(C * (size_t)n * sizeof(float));
+	RCHECK(in && out, "out of memory");
+	const float scalars[2] = {0.25f, fl(1.0 / 3.0)};
+	for (int k = 0; k < 2; k++) {
+		/* PyTorch's variable starts at ncclSum; creation must replace it. */
+		ncclRedOp_t op = ncclSum;
+		float s = scalars[k];
+		NOK(ncclRedOpCreatePreMulSum(&op, &s, ncclFloat32, ncclScalarHostImmediate, comm));
+		RCHECK((int)op >= ncclNumOps, "created operation %d", (int)op);
+		s = 1000.0f; /* host-immediate: the value at creation counts */
+		for (size_t i = 0; i < C * (size_t)n; i++)
+			in[i] = (float)val(40 + (uint64_t)k, rank, i);
+		NOK(ncclAllReduce(in, out, C, ncclFloat32, op, comm, NULL));
+		for (size_t i = 0; i < C; i++) {
+			float want = 0;
+			for (int r = 0; r < n; r++)
+				want = r == 0 ? (float)val(40 + (uint64_t)k, 0, i) * scalars[k]
+					      : want + (float)val(40 + (uint64_t)k, r, i) * scalars[k];
+			RCHECK(memcmp(&out[i], &want, sizeof(want)) == 0, "premul %g allreduce [%zu]: %.9g, want %.9g",
+			       (double)scalars[k], i, (double)out[i], (double)want);
+		}
+		NOK(ncclReduceScatter(in, out, C, ncclFloat32, op, comm, NULL));
+		for (size_t i = 0; i < C; i++) {
+			size_t g = (size_t)rank * C + i;
+			float want = 0;
+			for (int r = 0; r < n; r++)
+				want = r == 0 ? (float)val(40 + (uint64_t)k, 0, g) * scalars[k]
+					      : want + (float)val(40 + (uint64_t)k, r, g) * scalars[k];
+			RCHECK(memcmp(&out[i], &want, sizeof(want)) == 0, "premul reduce-scatter [%zu]", i);
+		}
+		memset(out, 0, C * sizeof(float));
+		NOK(ncclReduce(in, out, C, ncclFloat32, op, 0, comm, NULL));
+		if (rank == 0)
+			for (size_t i = 0; i < C; i++) {
+				float want = 0;
+				for (int r = 0; r < n; r++)
+					want = r == 0 ? (float)val(40 + (uint64_t)k, 0, i) * scalars[k]
+						      : want + (float)val(40 + (uint64_t)k, r, i) * scalars[k];
+				RCHECK(memcmp(&out[i], &want, sizeof(want)) == 0, "premul reduce [%zu]", i);
+			}
+		/* The operation serves the datatype it was made for only. */
+		RCHECK(ncclAllReduce(in, out, C, ncclFloat64, op, comm, NULL) == ncclInvalidArgument, "type mismatch");
+		RCHECK(strstr(ncclGetLastError(NULL), "was made for datatype"), "message: %s", ncclGetLastError(NULL));
+		NOK(ncclRedOpDestroy(op, comm));
+		RCHECK(ncclAllReduce(in, out, C, ncclFloat32, op, comm, NULL) == ncclInvalidArgument, "destroyed op");
+		RCHECK(ncclRedOpDestroy(op, comm) == ncclInvalidArgument, "destroyed twice");
+	}
+	/* Each rank its own scalar, int32, in a group whose operation is destroyed
+	 * before the group ends (PyTorch destroys it right after the call). */
+	int32_t iv[4] = {rank + 1, -(rank + 1), 7, 0}, io[4] = {0}, is = rank + 2;
+	ncclRedOp_t op = ncclSum;
+	NOK(ncclRedOpCreatePreMulSum(&op, &is, ncclInt32, ncclScalarHostImmediate, comm));
+	NOK(ncclGroupStart());
+	NOK(ncclAllReduce(iv, io, 4, ncclInt32, op, comm, NULL));
+	NOK(ncclRedOpDestroy(op, comm));
+	NOK(ncclGroupEnd());
+	int32_t w0 = 0, w2 = 0;
+	for (int r = 0; r < n; r++) {
+		w0 += (r + 1) * (r + 2);
+		w2 += 7 * (r + 2);
+	}
+	RCHECK(io[0] == w0 && io[1] == -w0 && io[2] == w2 && io[3] == 0, "grouped int32: %d %d %d %d", io[0], io[1],
+	       io[2], io[3]);
+	/* A device scalar for host buffers needs the application's CUDA runtime
+	 * (none here): the call refuses, naming it. */
+	NOK(ncclRedOpCreatePreMulSum(&op, &is, ncclInt32, ncclScalarDevice, comm));
+	RCHECK(ncclAllReduce(iv, io, 4, ncclInt32, op, comm, NULL) != ncclSuccess, "device scalar without CUDA");
+	RCHECK(strstr(ncclGetLastError(NULL), "no CUDA runtime"), "message: %s", ncclGetLastError(NULL));
+	NOK(ncclRedOpDestroy(op, comm));
+	free(in);
+	free(out);
+	return 0;
+}
+
 static int job_rank(int rank, int n, void *arg)
 {
 	ncclComm_t comm = NULL;
@@ -509,7 +590,7 @@ static int job_rank(int rank, int n, void *arg)
 	NOK(ncclCommUserRank(comm, &me));
 	NOK(ncclCommGetAsyncError(comm, &async));
 	RCHECK(cnt == n && me == rank && async == ncclSuccess, "count %d rank %d async %d", cnt, me, (int)async);
-	if (collectives(rank, n, comm) || split(rank, n, comm))
+	if (collectives(rank, n, comm) || premul(rank, n, comm) || split(rank, n, comm))
 		return 1; /* leaving without destroy: the peers see a dead peer, not a hang */
 	NOK(ncclCommFinalize(comm));
 	NOK(ncclCommDestroy(comm));

@@ -75,9 +75,12 @@ static const struct type_info {
 };
 #define NTYPES (sizeof(types) / sizeof(types[0]))
 
-static const char *const redop_names[WEFT_REDOP_COUNT] = {"sum", "prod", "min", "max", "avg"};
+/* The plain reductions weft-perf times (not the pre-multiplied sum, whose
+ * scalar it has no option for). */
+#define PERF_NREDOPS 5
+static const char *const redop_names[PERF_NREDOPS] = {"sum", "prod", "min", "max", "avg"};
 /* ncclRedOp_t of each weft_redop (NCCL orders max before min). */
-static const int nccl_redops[WEFT_REDOP_COUNT] = {0, 1, 3, 2, 4};
+static const int nccl_redops[PERF_NREDOPS] = {0, 1, 3, 2, 4};
 
 struct opts {
 	uint64_t min_bytes, max_bytes, step_bytes;
@@ -2156,9 +2159,9 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		}
 		case 'o': {
 			int k;
-			for (k = 0; k < WEFT_REDOP_COUNT && strcasecmp(optarg, redop_names[k]); k++)
+			for (k = 0; k < PERF_NREDOPS && strcasecmp(optarg, redop_names[k]); k++)
 				;
-			if (k == WEFT_REDOP_COUNT)
+			if (k == PERF_NREDOPS)
 				usage_error("%s: unknown reduction '%s' (sum prod min max avg)", flag, optarg);
 			o->op = (enum weft_redop)k;
 			break;

@@ -18,7 +18,7 @@ extern "C" {
 /* 0.x is unstable: majors may still break until the GPU collectives land and
  * the ABI is frozen as 1.0. Minors only append fields and ops. */
 #define WEFT_PLUGIN_ABI_MAJOR 0
-#define WEFT_PLUGIN_ABI_MINOR 2
+#define WEFT_PLUGIN_ABI_MINOR 3
 
 #define WEFT_PLUGIN_INIT_SYMBOL "weft_plugin_init"
 
@@ -228,6 +228,14 @@ struct weft_coll_args {
 	enum weft_mem_type mem_type;
 	void *stream;             /* NULL: complete on the host before returning */
 	uint64_t bytes;           /* the size algorithms are chosen by (nccl-tests' convention) */
+	/* ABI 0.3: the scalar of WEFT_PREMUL_SUM (op is never that value for an
+	 * algorithm that did not declare it, see weft_algo.redops). One element
+	 * of dtype: with scalar_mem WEFT_MEM_HOST its bytes are scalar_host (the
+	 * core copied them at the call); otherwise scalar_dev is device memory
+	 * of that type, to be read on stream when the call runs. */
+	enum weft_mem_type scalar_mem;
+	const void *scalar_dev;
+	unsigned char scalar_host[8];
 };
 
 /* One queued weft_send (is_send 1) or weft_recv (is_send 0), in bytes.
@@ -325,6 +333,12 @@ struct weft_algo {
 	 * bytes x (nranks - 1) it accepts, 0 = no limit. For algorithms whose
 	 * traffic per rank grows with the peer count, as a one-shot's does. */
 	uint64_t max_peer_bytes;
+	/* ABI 0.3: the reductions it serves, bit (1u << enum weft_redop) each;
+	 * 0 means sum, prod, min, max and avg, what ABI 0.2 algorithms serve.
+	 * WEFT_PREMUL_SUM reaches only algorithms of packs built for ABI 0.3 or
+	 * later that set its bit; the core never hands an algorithm an operation
+	 * outside its set. */
+	uint32_t redops;
 };
 
 struct weft_algo_ops {

@@ -292,6 +292,10 @@ enum weft_redop {
 	WEFT_MIN = 2,
 	WEFT_MAX = 3,
 	WEFT_AVG = 4, /* sum divided by the rank count, in the element type */
+	/* Pre-multiplied sum: each rank's input times that rank's own scalar, the
+	 * product rounded to the element type, then summed. Only through the
+	 * *_premul calls below, which carry the scalar; the plain calls refuse it. */
+	WEFT_PREMUL_SUM = 5,
 	WEFT_REDOP_COUNT
 };
 
@@ -299,7 +303,8 @@ enum weft_redop {
 WEFT_API size_t weft_datatype_size(enum weft_datatype type);
 /* Names: "int8" "uint8" "int32" "uint32" "int64" "uint64" "float16"/"half"
  * "bfloat16" "float32"/"float" "float64"/"double" "fp8_e4m3" "fp8_e5m2";
- * "sum" "prod" "min" "max" "avg". Parsers return -EINVAL for unknown names. */
+ * "sum" "prod" "min" "max" "avg" "premul_sum". Parsers return -EINVAL for
+ * unknown names. */
 WEFT_API const char *weft_datatype_name(enum weft_datatype type);
 WEFT_API int weft_datatype_parse(const char *name, enum weft_datatype *type);
 WEFT_API const char *weft_redop_name(enum weft_redop op);
@@ -321,6 +326,25 @@ WEFT_API int weft_broadcast(const void *sendbuf, void *recvbuf, size_t count, en
 /* recvbuf is written on root only. */
 WEFT_API int weft_reduce(const void *sendbuf, void *recvbuf, size_t count, enum weft_datatype type,
 			 enum weft_redop op, int root, weft_comm_t *comm, void *stream);
+/* Pre-multiplied sums (WEFT_PREMUL_SUM): as weft_allreduce, weft_reduce_scatter
+ * and weft_reduce with the sum, after each rank multiplies its own input by
+ * *scalar, one element of `type` (ranks may pass different scalars). Where the
+ * scalar lives is scalar_mem:
+ *   WEFT_MEM_HOST: read during the call (the caller may reuse it at once);
+ *   the buffers' device type (WEFT_MEM_CUDA): a device pointer read on
+ *   `stream` when the call runs there, so a captured graph's replays see its
+ *   value at each replay. Device scalars need device buffers (-EINVAL).
+ * The sum's order is the algorithm's usual one, the same on every run.
+ * -ENOTSUP when no loaded algorithm serves the type (logged). Thread and
+ * blocking rules as the plain calls. */
+WEFT_API int weft_allreduce_premul(const void *sendbuf, void *recvbuf, size_t count, enum weft_datatype type,
+				   const void *scalar, enum weft_mem_type scalar_mem, weft_comm_t *comm, void *stream);
+WEFT_API int weft_reduce_scatter_premul(const void *sendbuf, void *recvbuf, size_t recvcount,
+					enum weft_datatype type, const void *scalar, enum weft_mem_type scalar_mem,
+					weft_comm_t *comm, void *stream);
+WEFT_API int weft_reduce_premul(const void *sendbuf, void *recvbuf, size_t count, enum weft_datatype type,
+				const void *scalar, enum weft_mem_type scalar_mem, int root, weft_comm_t *comm,
+				void *stream);
 /* count elements go to each peer: block p of sendbuf to rank p, block p of recvbuf from rank p. */
 WEFT_API int weft_alltoall(const void *sendbuf, void *recvbuf, size_t count, enum weft_datatype type,
 			   weft_comm_t *comm, void *stream);

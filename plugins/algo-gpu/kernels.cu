@@ -1274,6 +1274,24 @@ __global__ void __launch_bounds__(WAG_TPB) k_direct_move(wag_kargs a)
 		*local_at(a, WAG_L_DIRECT, g) = c;
 }
 
+/* A pre-multiplied sum's first step: out = in * scalar, each product rounded
+ * to the element type as NCCL's is (16-bit floats and fp8 multiply exactly
+ * in float, then round once; integers wrap). A device scalar is read when the
+ * kernel runs, so each replay of a captured graph sees its current value. */
+template <typename T>
+__global__ void __launch_bounds__(WAG_TPB) k_premul(const T *in, T *out, uint64_t n, const T *sdev, uint64_t sbits)
+{
+	typedef typename Tr<T>::A A;
+	T sv;
+	if (sdev)
+		sv = *sdev;
+	else
+		memcpy(&sv, &sbits, sizeof(sv));
+	const A s = Tr<T>::ld(sv);
+	for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x)
+		out[i] = Tr<T>::st(combine<A>(WEFT_PROD, Tr<T>::ld(in[i]), s));
+}
+
 /* ------------------------------------------------------------ launchers */
 
 static int launched(const char *what, char *err, size_t errlen)
@@ -1329,6 +1347,35 @@ static int launched(const char *what, char *err, size_t errlen)
 			return -ENOTSUP;                                                           \
 		}                                                                                  \
 	} while (0)
+
+#define WAG_PREMUL(T)                                                                                      \
+	k_premul<T><<<grid, WAG_TPB, 0, st>>>((const T *)in, (T *)out, n, (const T *)scalar_dev, scalar_bits)
+
+extern "C" int wag_launch_premul(int dtype, const void *in, void *out, uint64_t n, const void *scalar_dev,
+				 uint64_t scalar_bits, uint32_t max_blocks, void *stream, char *err, size_t errlen)
+{
+	uint64_t want = (n + WAG_TPB - 1) / WAG_TPB;
+	uint32_t grid = want < max_blocks ? (uint32_t)(want ? want : 1) : max_blocks;
+	cudaStream_t st = (cudaStream_t)stream;
+	switch (dtype) {
+	case WEFT_FLOAT16: WAG_PREMUL(__half); break;
+	case WEFT_BFLOAT16: WAG_PREMUL(__nv_bfloat16); break;
+	case WEFT_FLOAT32: WAG_PREMUL(float); break;
+	case WEFT_FLOAT64: WAG_PREMUL(double); break;
+	case WEFT_INT32: WAG_PREMUL(int32_t); break;
+	case WEFT_INT8: WAG_PREMUL(int8_t); break;
+	case WEFT_UINT8: WAG_PREMUL(uint8_t); break;
+	case WEFT_UINT32: WAG_PREMUL(uint32_t); break;
+	case WEFT_INT64: WAG_PREMUL(int64_t); break;
+	case WEFT_UINT64: WAG_PREMUL(uint64_t); break;
+	case WEFT_FP8_E4M3: WAG_PREMUL(__nv_fp8_e4m3); break;
+	case WEFT_FP8_E5M2: WAG_PREMUL(__nv_fp8_e5m2); break;
+	default:
+		snprintf(err, errlen, "datatype %d has no kernel", dtype);
+		return -ENOTSUP;
+	}
+	return launched("pre-multiplied sum's scaling", err, errlen);
+}
 
 extern "C" int wag_launch_allreduce_ll(const struct wag_kargs *a, void *stream, char *err, size_t errlen)
 {

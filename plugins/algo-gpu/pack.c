@@ -321,8 +321,11 @@ static int supports_kind(void *state, const struct weft_coll_args *a, enum wag_k
 	struct wag_ctx *c = state;
 	if (a->mem_type != WEFT_MEM_CUDA || !wag_esize(a->dtype))
 		return -ENOTSUP;
-	if ((a->coll == WEFT_COLL_ALLREDUCE || a->coll == WEFT_COLL_REDUCE_SCATTER || a->coll == WEFT_COLL_REDUCE) &&
-	    !reducible(a->dtype, a->op))
+	int reducing = a->coll == WEFT_COLL_ALLREDUCE || a->coll == WEFT_COLL_REDUCE_SCATTER || a->coll == WEFT_COLL_REDUCE;
+	if (reducing && !reducible(a->dtype, a->op))
+		return -ENOTSUP;
+	/* A device scalar of this call's device, or the host value. */
+	if (reducing && a->op == WEFT_PREMUL_SUM && a->scalar_mem != WEFT_MEM_HOST && a->scalar_mem != WEFT_MEM_CUDA)
 		return -ENOTSUP;
 	if (!capacity_ok(c, k, a))
 		return -ENOTSUP;
@@ -358,6 +361,54 @@ static uint32_t cap_blocks(const struct wag_ctx *c, int64_t want)
 	return (uint32_t)want < c->lay.maxb ? (uint32_t)want : c->lay.maxb;
 }
 
+/* A pre-multiplied sum: this rank's input times its scalar goes where the
+ * sum then reads it (the output itself for allreduce and on reduce's root,
+ * else stream-ordered memory of the call's stream, which premul_end frees
+ * after the call on that stream: capturable, and where it cannot be shared
+ * the ranks fall back together as for any such buffer), and the algorithm
+ * then runs a plain sum on it, in its usual order. */
+static int premul_begin(struct wag_ctx *c, const struct weft_coll_args *a, struct weft_coll_args *b, void **tmp)
+{
+	char err[256] = "";
+	size_t es = wag_esize(a->dtype);
+	uint64_t n = a->coll == WEFT_COLL_REDUCE_SCATTER ? a->count * (uint64_t)c->nranks : a->count;
+	*b = *a;
+	b->op = WEFT_SUM;
+	*tmp = NULL;
+	void *dst = a->recvbuf;
+	int rc = wag_cuda_set_device(c->dev);
+	if (rc == 0 && (a->coll == WEFT_COLL_REDUCE_SCATTER || (a->coll == WEFT_COLL_REDUCE && c->rank != a->root))) {
+		rc = wag_cuda_alloc_async(tmp, n * es, a->stream, err, sizeof(err));
+		dst = *tmp;
+	}
+	uint64_t bits = 0;
+	memcpy(&bits, a->scalar_host, sizeof(bits));
+	if (rc == 0)
+		rc = wag_launch_premul((int)a->dtype, a->sendbuf, dst, n,
+				       a->scalar_mem == WEFT_MEM_HOST ? NULL : a->scalar_dev, bits,
+				       c->lay.maxb ? c->lay.maxb : 1, a->stream, err, sizeof(err));
+	if (rc) {
+		WAG_LOG(WEFT_LOG_ERROR, "pre-multiplied sum: %s", err[0] ? err : wag_errname(rc));
+		if (*tmp)
+			wag_cuda_free_async(*tmp, a->stream, err, sizeof(err));
+		*tmp = NULL;
+		return rc;
+	}
+	b->sendbuf = dst;
+	return 0;
+}
+
+static int premul_end(const struct weft_coll_args *a, void *tmp, int rc)
+{
+	char err[256] = "";
+	if (tmp && wag_cuda_free_async(tmp, a->stream, err, sizeof(err)) != 0) {
+		WAG_LOG(WEFT_LOG_ERROR, "pre-multiplied sum: %s", err);
+		if (rc == 0)
+			rc = -WEFT_ERR_TRANSPORT;
+	}
+	return rc;
+}
+
 int wag_run(struct wag_ctx *c, const struct weft_coll_args *a, enum wag_kind k)
 {
 	int rc = supports_kind(c, a, k);
@@ -368,6 +419,13 @@ int wag_run(struct wag_ctx *c, const struct weft_coll_args *a, enum wag_kind k)
 	}
 	if (a->count == 0)
 		return 0;
+	if (a->op == WEFT_PREMUL_SUM) {
+		struct weft_coll_args b;
+		void *tmp;
+		if ((rc = premul_begin(c, a, &b, &tmp)))
+			return rc;
+		return premul_end(a, tmp, wag_run(c, &b, k));
+	}
 	struct wag_kargs ka = c->base;
 	size_t es = wag_esize(a->dtype);
 	ka.dtype = (int)a->dtype;
@@ -512,7 +570,16 @@ static int ex_ce(void *s, const struct weft_coll_args *a, enum wag_kind k, enum 
 			(int)a->dtype, (int)a->op);
 		return rc;
 	}
-	return a->count ? wag_ce_run(s, a, k, fallback) : 0;
+	if (!a->count)
+		return 0;
+	if (a->op == WEFT_PREMUL_SUM) {
+		struct weft_coll_args b;
+		void *tmp;
+		if ((rc = premul_begin(s, a, &b, &tmp)))
+			return rc;
+		return premul_end(a, tmp, wag_ce_run(s, &b, k, fallback));
+	}
+	return wag_ce_run(s, a, k, fallback);
 }
 static int ex_arce(void *s, const struct weft_coll_args *a) { return ex_ce(s, a, WAG_AR_CE, WAG_AR_RSAG); }
 static int ex_rsce(void *s, const struct weft_coll_args *a) { return ex_ce(s, a, WAG_RS_CE, WAG_RS_RING); }
@@ -720,7 +787,13 @@ static void wag_teardown(void *state)
 		.supports = sup,                                                        \
 		.execute = fn,                                                          \
 		.teardown = wag_teardown,                                               \
+		.redops = WAG_REDOPS,                                                   \
 	}
+
+/* Every reduction, the pre-multiplied sum included (premul_begin). */
+#define WAG_REDOPS                                                                        \
+	((1u << WEFT_SUM) | (1u << WEFT_PROD) | (1u << WEFT_MIN) | (1u << WEFT_MAX) | (1u << WEFT_AVG) | \
+	 (1u << WEFT_PREMUL_SUM))
 
 WAG_ALGO(algo_ll, "allreduce-ll", WEFT_COLL_ALLREDUCE, 30, sup_ll, ex_ll);
 WAG_ALGO(algo_arce, "allreduce-ce", WEFT_COLL_ALLREDUCE, 40, sup_rsag, ex_arce);

@@ -166,6 +166,11 @@ int wag_launch_ce_signal(const struct wag_kargs *a, void *stream, char *err, siz
 /* The direct kernels: a->nblocks blocks read and write the peers' buffers of
  * this call (a->d) themselves; a->count as for the kernels above. */
 int wag_launch_direct(const struct wag_kargs *a, void *stream, char *err, size_t errlen);
+/* out[i] = in[i] * scalar over n elements of dtype, on at most max_blocks
+ * blocks: the scalar is read from scalar_dev when not NULL (when the kernel
+ * runs), else its bytes are the first of scalar_bits (little-endian). */
+int wag_launch_premul(int dtype, const void *in, void *out, uint64_t n, const void *scalar_dev, uint64_t scalar_bits,
+		      uint32_t max_blocks, void *stream, char *err, size_t errlen);
 /* Streams, events and copies for them: 0 or -WEFT_ERR_TRANSPORT with the CUDA
  * error in err. */
 int wag_cuda_stream_new(void **stream, char *err, size_t errlen);

@@ -90,6 +90,8 @@ struct ah_ctx {
 	weft_mem_t *staging_mem;
 	int scratch_tp, staging_tp; /* from prim->mem_alloc (else posix_memalign) */
 	char *temp;       /* one chunk, for our own input when it would be overwritten */
+	void *premul;     /* this rank's scaled input of a pre-multiplied sum (grows, kept) */
+	size_t premul_len;
 	struct ah_peer *peers;
 	int broken;       /* a transfer failed half-way: channels are out of step */
 	int map;          /* parameter map: copy straight into peers' mapped scratch */
@@ -185,6 +187,9 @@ void ah_reduce(enum weft_datatype t, enum weft_redop op, void *dst, const void *
 int ah_reduce3(enum weft_datatype t, enum weft_redop op, void *dst, const void *a, const void *b, size_t n);
 /* For AVG: dst[i] /= nranks (integers: integer division). Otherwise nothing. */
 void ah_finish(enum weft_datatype t, enum weft_redop op, void *dst, size_t n, int nranks);
+/* dst[i] = src[i] * scalar (one element of t's encoding) for a pre-multiplied
+ * sum; dst may be src. -ENOTSUP for the types ah_reduce_supported refuses. */
+int ah_scale(enum weft_datatype t, void *dst, const void *src, const unsigned char *scalar, size_t n);
 float ah_half_to_float(uint16_t h);
 uint16_t ah_float_to_half(float f);
 float ah_bf16_to_float(uint16_t h);

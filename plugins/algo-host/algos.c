@@ -241,7 +241,42 @@ static int ah_supports(void *state, const struct weft_coll_args *a)
 		return -ENOTSUP;
 	if (reducing(a->coll) && !ah_reduce_supported(a->dtype, a->op))
 		return -ENOTSUP;
+	if (a->op == WEFT_PREMUL_SUM && reducing(a->coll) && a->scalar_mem != WEFT_MEM_HOST)
+		return -ENOTSUP;
 	return 0;
+}
+
+/* A pre-multiplied sum: this rank's input times its scalar goes where the
+ * sum then reads it (the output itself for allreduce and on reduce's root,
+ * else a buffer of the context's), and the algorithm runs a plain sum on it,
+ * in its usual order. */
+static int premul_then(void *state, const struct weft_coll_args *a,
+		       int (*run)(void *state, const struct weft_coll_args *a))
+{
+	struct ah_ctx *c = state;
+	size_t es = esize(a->dtype);
+	size_t n = a->coll == WEFT_COLL_REDUCE_SCATTER ? a->count * (size_t)c->nranks : a->count;
+	struct weft_coll_args b = *a;
+	b.op = WEFT_SUM;
+	void *dst = a->recvbuf;
+	if (a->coll == WEFT_COLL_REDUCE_SCATTER || (a->coll == WEFT_COLL_REDUCE && c->rank != a->root)) {
+		if (c->premul_len < n * es) {
+			void *p = NULL;
+			if (posix_memalign(&p, 4096, n * es) != 0) {
+				AH_LOG(WEFT_LOG_ERROR, "pre-multiplied sum: no memory for %zu bytes of scaled input", n * es);
+				return -ENOMEM;
+			}
+			free(c->premul);
+			c->premul = p;
+			c->premul_len = n * es;
+		}
+		dst = c->premul;
+	}
+	int rc = ah_scale(a->dtype, dst, a->sendbuf, a->scalar_host, n);
+	if (rc)
+		return rc;
+	b.sendbuf = dst;
+	return run(state, &b);
 }
 
 static int ah_setup(const struct weft_algo_comm *ac, void **state)
@@ -309,6 +344,8 @@ static int os_pull_consume_fn(void *arg, struct ah_ctx *c, uint64_t t)
 
 static int allreduce_oneshot(void *state, const struct weft_coll_args *a)
 {
+	if (a->op == WEFT_PREMUL_SUM)
+		return premul_then(state, a, allreduce_oneshot);
 	int rc;
 	struct ah_ctx *c = ready_ctx(state, &rc);
 	if (rc)
@@ -324,6 +361,8 @@ static int allreduce_oneshot(void *state, const struct weft_coll_args *a)
  * and sends it to the others. Bandwidth-optimal: 2(n-1)/n of the data each way. */
 static int allreduce_rsag(void *state, const struct weft_coll_args *a)
 {
+	if (a->op == WEFT_PREMUL_SUM)
+		return premul_then(state, a, allreduce_rsag);
 	int rc;
 	struct ah_ctx *c = ready_ctx(state, &rc);
 	if (rc)
@@ -360,6 +399,8 @@ static int allreduce_rsag(void *state, const struct weft_coll_args *a)
 
 static int reduce_scatter_direct(void *state, const struct weft_coll_args *a)
 {
+	if (a->op == WEFT_PREMUL_SUM)
+		return premul_then(state, a, reduce_scatter_direct);
 	int rc;
 	struct ah_ctx *c = ready_ctx(state, &rc);
 	if (rc)
@@ -472,6 +513,8 @@ static int reduce_consume_fn(void *arg, struct ah_ctx *c, uint64_t t)
 /* Every rank sends to the root, which reduces in rank order. */
 static int reduce_flat(void *state, const struct weft_coll_args *a)
 {
+	if (a->op == WEFT_PREMUL_SUM)
+		return premul_then(state, a, reduce_flat);
 	int rc;
 	struct ah_ctx *c = ready_ctx(state, &rc);
 	if (rc)
@@ -641,7 +684,13 @@ out_free:
 		.supports = ah_supports,                                                \
 		.execute = fn,                                                          \
 		.teardown = ah_teardown,                                                \
+		.redops = AH_REDOPS,                                                    \
 	}
+
+/* Every reduction, the pre-multiplied sum included (premul_then). */
+#define AH_REDOPS                                                                         \
+	((1u << WEFT_SUM) | (1u << WEFT_PROD) | (1u << WEFT_MIN) | (1u << WEFT_MAX) | (1u << WEFT_AVG) | \
+	 (1u << WEFT_PREMUL_SUM))
 
 AH_ALGO(algo_oneshot, "allreduce-oneshot", WEFT_COLL_ALLREDUCE, 20, allreduce_oneshot);
 AH_ALGO(algo_rsag, "allreduce-rsag", WEFT_COLL_ALLREDUCE, 10, allreduce_rsag);

@@ -173,6 +173,7 @@ static void ctx_free(struct ah_ctx *c)
 	ah_free_area(c, c->staging, c->staging_tp);
 	ah_free_area(c, c->scratch_base, c->scratch_tp);
 	free(c->temp);
+	free(c->premul);
 	free(c->transport);
 	free(c->peers);
 	free(c->tx_src);

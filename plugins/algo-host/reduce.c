@@ -73,6 +73,7 @@ uint16_t ah_float_to_bf16(float f)
 
 int ah_reduce_supported(enum weft_datatype t, enum weft_redop op)
 {
+	/* A pre-multiplied sum runs as a sum after ah_scale (algos.c). */
 	if ((int)op < 0 || op >= WEFT_REDOP_COUNT)
 		return 0;
 	switch (t) {
@@ -237,6 +238,47 @@ int ah_reduce3(enum weft_datatype t, enum weft_redop op, void *dst, const void *
 	case WEFT_FLOAT32: red3_float_t_(op, dst, a, b, n); return 0;
 	case WEFT_FLOAT64: red3_double_t_(op, dst, a, b, n); return 0;
 	default: return -ENOTSUP;
+	}
+}
+
+/* dst[i] = src[i] * s in the element type: integers wrap (in the unsigned
+ * type), floats round once, 16-bit floats through float (the product of two
+ * of them is exact there, so one rounding is NCCL's). */
+#define AH_INT_SCALE(T, U)                                                      \
+	do {                                                                    \
+		T s_, *d_ = dst;                                                \
+		const T *x_ = src;                                              \
+		memcpy(&s_, scalar, sizeof(s_));                                \
+		for (size_t i_ = 0; i_ < n; i_++)                               \
+			d_[i_] = (T)((U)x_[i_] * (U)s_);                        \
+	} while (0)
+
+int ah_scale(enum weft_datatype t, void *dst, const void *src, const unsigned char *scalar, size_t n)
+{
+	switch (t) {
+	case WEFT_INT8: AH_INT_SCALE(int8_t, uint8_t); return 0;
+	case WEFT_UINT8: AH_INT_SCALE(uint8_t, uint8_t); return 0;
+	case WEFT_INT32: AH_INT_SCALE(int32_t, uint32_t); return 0;
+	case WEFT_UINT32: AH_INT_SCALE(uint32_t, uint32_t); return 0;
+	case WEFT_INT64: AH_INT_SCALE(int64_t, uint64_t); return 0;
+	case WEFT_UINT64: AH_INT_SCALE(uint64_t, uint64_t); return 0;
+	case WEFT_FLOAT32: AH_INT_SCALE(float, float); return 0;
+	case WEFT_FLOAT64: AH_INT_SCALE(double, double); return 0;
+	case WEFT_FLOAT16:
+	case WEFT_BFLOAT16: {
+		int bf = t == WEFT_BFLOAT16;
+		uint16_t sh, *d = dst;
+		const uint16_t *x = src;
+		memcpy(&sh, scalar, sizeof(sh));
+		float s = bf ? ah_bf16_to_float(sh) : ah_half_to_float(sh);
+		for (size_t i = 0; i < n; i++) {
+			float v = (bf ? ah_bf16_to_float(x[i]) : ah_half_to_float(x[i])) * s;
+			d[i] = bf ? ah_float_to_bf16(v) : ah_float_to_half(v);
+		}
+		return 0;
+	}
+	default:
+		return -ENOTSUP;
 	}
 }
 

@@ -7,6 +7,7 @@
  * out of place, and a captured graph of every collective replayed 1,000 times
  * with new data each time. Skips (77) without a GPU unless WEFT_REQUIRE_GPU=1. */
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -977,6 +978,189 @@ static int graph_ce_rank(int rank, int n, void *arg)
 	return ctx_close(&c);
 }
 
+/* ------------------------------------------------ pre-multiplied sums */
+
+static int run(int n, wt_rank_fn fn, int timeout);
+
+/* Rank q's scalar: 0.25 (exact), 1/3 (rounded to T) or 0.25 * (q + 1); for
+ * integers 3, -2 and q + 2. Stored in T. */
+template <typename T> static T pm_scalar(int kind, int q)
+{
+	typedef typename H<T>::A A;
+	bool fl = H<T>::type == WEFT_FLOAT16 || H<T>::type == WEFT_BFLOAT16 || H<T>::type == WEFT_FLOAT32 ||
+		  H<T>::type == WEFT_FLOAT64 || H<T>::type == WEFT_FP8_E4M3 || H<T>::type == WEFT_FP8_E5M2;
+	double v = fl ? (kind == 0 ? 0.25 : kind == 1 ? 1.0 / 3.0 : 0.25 * (q + 1))
+		      : (kind == 0 ? 3 : kind == 1 ? -2 : q + 2);
+	return H<T>::from((A)v);
+}
+
+/* Each rank's product rounded to T (as NCCL rounds it), then summed as the
+ * pack sums: accumulated in A in rank order, rounded once. */
+template <typename T> static T pm_reference(uint32_t seed, int n, uint64_t i, int kind)
+{
+	typedef typename H<T>::A A;
+	A acc = 0;
+	for (int q = 0; q < n; q++) {
+		A x = H<T>::to(H<T>::from((A)gen(seed, q, i, WEFT_SUM)));
+		A p = H<T>::to(H<T>::from((A)(x * H<T>::to(pm_scalar<T>(kind, q)))));
+		acc = q == 0 ? p : (A)(acc + p);
+	}
+	return H<T>::from(acc);
+}
+
+/* One pre-multiplied allreduce, reduce-scatter and reduce of count elements
+ * (reduce-scatter: per rank), the scalar on the host or on the device. */
+template <typename T> static int check_premul(struct ctx *c, size_t count, int kind, int dev_scalar, uint32_t seed)
+{
+	size_t es = sizeof(T), tot = count * (size_t)c->n;
+	if ((tot + GUARD) * es > c->cap)
+		RFAIL("case too large");
+	const char *tn = weft_datatype_name(H<T>::type);
+	T s = pm_scalar<T>(kind, c->rank), *ds = NULL;
+	if (dev_scalar) {
+		CK(cudaMalloc(&ds, sizeof(T)));
+		CK(cudaMemcpyAsync(ds, &s, sizeof(T), cudaMemcpyHostToDevice, c->st));
+	}
+	const void *sp = dev_scalar ? (const void *)ds : (const void *)&s;
+	enum weft_mem_type sm = dev_scalar ? WEFT_MEM_CUDA : WEFT_MEM_HOST;
+	T *h = (T *)c->hbuf;
+	for (size_t i = 0; i < tot; i++)
+		h[i] = H<T>::from((typename H<T>::A)gen(seed, c->rank, i, WEFT_SUM));
+	CK(cudaMemcpyAsync(c->dsend, h, tot * es, cudaMemcpyHostToDevice, c->st));
+	for (int coll = 0; coll < 3; coll++) {
+		CK(cudaMemsetAsync(c->drecv, 0xA5, (tot + GUARD) * es, c->st));
+		int root = c->n - 1, rc;
+		if (coll == 0)
+			rc = weft_allreduce_premul(c->dsend, c->drecv, count, H<T>::type, sp, sm, c->comm, c->st);
+		else if (coll == 1)
+			rc = weft_reduce_scatter_premul(c->dsend, c->drecv, count, H<T>::type, sp, sm, c->comm, c->st);
+		else
+			rc = weft_reduce_premul(c->dsend, c->drecv, count, H<T>::type, sp, sm, root, c->comm, c->st);
+		OK(rc);
+		CK(cudaMemcpyAsync(c->hout, c->drecv, (count + GUARD) * es, cudaMemcpyDeviceToHost, c->st));
+		CK(cudaStreamSynchronize(c->st));
+		const T *o = (const T *)c->hout;
+		static const char *const names[] = {"allreduce", "reduce_scatter", "reduce"};
+		if (coll == 2 && c->rank != root)
+			continue;
+		for (size_t i = 0; i < count; i++) {
+			T want = pm_reference<T>(seed, c->n, coll == 1 ? (uint64_t)c->rank * count + i : i, kind);
+			if (memcmp(&o[i], &want, es) != 0)
+				RFAIL("premul %s %s scalar kind %d (%s) count %zu: element %zu is %g, want %g", names[coll],
+				      tn, kind, dev_scalar ? "device" : "host", count, i, (double)H<T>::to(o[i]),
+				      (double)H<T>::to(want));
+		}
+		for (size_t b = count * es; b < (count + GUARD) * es; b++)
+			if ((unsigned char)c->hout[b] != 0xA5)
+				RFAIL("premul %s %s count %zu wrote past the end", names[coll], tn, count);
+	}
+	if (ds)
+		CK(cudaFree(ds));
+	return 0;
+}
+
+template <typename T> static int premul_sizes(struct ctx *c, uint32_t *seed)
+{
+	/* One-shot and LL sizes, then past the one-shot thresholds. */
+	const size_t counts[] = {1, 1023, (1u << 19) + 7};
+	for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++)
+		for (int kind = 0; kind < 3; kind++)
+			if (check_premul<T>(c, counts[k], kind, (int)((k + kind) & 1), (*seed)++))
+				return 1;
+	return 0;
+}
+
+static int premul_rank(int rank, int n, void *arg)
+{
+	(void)arg;
+	struct ctx c;
+	if (ctx_open(&c, rank, n, (24u << 20) + 4096))
+		return 1;
+	uint32_t seed = 500;
+	if (EVERY_TYPE(premul_sizes, &c, &seed))
+		return 1;
+	return ctx_close(&c);
+}
+
+/* A device scalar in a captured graph is read at each replay: 5 replays,
+ * the scalar changed before each, allreduce and reduce-scatter (whose scaled
+ * input lives in stream-ordered memory the graph allocates and frees). */
+static int premul_graph_rank(int rank, int n, void *arg)
+{
+	(void)arg;
+	struct ctx c;
+	const size_t nar = 100003, nrs = 40001;
+	if (ctx_open(&c, rank, n, (nar + nrs * (size_t)n + 64) * 4 * 2))
+		return 1;
+	float *inar = (float *)c.dsend, *inrs = inar + nar + 1;
+	float *outar = (float *)c.drecv, *outrs = outar + nar + 1;
+	float *ds;
+	CK(cudaMalloc(&ds, sizeof(float)));
+	float *h = (float *)c.hbuf;
+	for (size_t i = 0; i < nar; i++)
+		h[i] = (float)gen(77, rank, i, WEFT_SUM);
+	for (size_t i = 0; i < nrs * (size_t)n; i++)
+		h[nar + 1 + i] = (float)gen(78, rank, i, WEFT_SUM);
+	CK(cudaMemcpyAsync(c.dsend, h, (nar + 1 + nrs * (size_t)n) * 4, cudaMemcpyHostToDevice, c.st));
+	float s0 = 1.0f;
+	CK(cudaMemcpyAsync(ds, &s0, 4, cudaMemcpyHostToDevice, c.st));
+	/* Setup happens at the first call, outside the capture. */
+	OK(weft_allreduce_premul(inar, outar, nar, WEFT_FLOAT32, ds, WEFT_MEM_CUDA, c.comm, c.st));
+	OK(weft_reduce_scatter_premul(inrs, outrs, nrs, WEFT_FLOAT32, ds, WEFT_MEM_CUDA, c.comm, c.st));
+	CK(cudaStreamSynchronize(c.st));
+	cudaGraph_t graph;
+	cudaGraphExec_t exec;
+	CK(cudaStreamBeginCapture(c.st, cudaStreamCaptureModeGlobal));
+	int r1 = weft_allreduce_premul(inar, outar, nar, WEFT_FLOAT32, ds, WEFT_MEM_CUDA, c.comm, c.st);
+	int r2 = weft_reduce_scatter_premul(inrs, outrs, nrs, WEFT_FLOAT32, ds, WEFT_MEM_CUDA, c.comm, c.st);
+	CK(cudaStreamEndCapture(c.st, &graph));
+	OK(r1);
+	OK(r2);
+	CK(cudaGraphInstantiate(&exec, graph, 0));
+	float *ho = (float *)c.hout;
+	for (int it = 0; it < 5; it++) {
+		/* Rank q's scalar at replay it: (q + 1) * 0.5^it / 3, rounded to float. */
+		float sc = (float)((rank + 1) * ldexp(1.0, -it) / 3.0);
+		CK(cudaMemcpyAsync(ds, &sc, 4, cudaMemcpyHostToDevice, c.st));
+		CK(cudaMemsetAsync(c.drecv, 0xA5, (nar + 1 + nrs) * 4, c.st));
+		CK(cudaGraphLaunch(exec, c.st));
+		CK(cudaMemcpyAsync(c.hout, c.drecv, (nar + 1 + nrs) * 4, cudaMemcpyDeviceToHost, c.st));
+		CK(cudaStreamSynchronize(c.st));
+		for (int part = 0; part < 2; part++) {
+			size_t cnt = part ? nrs : nar;
+			const float *o = part ? ho + nar + 1 : ho;
+			for (size_t i = 0; i < cnt; i++) {
+				uint64_t g = part ? (uint64_t)rank * nrs + i : i;
+				float acc = 0;
+				for (int q = 0; q < n; q++) {
+					float sq = (float)((q + 1) * ldexp(1.0, -it) / 3.0);
+					float p = (float)gen(part ? 78 : 77, q, g, WEFT_SUM) * sq;
+					acc = q == 0 ? p : acc + p;
+				}
+				if (memcmp(&o[i], &acc, 4) != 0)
+					RFAIL("replay %d: %s element %zu is %.9g, want %.9g", it,
+					      part ? "reduce_scatter" : "allreduce", i, (double)o[i], (double)acc);
+			}
+		}
+	}
+	CK(cudaGraphExecDestroy(exec));
+	CK(cudaGraphDestroy(graph));
+	CK(cudaFree(ds));
+	return ctx_close(&c);
+}
+
+START_TEST(two_ranks_premul)
+{
+	ck_assert_int_eq(run(2, premul_rank, 600), 0);
+}
+END_TEST
+
+START_TEST(two_ranks_premul_graph)
+{
+	ck_assert_int_eq(run(2, premul_graph_rank, 300), 0);
+}
+END_TEST
+
 /* WAG_TEST_TIMEOUT (seconds) bounds each fork of ranks: a hung kernel fails
  * the case instead of stalling the run. */
 static int run(int n, wt_rank_fn fn, int timeout)
@@ -1059,6 +1243,11 @@ int main(void)
 	tcase_set_timeout(tc, 900);
 	tcase_add_test(tc, two_ranks_graph_replay);
 	tcase_add_test(tc, two_ranks_graph_ce);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("premul");
+	tcase_set_timeout(tc, 900);
+	tcase_add_test(tc, two_ranks_premul);
+	tcase_add_test(tc, two_ranks_premul_graph);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("multi");
 	tcase_set_timeout(tc, 900);

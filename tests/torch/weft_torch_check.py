@@ -81,6 +81,25 @@ def run(world, rank, dev, group, tag, seed):
         want = torch.stack(xs).sum(0).to(dtype).chunk(world)[rank]
         check(f"reduce_scatter_tensor {sfx}", out, want)
 
+        if dtype.is_floating_point:
+            # Pre-multiplied sums (FSDP's gradient divide factor): a Python
+            # float (ncclScalarHostImmediate) and a device tensor
+            # (ncclScalarDevice); each product rounds to dtype, then the sum.
+            for f in (0.25, 1.0 / 3.0):
+                want_ar = torch.stack([x * f for x in xs]).sum(0).to(dtype)
+                for kind, factor in (("host", f), ("device", torch.tensor(f, dtype=dtype, device=dev))):
+                    op = dist._make_nccl_premul_sum(factor)
+                    t = xs[rank].to(dev)
+                    dist.all_reduce(t, op=op, group=group)
+                    check(f"all_reduce premul_sum {f:.3g} ({kind}) {sfx}", t, want_ar)
+                    out = torch.full((n // world,), 77, dtype=dtype, device=dev)
+                    dist.reduce_scatter_tensor(out, xs[rank].to(dev), op=op, group=group)
+                    check(f"reduce_scatter_tensor premul_sum {f:.3g} ({kind}) {sfx}", out,
+                          want_ar.chunk(world)[rank])
+            t = xs[rank].to(dev)
+            dist.all_reduce(t, op=dist.ReduceOp.AVG, group=group)
+            check(f"all_reduce avg {sfx}", t, (torch.stack(xs).sum(0).to(dtype) / world).to(dtype))
+
         root = world - 1
         t = xs[rank].to(dev)
         dist.broadcast(t, src=dist.get_global_rank(group, root) if group else root, group=group)
