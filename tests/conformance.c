@@ -40,20 +40,6 @@ static double now_s(void)
 }
 
 /* Inside a rank: report and fail the rank (its exit status fails the test). */
-#define RCHECK(cond, ...) \
-	do { \
-		if (!(cond)) { \
-			fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", rank, __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__); \
-			fputc('\n', stderr); \
-			return 1; \
-		} \
-	} while (0)
-#define ROK(call) \
-	do { \
-		int rc_ = (call); \
-		RCHECK(rc_ == 0, "%s returned %d (%s)", #call, rc_, weft_strerror(rc_)); \
-	} while (0)
 
 /* Position-addressable pseudo-random bytes, so a receiver can compute what any
  * byte of a sender's buffer should be without a copy. */

@@ -22,21 +22,6 @@
 
 static struct weft_unique_id g_id;
 
-#define RCHECK(cond, ...) \
-	do { \
-		if (!(cond)) { \
-			fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", rank, __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__); \
-			fputc('\n', stderr); \
-			return 1; \
-		} \
-	} while (0)
-#define ROK(call) \
-	do { \
-		int rc_ = (call); \
-		RCHECK(rc_ == 0, "%s returned %d (%s)", #call, rc_, weft_strerror(rc_)); \
-	} while (0)
-
 /* ------------------------------------------------------------- data
  * Element i of rank r's input is an integer drawn from a range chosen per type
  * and operation so that every sum and product over 4 ranks is exact in the

@@ -21,21 +21,6 @@
 
 static struct weft_unique_id g_id[2];
 
-#define RCHECK(cond, ...) \
-	do { \
-		if (!(cond)) { \
-			fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", rank, __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__); \
-			fputc('\n', stderr); \
-			return 1; \
-		} \
-	} while (0)
-#define ROK(call) \
-	do { \
-		int rc_ = (call); \
-		RCHECK(rc_ == 0, "%s returned %d (%s)", #call, rc_, weft_strerror(rc_)); \
-	} while (0)
-
 /* One round trip on comm: rank 0 and 1 each write 64 bytes tagged with `tag`
  * into the other's buffer and signal; each checks what it got. */
 static int ping(weft_comm_t *comm, int rank, const char *transport, unsigned char tag)

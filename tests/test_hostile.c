@@ -22,16 +22,6 @@
 
 static struct weft_unique_id g_id;
 
-#define RCHECK(cond, ...) \
-	do { \
-		if (!(cond)) { \
-			fprintf(stderr, "rank %d: %s:%d: %s: ", rank, __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__); \
-			fputc('\n', stderr); \
-			return 1; \
-		} \
-	} while (0)
-
 static double now_s(void)
 {
 	struct timespec ts;

@@ -274,15 +274,6 @@ END_TEST
 
 static ncclUniqueId g_id;
 
-#define RCHECK(cond, ...) \
-	do { \
-		if (!(cond)) { \
-			fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", rank, __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__); \
-			fputc('\n', stderr); \
-			return 1; \
-		} \
-	} while (0)
 #define NOK(call) \
 	do { \
 		ncclResult_t r_ = (call); \

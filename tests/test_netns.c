@@ -142,21 +142,6 @@ static int enter_ns(int i)
 	return 0;
 }
 
-#define RCHECK(cond, ...)                                                                         \
-	do {                                                                                      \
-		if (!(cond)) {                                                                    \
-			fprintf(stderr, "rank %d: %s:%d: %s: ", rank, __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                                             \
-			fputc('\n', stderr);                                                      \
-			return 1;                                                                 \
-		}                                                                                 \
-	} while (0)
-#define ROK(call)                                                                                 \
-	do {                                                                                      \
-		int rc_ = (call);                                                                 \
-		RCHECK(rc_ == 0, "%s returned %d (%s)", #call, rc_, weft_strerror(rc_));         \
-	} while (0)
-
 static unsigned char pat(uint64_t seed, uint64_t i)
 {
 	uint64_t x = (seed + 1) * 0x9E3779B97F4A7C15ull ^ (i * 0xBF58476D1CE4E5B9ull);

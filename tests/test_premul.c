@@ -23,21 +23,6 @@
 
 static struct weft_unique_id g_id;
 
-#define RCHECK(cond, ...)                                                                                    \
-	do {                                                                                                 \
-		if (!(cond)) {                                                                               \
-			fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", rank, __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                                                        \
-			fputc('\n', stderr);                                                                 \
-			return 1;                                                                            \
-		}                                                                                            \
-	} while (0)
-#define ROK(call)                                                                           \
-	do {                                                                                \
-		int rc_ = (call);                                                           \
-		RCHECK(rc_ == 0, "%s returned %d (%s)", #call, rc_, weft_strerror(rc_));    \
-	} while (0)
-
 /* ------------------------------------------------ element encodings
  * Written here, not taken from the pack: half through the compiler's
  * _Float16, bfloat16 by rounding the float's bits to nearest even. */

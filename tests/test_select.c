@@ -117,15 +117,6 @@ struct scenario {
 };
 
 /* Inside a rank: report and fail. */
-#define RCHECK(cond, ...) \
-	do { \
-		if (!(cond)) { \
-			fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", rank, __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__); \
-			fputc('\n', stderr); \
-			return 1; \
-		} \
-	} while (0)
 
 /* Moves BYTES from each rank to the other through conn and checks them. */
 static int move_data(int rank, int peer, weft_comm_t *comm, weft_conn_t *conn)

@@ -4,6 +4,7 @@
 
 #include <check.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 /* Body of one rank. Returns 0 on success; anything else fails the run. */
@@ -39,6 +40,24 @@ int wt_free_port(void);
 
 /* Runs a Check suite and returns the process exit code (0 when all passed). */
 int wt_run_suite(Suite *s);
+
+/* In a rank body (a wt_rank_fn, or anything with an int `rank` in scope that
+ * returns int): print the failed condition with the rank, file, line and the
+ * message, and return 1. ROK checks a weft call for 0 and names its error. */
+#define RCHECK(cond, ...)                                                                                    \
+	do {                                                                                                 \
+		if (!(cond)) {                                                                               \
+			fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", rank, __FILE__, __LINE__, #cond); \
+			fprintf(stderr, __VA_ARGS__);                                                        \
+			fputc('\n', stderr);                                                                 \
+			return 1;                                                                            \
+		}                                                                                            \
+	} while (0)
+#define ROK(call)                                                                        \
+	do {                                                                             \
+		int rc_ = (call);                                                        \
+		RCHECK(rc_ == 0, "%s returned %d (%s)", #call, rc_, weft_strerror(rc_)); \
+	} while (0)
 
 /* Exit code that ctest counts as "skipped". */
 #define WT_SKIP 77

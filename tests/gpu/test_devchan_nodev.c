@@ -15,21 +15,6 @@
 
 static struct weft_unique_id g_id;
 
-#define RCHECK(cond, ...)                                                                                  \
-	do {                                                                                               \
-		if (!(cond)) {                                                                             \
-			fprintf(stderr, "rank %d: %s:%d: ", rank, __FILE__, __LINE__);                     \
-			fprintf(stderr, __VA_ARGS__);                                                      \
-			fputc('\n', stderr);                                                               \
-			return 1;                                                                          \
-		}                                                                                          \
-	} while (0)
-#define ROK(call)                                                                                          \
-	do {                                                                                               \
-		int r_ = (call);                                                                           \
-		RCHECK(r_ == 0, "%s returned %d (%s)", #call, r_, weft_strerror(r_));                      \
-	} while (0)
-
 static int gpu_transport(weft_comm_t *comm)
 {
 	void *p = NULL;
