@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Helpers for plugins: build one as a MODULE, or skip it with a reason.
 # A plugin named in WEFT_REQUIRE_PLUGINS (or every plugin, with 'all') that is
 # skipped fails the configure instead.

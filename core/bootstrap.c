@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The bootstrap: a root collects every rank's hello and hands out the peer table;
  * then each pair of ranks holds one authenticated TCP connection, owned by a
  * per-bootstrap service thread that queues messages and watches liveness. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The bootstrap: TCP rendezvous of a communicator's ranks, authenticated and
  * length-checked control messages between them, and peer liveness. One
  * instance per communicator; a service thread owns its sockets. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Collectives: argument checks, datatype and operation names, group calls, and
  * the choice of an algorithm among the loaded packs ([algorithm] rules, else
  * priority), with per-communicator algorithm state made lazily and kept. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Collectives: the public entry points of weft.h's collective section, group
  * calls, and the choice of an algorithm from the loaded algorithm packs. */
 #ifndef WEFT_CORE_COLL_H

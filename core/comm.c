@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Communicators: creation (bootstrap + one context per loaded transport),
  * teardown of everything made from a comm, abort and status, the out-of-band
  * helpers, and the small utilities (id tables, backoff, progress) the other

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The communicator as the core's modules see it: struct weft_comm and the
  * objects made from it (memory, connections, semaphores, port channels), the
  * per-transport contexts, and helpers comm.c, mem.c, conn.c, sem.c and port.c share.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Configuration: reads the INI file once, keeps every value with its file and
  * line, and resolves declared parameters as environment > file > default.
  * All state is process-wide, kept until exit, and guarded by one mutex. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Configuration: the INI file, the environment and the typed parameters that
  * core and plugins declare; every value keeps its source. Part of the one
  * process-wide object (see registry.h); every function locks internally. */

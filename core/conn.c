@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Connections: both ranks make endpoints, swap addresses over the bootstrap,
  * agree on one transport and connect; then one-sided put, signal and flush,
  * which the caller drives (progress and retry on a full queue, no timeouts:

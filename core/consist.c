@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Consistency check at communicator creation: ranks allgather a hash of what
  * must agree (core version, loaded plugins with their ABI and build identity,
  * [transport] and [algorithm] rules, algorithm-pack parameters, core.require)

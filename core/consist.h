@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Consistency at communicator creation: ranks compare what must agree
  * (configuration that steers choices, plugin set and versions) and each
  * rank's local set-up result, so that a difference fails every rank at once

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Device channels: memory the comm's GPU transport allocates (device memory,
  * mapped pinned host memory), memory channels whose handles kernels use
  * (include/weft/device.h), and the host-mapped abort flags their waits poll. */

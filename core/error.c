@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Error names and the library version: the two things every caller can ask
  * without a communicator. */
 #include <errno.h>

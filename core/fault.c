@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test-only fault injection (see fault.h): parses WEFT_TEST_FAULT once and
  * counts operations per kind with atomics. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fault injection for tests: fails the Nth operation of one kind, so that tests
  * can check every error path reaches the caller without a hang or a leak.
  * Armed only by WEFT_TEST_FAULT=<kind>:<n> (read once, test-only; the WEFT_TEST_

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host and process identity from /proc: the kernel's boot id names the machine,
  * the inode of /proc/self/ns/net names the network namespace within it. */
 #define _GNU_SOURCE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host and process identity: which ranks share a kernel and network namespace
  * (one "host" for transports), and which share an address space. */
 #ifndef WEFT_CORE_HOSTID_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Little-endian integers in byte buffers: the wire formats of the bootstrap,
  * memory blobs and connection messages, whatever the host's byte order. */
 #ifndef WEFT_CORE_LE_H

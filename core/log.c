@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Logging: level and sink come from WEFT_LOG_LEVEL and WEFT_LOG_FILE, read once.
  * Lines are written whole with one write(2) so ranks sharing a file interleave
  * by line, not by byte. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Logging: one sink per process (stderr or WEFT_LOG_FILE), a level from
  * WEFT_LOG_LEVEL, and each line tagged with rank and the plugin that spoke. */
 #ifndef WEFT_CORE_LOG_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Registered memory: registration with every transport of a communicator, the
  * portable blob (a versioned header, then one section per transport), its
  * strict validation on import, and the exchange of blobs over the bootstrap. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* struct weft_core_api: what a plugin may ask of the core. Logging is tagged
  * with the plugin's name, parameters go to the config module under that name
  * as owner, and memory comes from libc. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The services table (struct weft_core_api) the core lends each plugin file,
  * and the core's record of that file (struct weft_plugin). */
 #ifndef WEFT_CORE_PLUGIN_API_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Port channels: a FIFO of 16-byte triggers that a producer (host threads, or
  * GPU kernels after weft_port_device_handle) fills, and the communicator's
  * proxy thread, which drains every port of the comm into the transports,

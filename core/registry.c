@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The plugin registry: finds libweft-*.so along the search path, loads each once,
  * checks its descriptors against this core's ABI, and remembers every file it
  * saw (loaded, rejected or shadowed) with the reason, for selection and weft-info.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The plugin registry: the one process-wide object. It finds libweft-*.so files
  * along the search path, loads them with dlopen, checks their descriptors, and
  * remembers every file it saw, loaded or not, with the reason. */

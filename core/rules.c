@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The rule grammar that [transport] and [algorithm] share (see config.h), the
  * size syntax, and the edit distance behind every "did you mean" suggestion. */
 #include <ctype.h>

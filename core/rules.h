@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Helpers that config.c and rules.c share: the size syntax both the SIZE
  * parameter type and the rule grammar accept. Internal to the config module. */
 #ifndef WEFT_CORE_RULES_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Semaphores: 64-bit tokens that peers raise with weft_signal, in host memory
  * (waited on by host threads) or in device memory (weft_sem_create_on; waited
  * on by kernels). Tokens live in per-comm pools of one memory type, each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* SHA-256 and HMAC-SHA256, portable C, written from FIPS 180-4 and RFC 2104.
  * Speed matters little: it authenticates bootstrap control messages only. */
 #include <string.h>

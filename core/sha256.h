@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* SHA-256 (FIPS 180-4) and HMAC-SHA256 (RFC 2104): the bootstrap's only
  * cryptography, small enough to carry instead of depending on a TLS library. */
 #ifndef WEFT_CORE_SHA256_H

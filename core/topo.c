@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Topology: transports' probed devices (cached per process), NUMA locality
  * from hwloc (optional at build time), NVLink state from NVML (dlopen'ed at run
  * time where present) and each communicator's GPU-link domain built from it,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Topology: what each transport's probe reports (devices, link, latency,
  * bandwidth, NUMA node, PCI path, memory types and peer classes reached),
  * NUMA and PCI locality from hwloc when the core was built with it, NVLink

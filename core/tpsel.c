@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Transport choice per peer: [transport] rules (forbid, require, use, prefer,
  * by peer class, memory type and rank count) over the scores topo.c derives
  * from what each transport's probe declares. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Transport choice: the [transport] rules applied to the transports' scores,
  * giving for one peer (class, memory type) the order in which to offer them. */
 #ifndef WEFT_CORE_TPSEL_H

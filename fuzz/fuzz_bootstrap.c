@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzzer for what the bootstrap reads from the network: the acceptor's side of
  * the handshake (a stranger's first bytes), the frame reader (magic, announced
  * length against the limit, MAC and sequence), and what authenticated frames

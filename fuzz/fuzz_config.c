@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzzer for the config file parser (core/config.c + the rule grammar it calls):
  * each input is a whole file's text, parsed as load_once would, then every core
  * parameter is resolved so that file values reach the typed value parsers. */

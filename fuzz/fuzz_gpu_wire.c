@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzzer for what the GPU transports read from a peer: nvlink's and xgmi's
  * memory-blob section and endpoint address. Their import and connect need a
  * device before they parse, so the pure checks they call first

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A minimal libibverbs stand-in for fuzz_ib: one device with one active
  * InfiniBand port, and objects that are only allocated and freed, so that the
  * ib plugin opens, makes endpoints and registers memory on a host without RDMA

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzzer for the registered-memory blob a peer sends (weft_mem_import's
  * parser in core/mem.c): header, section table, lengths, transport names. The
  * communicator is a stand-in with two transports whose mem_import accepts any

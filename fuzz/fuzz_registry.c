@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzzer for the registry's descriptor checks (take_desc in core/registry.c):
  * the bytes become a plugin's descriptor array (sizes, ABI version, name,
  * kind, ops table with ops present or missing), checked exactly as a dlopen'ed

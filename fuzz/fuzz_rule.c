@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzzer for the rule grammar of [transport] and [algorithm] (weft__rule_parse)
  * and the size syntax it shares with SIZE parameters (weft__parse_size): one
  * line per input; a rule that parses is also matched against a few queries. */

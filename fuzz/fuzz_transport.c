@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzzer for what a transport reads from a peer: its section of a memory blob
  * (mem_import) and, where the transport's connect only parses before handing
  * the address to its library, its endpoint address (connect). The plugin built

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libweft_nccl: NCCL's communicator life cycle, queries, errors and memory
  * calls on top of weft's communicators (include/weft/weft.h). */
 #define _GNU_SOURCE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libweft_nccl: NCCL's collectives, point-to-point calls and groups, mapped to
  * weft's (types, operations, stream passed through). A group is queued here
  * and issued at its end, one thread per communicator, so that one thread can

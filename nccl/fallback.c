@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libweft_nccl: the NCCL functions weft refuses, and the optional fallback to
  * a real libnccl (WEFT_NCCL_FALLBACK) on a shadow communicator. Nothing of NCCL
  * is loaded unless the fallback is asked for and NVLink multicast is off. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libweft_nccl: pre-multiplied sums (ncclRedOpCreatePreMulSum, ncclRedOpDestroy),
  * kept per communicator as NCCL does; the collectives (coll.c) run them as
  * weft's *_premul calls. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libweft_nccl's internal header: the communicator behind ncclComm_t, logging,
  * the mapping of weft's codes, types and operations to NCCL's, groups, and the
  * optional fallback to a real libnccl. */

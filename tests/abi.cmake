@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Plugins of an older ABI minor on this core (test_abi): the transport
 # skeleton and a small pack, both built against the frozen 0.2 header
 # (tests/abi/0.2, put first on their include path so that <weft/plugin.h> is

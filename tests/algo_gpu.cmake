@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # algo-gpu: the chunk schedules are plain C and tested on every machine
 # (label unit); the GPU tests and benchmark need the plugin built (CUDA
 # compiler present) and run only where a GPU is (label gpu, skip 77 otherwise).

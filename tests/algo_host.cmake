@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # test_algo_host: algo-host over shm, where every pair maps each other: the
 # cached direct gather and publish-and-pull, 2 and 3 forked ranks, checked
 # against references computed in the test.

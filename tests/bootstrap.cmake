@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Bootstrap tests. weft__* symbols are hidden in libweft.so, so the tests build
 # the bootstrap and the modules it calls from source (their copies are the ones
 # called). One source, two executables: the unit suite and the forked ranks.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Collective layer (core/coll.c) and the algo-host pack.
 # test_algo_select: no processes: algo-host's conversions and reductions (its
 # reduce.c built in) and algorithm selection through weft__coll_print_choices,

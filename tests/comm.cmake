@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Communicator layer (core/comm.c, mem.c, conn.c, sem.c, port.c) beyond the
 # transport conformance suite (conformance.cmake): several comms and several
 # ranks per process, launcher environments, transport choice. Uses ofi as the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Config module tests. weft__* symbols are hidden in libweft.so, so the test
 # builds the module's own sources in (its copies are the ones it calls).
 weft_add_test(test_config

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Transport conformance suite: forks real ranks that drive one transport
  * through the public API only (include/weft/weft.h), so it runs against any
  * transport plugin: put of every size at odd offsets, signal ordering, flush,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Transport conformance suite (tests/conformance.c): public API only, so the same
 # binary checks any transport. In the tree it runs against ofi with 2, 3 and 4
 # ranks; tools/weft-plugin-check runs the installed copy (weft-conformance)

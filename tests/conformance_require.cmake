@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The transport conformance suite (tests/conformance.c) run with the transport
 # chosen by a [transport] rule instead of named by the suite: conformance.c's
 # weft_connect calls go through tests/select_conn_shim.c, which passes NULL for

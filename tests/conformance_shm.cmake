@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The transport conformance suite (tests/conformance.c, built by
 # conformance.cmake) run over the shm transport with 2, 3 and 4 ranks.
 if(TARGET weft-plugin-shm)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The transport conformance suite (tests/conformance.c, built by
 # conformance.cmake) run over the ucx transport with 2, 3 and 4 ranks. UCX's
 # tcp is pinned to loopback (net_devices=lo); same-host ranks use its shared

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The examples/ folder, checked the way a user would use it. This file is both
 # included by tests/CMakeLists.txt (registering the tests) and run by ctest in
 # script mode (cmake -P) to perform them.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Device-channel API checks that need no GPU (label unit): every host.
 weft_add_test(test_devchan_nodev SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/gpu/test_devchan_nodev.c LABELS unit
   TIMEOUT 60)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Hardening: kill tests, fault injection, hostile peers (see docs/reliability.md).
 # test_kill: 3 forked ranks over shm, then over ofi's tcp provider, one
 # SIGKILLed inside each collective (and one leaving main without

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Hostile input beyond tests/hardening.cmake (see docs/reliability.md).
 # test_hostile_wire: the GPU transports' peer-input checks (nvlink_wire.c,
 # xgmi_wire.h: pure C, no device, no CUDA or HIP needed), with the inputs

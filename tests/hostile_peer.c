@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A test-only bootstrap speaker (see hostile_peer.h). It follows core/bootstrap.c
  * byte for byte: handshake H1/H2/H3 with HMAC-SHA256 proofs keyed by the job
  * secret, per-direction keys, frames MAC'd over header, payload and sequence

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A test-only rank that speaks weft's bootstrap protocol (core/bootstrap.c) by
  * itself: it holds the job secret, completes the handshakes, the rendezvous
  * and the peer hello like a real rank, and then lets a test put any bytes on

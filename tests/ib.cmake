@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The ib (verbs) transport. test_ib links the plugin's sources (weft-ib-testable)
 # and drives them through a verbs double, so it runs without RDMA hardware; it
 # also runs build/bin/weft-info against the built module.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # libweft_nccl (nccl/): the NCCL 2.28 API on weft. One source, two runs:
 # test_nccl_unit (one process: exported symbols against nccl/symbols.txt,
 # ncclConfig_t layout, versions, errors, refusals, the fallback's NVLS guard)

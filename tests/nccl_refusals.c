@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Refuse-then-use cases for libweft_nccl (nccl_refusals.h). Every variable a
  * refused call could write is first set to something live (a working comm,
  * ncclSum, a registered handle, a real buffer), so that a refusal that leaves

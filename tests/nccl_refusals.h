@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Refuse-then-use cases for libweft_nccl, one per function of
  * nccl/symbols.txt: each makes its function refuse and, where it returns a
  * handle (a comm, an operation, a registration, a pointer, a count), passes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* weft-test-nccl-refusals: a program built against libnccl.so.2 (the stand-in
  * of nccl/testing/fake_nccl.c) and run with libweft_nccl preloaded, as a user
  * switches PyTorch over. It runs every refuse-then-use case, with and without

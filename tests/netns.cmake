@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Two "hosts" in network namespaces joined by a veth pair (root only; skips
 # otherwise unless WEFT_REQUIRE_NETNS=1): each network transport must carry the
 # connection over tcp on the veth.

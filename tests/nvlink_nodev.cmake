@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The nvlink plugin loads and explains itself without a GPU (runs in CI).
 if(TARGET weft-plugin-nvlink)
   weft_add_test(test_nvlink_nodev SOURCES test_nvlink_nodev.c LABELS unit TIMEOUT 60)

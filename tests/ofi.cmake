@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The ofi transport, tested at plugin level: the test dlopens the built plugin
 # and drives forked ranks over shm and tcp on 127.0.0.1.
 if(TARGET weft-plugin-ofi)

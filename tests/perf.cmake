@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # weft-perf, run as a user runs it (tests/test_perf.c): flags and their errors,
 # the put/pingpong tables over ofi, and, when the host algorithm pack is built,
 # the collective tables with #wrong == 0. Ranks meet on 127.0.0.1.

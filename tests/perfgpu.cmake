@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # weft-perf --op put|pingpong --mem cuda where no GPU can be used (label unit,
 # every host): one clear message and exit 1, never a crash, whether
 # libweft-perf-gpu.so is built (CUDA hidden with CUDA_VISIBLE_DEVICES=) or

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Registry tests: test plugins, each case in its own folder plugins-<case>/ under
 # this build folder (never the real plugin folder, never installed), and
 # test_registry, which points WEFT_PLUGIN_PATH at them and runs weft-info.

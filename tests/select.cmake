@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Transport choice and the creation-time consistency check (tests/test_select.c):
 # forked ranks on 127.0.0.1 over shm, ofi, ucx and the fakefast test plugin,
 # which is shm's data path with whatever properties its parameters declare;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* For the conformance suite's rule-driven variants (conformance_require.cmake):
  * conformance.c is compiled there with -Dweft_connect=wt_select_connect, so
  * its connections to the transport under test (WEFT_TEST_TRANSPORT) ask the

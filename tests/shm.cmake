@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The shm transport, tested at plugin level: the test dlopens the built plugin
 # and drives forked ranks over its mapped-segment and CMA paths.
 if(TARGET weft-plugin-shm)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Plugins built for an older minor of the ABI on this core: the transport
  * skeleton and a small pack (tests/plugins/pack_0_2.c), both compiled against
  * the frozen 0.2 header (tests/abi/0.2), load as 0.2 and work. Two ranks of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of algo-gpu's chunk schedules (plugins/algo-gpu/schedule.c) on
  * the CPU: the data flow of each algorithm is replayed for 2 to 8 ranks with
  * per-rank contribution counts, so a schedule that drops, doubles or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* algo-host over shm, where every pair maps each other: the cached direct
  * gather (kept output registrations, the own block copied piece by piece as it
  * goes out) and publish-and-pull, checked against references computed here,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of the collective layer without processes: float16/bfloat16
  * conversions and reductions of algo-host (reduce.c built in), names and
  * parsers, and algorithm selection as weft-info --select shows it, with the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Bootstrap tests: SHA-256/HMAC vectors, host identity, launcher variables, and
  * real forked ranks meeting over 127.0.0.1: rendezvous, messages, liveness,
  * clean shutdown, and strangers that must be refused without harm. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Collectives end to end: forked ranks (2, 3, 4) call every collective of
  * weft.h over the ofi transport through the algo-host pack and check results
  * against references each rank computes from every rank's seeded input:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A host collective is complete when it returns: a broadcast root that goes
  * on to block in another communicator must not leave its receiver waiting.
  * Three ranks share comm A; ranks 0 and 1 also share comm B, over ofi (its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Tests of the communicator layer (core/comm.c and friends) beyond what the
  * transport conformance suite checks: several communicators alive at once,
  * several ranks in one process, launcher environments, transport choice when

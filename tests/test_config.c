@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Tests of core/config.c and core/rules.c: the file, the environment, typed
  * parameters and their sources, unknown-name warnings and the rule grammar.
  * The config loads once per process, so every case runs in its own fork. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Tests of examples/plugin-skeleton as a transport: two ranks of one process
  * (threads) connect through it and move data with put/signal/flush, exactly as
  * an application would. The plugin is built by the example_plugin_skeleton test

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fault injection: two forked ranks over ofi run register, exchange, connect,
  * put, signal, flush and wait while rank 0 has its Nth operation of one kind
  * failed (WEFT_TEST_FAULT=<kind>:<n>, core/fault.h). For N = 1, 2, ... until a

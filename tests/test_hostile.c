@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Hostile peers after the rendezvous: an authenticated rank that sends more
  * than the receiver allows (WEFT_CORE_BOOTSTRAP_MAX_MSG), tries the core's
  * reserved tags, or hands over forged, truncated or corrupted memory blobs is

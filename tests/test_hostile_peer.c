@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Hostile peers that hold the job secret: rank 0 is a test-only protocol
  * speaker (hostile_peer.c) that completes the handshakes and the rendezvous
  * like a real rank, exchanges one good message, and then puts a malformed

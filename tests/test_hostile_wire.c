@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Regression tests for what the GPU transports parse from a peer (nvlink's and
  * xgmi's memory-blob section and endpoint address): the pure checks in
  * plugins/nvlink/nvlink_wire.c and plugins/xgmi/xgmi_wire.h, which run without

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of the ib transport: its sources are linked in (weft-ib-testable)
  * and driven through a verbs double: fake devices, ports, GID tables and sysfs;
  * queue pairs that record every state change; and a small in-process "wire"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Kill tests: three forked ranks run one collective in a loop, over weft's
  * shm transport and over ofi's tcp provider; one rank is SIGKILLed mid-loop
  * (or SIGSTOPped: alive, silent, sockets open; or leaves main without

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libweft_nccl (nccl/): the NCCL 2.28 API on weft. Exported symbols against
  * nccl/symbols.txt, ncclConfig_t's layout, versions and error strings,
  * refusals, the fallback's NVLS guard; forked 2- and 3-rank jobs over ofi

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Two "hosts" on one machine: network namespaces joined by a veth pair, one
  * rank in each, the bootstrap on the veth addresses and a connection through
  * the transport named by WEFT_TEST_TRANSPORT (ofi or ucx) that must really run

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The nvlink plugin on a host without a GPU or driver (CI): it loads, weft-info
  * lists it and says "no CUDA device"; on a GPU host it says what it found. */
 #define _GNU_SOURCE

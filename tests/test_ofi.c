@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Plugin-level tests of the ofi transport: the built plugin is dlopen'ed and
  * driven through its ops table by forked ranks over shm and tcp (loopback). */
 #define _GNU_SOURCE

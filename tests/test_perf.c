@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Smoke tests of weft-perf as a user runs it: flags and their errors, the put
  * and ping-pong tables, the collective tables (nccl-tests' columns, bus
  * bandwidth factors, #wrong == 0), and that a killed rank ends the run. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* weft-perf --op put|pingpong --mem cuda. Without a GPU (test_perfgpu): the
  * GPU library (libweft-perf-gpu.so) is found beside libweft.so, or named by
  * WEFT_PERF_GPU_LIB; without a device, without the library, or with a library

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Pre-multiplied sums on host buffers (weft_allreduce_premul,
  * weft_reduce_scatter_premul, weft_reduce_premul) through algo-host: forked
  * ranks, every type the pack reduces, in place and out of place, bit for bit

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Tests of core/registry.c, core/plugin_api.c and weft-info: what a user sees
  * when plugin files are broken, duplicated, shadowed, required, older or newer.
  * Most cases run weft-info as a user would; the ABI cases load in-process (each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Transport choice (core/tpsel.c, topo.c, conn.c) and the creation-time
  * consistency check (core/consist.c), with real forked ranks on 127.0.0.1:
  * scores follow what a transport's probe declares (the fakefast test plugin

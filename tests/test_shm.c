@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Plugin-level tests of the shm transport: the built plugin is dlopen'ed and
  * driven through its ops table by forked ranks, over both of its paths:
  * mapped segments (mem_alloc) and cross-memory attach (plain memory). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Ranks as threads of one process, for ThreadSanitizer (which cannot follow
  * fork after threads): every rank's bootstrap service thread, heartbeats, the
  * port-channel proxy, collectives and several communicators run side by side in

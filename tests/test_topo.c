@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* weft-info --topo and --select as a user sees them (core/topo.c, tpsel.c):
  * the NUMA view (hwloc, or a line saying the build has none), the NVML line,
  * each transport's probed devices, and the transport order per peer class

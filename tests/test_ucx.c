@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Plugin-level tests of the ucx transport: the built plugin is dlopen'ed and
  * driven through its ops table, in one process and by two forked ranks over
  * UCX's tcp (pinned to loopback) and shared-memory transports. */

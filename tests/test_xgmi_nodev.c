@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The xgmi plugin on a host without an AMD GPU (CI): it loads, weft-info lists
  * it and says "no AMD GPU"; and the HIP test kernel of include/weft/device.h
  * was compiled to AMD GPU code for the configured architecture. */

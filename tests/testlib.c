@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared test helpers: forking real ranks, temporary files, environment. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>

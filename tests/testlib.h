@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared test helpers: forking real ranks, temporary files, environment. */
 #ifndef WEFT_TESTLIB_H
 #define WEFT_TESTLIB_H

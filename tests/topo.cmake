@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # weft-info --topo and --select (tests/test_topo.c): what the topology and the
 # transport choice look like to a user, with the real plugins of this build.
 if(TARGET weft-plugin-shm AND TARGET weft-plugin-ofi AND TARGET weft-plugin-ucx)

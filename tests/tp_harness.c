@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared harness of the plugin-level transport tests: the test-local core
  * (log, WEFT_<SECTION>_<KEY> parameters, allocation), plugin loading, and the
  * socketpair-connected 2-rank setup. */

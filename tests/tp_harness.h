@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared harness of the plugin-level transport tests (ofi, shm, ucx, ib): a
  * minimal core for the plugin, plugin loading, and the 2-rank socketpair setup. */
 #ifndef WEFT_TESTS_TP_HARNESS_H

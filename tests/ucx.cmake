@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The ucx transport, tested at plugin level: the test dlopens the built plugin
 # and drives forked ranks over UCX's tcp (on loopback) and shared memory.
 if(TARGET weft-plugin-ucx)

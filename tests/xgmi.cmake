@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The xgmi plugin loads and explains itself without an AMD GPU, and the HIP
 # test kernel (device.h under HIP) was built for its architecture (runs in CI;
 # no AMD GPU exists in this workplace, so nothing here runs HIP device code).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Transport benchmark on this host: weft-perf's put bandwidth and ping-pong
 # latency over each CPU transport (one invocation covers them all), and, as
 # the peer figure from the same run, UCX's own ucx_perftest (ucp_put_bw and

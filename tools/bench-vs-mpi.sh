@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Compares weft-perf with Open MPI on this host: all_reduce and all_gather on 2
 # and 4 ranks, 1 KiB to 64 MiB, weft-perf (--np N) and tools/mpi_bench.c under
 # mpirun (loopback and shared memory only) run alternately RUNS times each; the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Fails if anything in weft references NVLink multicast (the cuMulticast* driver
 # API), which is out of scope: no source file outside docs/ and this script, and
 # no built object in the given build folders (symbols via nm, and strings, which

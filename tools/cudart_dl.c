@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Finds the CUDA runtime at run time for the tools (see cudart_dl.h). */
 #define _GNU_SOURCE
 #include "cudart_dl.h"

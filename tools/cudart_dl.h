@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CUDA runtime, found at run time: the tools that can drive device
  * buffers (weft-perf, weft-nccl-driver) never link CUDA, so they run on
  * machines without it and say so when asked for device memory. */

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The README's main-job command: installs what is missing, builds weft (Release)
 # and runs the main job on CPU through the default transport, printing its table.
 #   WEFT_BUILD_DIR   build folder (default: build/ in the source tree)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs the Debian packages weft's build and tests need, and only those that
 # are missing. Quick no-op when everything is there. Where nothing can be
 # installed (no apt-get, no registry) it carries on if the essentials are present:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds weft's libFuzzer targets (fuzz/) with clang in build-fuzz/ and runs each
 # for a bounded time, starting from its seed corpus in fuzz/corpus/<target>/.
 #   FUZZ_SECONDS    seconds per target (default 25)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # GPU check on the two-H200 machine: everything a change to GPU code (or to how
 # it is selected) must pass before it lands. Stages, each timed:
 #   build      the GPU targets (nvlink, algo-gpu, their tests and benches, libweft_nccl)

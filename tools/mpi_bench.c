@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* mpi_bench: times MPI_Allreduce and MPI_Allgather with weft-perf's sizes and
  * output columns, so that tools/bench-vs-mpi.sh can set the two side by side.
  * Not part of the build: the script compiles it with mpicc. */

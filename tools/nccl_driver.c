@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* weft-nccl-driver: an nccl-tests-style driver that calls the NCCL API
  * directly (libweft_nccl.so, or any libnccl.so.2 put in its place), one
  * process per rank (forked with --np, or started by a launcher and meeting

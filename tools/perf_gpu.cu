@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* weft-perf's GPU half (libweft-perf-gpu.so, dlopen'ed by weft-perf for --op
  * put|pingpong --mem cuda): memory-channel and copy-engine benchmarks between
  * the GPUs of ranks 0 and 1, through weft's public API (weft.h, device.h) only. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The interface between weft-perf and its GPU half, libweft-perf-gpu.so
  * (tools/perf_gpu.cu), which weft-perf dlopens for --op put|pingpong --mem cuda
  * so that weft-perf itself never links CUDA. */

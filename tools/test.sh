@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds weft and runs its test suite: the README's test command.
 #   WEFT_BUILD_DIR   build folder (default: build/ in the source tree)
 #   WEFT_CMAKE_ARGS  extra CMake arguments, split on white space

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* weft-info: shows what weft would use here and why: version, config file,
  * plugin search path, every plugin file found (loaded, rejected, shadowed, with
  * the reason); with -c every parameter with its value and source; with --topo

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* weft-perf: the benchmark users run. Primitive benchmarks (one-sided put
  * bandwidth, put+signal ping-pong latency) and collectives, printed in
  * nccl-tests' layout, built on the public API of include/weft/weft.h only. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* skeleton: the smallest complete weft transport, as a starting point for a new
  * one. It reaches only ranks of the same process and moves data with memcpy,
  * so every op is real and short. docs/plugin-abi.md is the specification. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* weft: device-side channels. The structs are plain C, filled on the host by
  * weft_memchan_device_handle / weft_port_device_handle and copied to the GPU;
  * the functions (compiled only under nvcc, or clang/hipcc compiling HIP for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* weft: the plugin ABI. A plugin is a shared object libweft-<name>.so exporting
  * one symbol, weft_plugin_init, which returns descriptors of transports and
  * collective-algorithm packs. docs/plugin-abi.md is the specification. */

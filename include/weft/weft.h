@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* weft: the public API of the core library (libweft.so).
  * Communicators, the primitive interface (registered memory, connections,
  * one-sided put, 64-bit semaphores, flush, port channels), errors, version. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* weft's own nccl.h: the public API of NCCL 2.28 (types, values, struct
  * layouts, functions), so that programs written for NCCL compile and link
  * against libweft_nccl.so unchanged. docs/nccl-compat.md says which functions

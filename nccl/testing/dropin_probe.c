@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Linked against "libnccl.so.2" (the stand-in): prints which NCCL answered,
  * so tests can see libweft_nccl take its place through LD_LIBRARY_PATH
  * (lib/nccl/libnccl.so.2) or LD_PRELOAD. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A stand-in for a real libnccl.so.2, for tests of WEFT_NCCL_FALLBACK and of
  * LD_PRELOAD on machines without NCCL: it exports every function of NCCL
  * 2.28's nccl.h, counts the calls it gets and those that hand it a

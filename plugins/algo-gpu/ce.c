@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* algo-gpu: the schedules on the callers' own buffers. Every rank's user
  * buffers are registered and swapped once per distinct set of buffers (a
  * "signature", kept in a small cache identical on every rank). Then either

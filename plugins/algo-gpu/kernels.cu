@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* algo-gpu: the CUDA kernels (allreduce, allgather, reduce-scatter, reduce,
  * broadcast, alltoall: one-shot and pipelined-ring variants; point-to-point
  * rings) and their launchers. Ranges come from schedule.h; flags and per-block

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* algo-gpu: the pack's host side: parameters, per-communicator setup (nvlink
  * connections to every peer, one scratch buffer per rank mapped into every
  * peer's GPU), the algorithm table and the launches on the caller's stream. */

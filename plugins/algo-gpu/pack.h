@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* algo-gpu: host-side declarations shared by the pack (pack.c) and its
  * copy-engine schedules (ce.c): the parameters, the per-communicator context
  * and the entry points between the two files. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* algo-gpu: building the chunk schedules (schedule.h) from sizes and pack
  * parameters. Host code only; the accessors are inline in schedule.h. */
 #include <errno.h>

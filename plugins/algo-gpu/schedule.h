@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* algo-gpu: chunk schedules, kept apart from the kernels. Plain C that nvcc
  * also compiles for the device (WAG_HD): which part of a buffer a rank sends
  * to whom, in which step, and which CUDA block moves it. tests/test_algo_gpu_sched.c

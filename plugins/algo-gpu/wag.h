@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* algo-gpu: private declarations shared by the host side (pack.c) and the
  * kernels (kernels.cu): the scratch layout every rank computes alike, and the
  * kernel arguments, passed by value so a captured graph holds everything. */

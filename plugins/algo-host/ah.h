@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* algo-host: private declarations. The pack runs collectives on host memory
  * through nothing but the primitive API (struct weft_prim_api). */
 #ifndef AH_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* algo-host: the algorithms (one-shot and reduce-scatter + allgather allreduce,
  * allgather, reduce-scatter, broadcast, reduce, alltoall, fused send/recv) and
  * weft_plugin_init, which declares the pack's parameters. */

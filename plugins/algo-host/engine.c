@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* algo-host: the per-communicator context (connections, scratch and staging
  * areas, semaphores; made once and shared by the pack's algorithms) and the
  * round engine that moves chunks through slots with flow control. */

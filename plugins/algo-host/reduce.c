@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* algo-host: element-wise reductions for every type weft.h names except fp8,
  * and the float16 / bfloat16 conversions (round to nearest even). */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpurt, runtime-neutral part: logging, error mapping, the once-only init,
  * and the logic every backend (gpurt_cuda.c, gpurt_hip.c) shares. Linked
  * together with exactly one backend. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpurt: the one layer through which GPU plugins reach the GPU runtime and
  * driver. Every call returns 0 or a negative code and logs the runtime's own
  * error string, so plugins never see vendor types or codes. One interface,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpurt, CUDA backend: the runtime is linked statically; driver functions
  * are looked up at run time through cudaGetDriverEntryPointByVersion so that
  * nothing links libcuda and a plugin loads on hosts without a driver. */

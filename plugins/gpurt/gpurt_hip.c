@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpurt, HIP backend (AMD GPUs, ROCm): every runtime function is taken with
  * dlopen/dlsym from libamdhip64 of the major version compiled against, so the
  * plugin loads, and says "no AMD GPU", on hosts without ROCm. Never run on AMD

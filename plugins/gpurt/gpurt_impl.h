@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpurt internals: how the runtime-neutral part (gpurt.c) and a runtime
  * backend (gpurt_cuda.c or gpurt_hip.c; exactly one per binary) call each
  * other. Never included by plugins: they see gpurt.h only. */

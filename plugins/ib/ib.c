@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ib plugin: the transport descriptor, its parameters, and the context (the
  * selected ports of each opened device and a protection domain per device);
  * describe and probe for weft-info and topology. */

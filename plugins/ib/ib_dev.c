@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ib plugin: discovery. Lists the verbs devices, keeps the active ports the
  * `devices` parameter selects, learns each port's speed, NUMA node and PCI
  * path from sysfs, and picks the GID it addresses peers with. */

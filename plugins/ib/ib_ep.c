@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ib plugin: endpoints (one RC queue pair per peer and its own completion
  * queue), connection bring-up (INIT, RTR, RTS), puts as RDMA writes, signals
  * (fenced fetch-and-add, or write-with-immediate that the receiver turns into

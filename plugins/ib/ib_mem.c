@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ib plugin: memory regions. Registers a buffer with the protection domain of
  * every opened device (host memory by ibv_reg_mr, GPU memory by dma-buf or
  * peer memory) and writes/reads the plugin's versioned section of a blob. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ib plugin: the verbs table that points at libibverbs. Verbs that verbs.h
  * makes static inline or macros (ibv_post_send, ibv_poll_cq, ibv_query_port,
  * ibv_reg_mr) get real functions here, and every wrapper reports failure the

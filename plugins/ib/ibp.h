@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ib plugin: private declarations shared by its sources (descriptor and
  * context in ib.c, discovery in ib_dev.c, memory in ib_mem.c, endpoints and
  * operations in ib_ep.c, the libibverbs table in ib_verbs.c). */

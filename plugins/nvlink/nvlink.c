@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nvlink plugin: a transport between GPUs of one host (NVLink or PCIe peer
  * access). Peers' device buffers are mapped through CUDA IPC or VMM file
  * descriptors; put is a copy-engine copy on the endpoint's stream, signal a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nvlink plugin: private declarations shared by its files (the transport in
  * nvlink.c, the file-descriptor exchange in nvlink_fd.c). */
 #ifndef WEFT_NVLINK_H

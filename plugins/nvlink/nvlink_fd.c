@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nvlink plugin: passing VMM file descriptors between processes of one host.
  * The exporter serves them on an abstract Unix socket; an importer connects
  * during mem_import, names the export, and receives its fds (SCM_RIGHTS). */

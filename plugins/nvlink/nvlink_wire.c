@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nvlink plugin: what goes on the wire in a memory-blob section, and the
  * checks on what a peer sends (that section and its endpoint address), apart
  * from the GPU code so that they run, and are fuzzed (fuzz/fuzz_gpu_wire.c),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ofi plugin: the transport descriptor, its parameters, and the context: which
  * libfabric providers serve which peers, and opening each one's fabric, domain,
  * address vector, completion queue and RDM endpoint. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ofi plugin: private declarations shared by its sources (context and domains
  * in ofi.c, memory regions in ofi_mem.c, endpoints and RMA in ofi_ep.c). */
 #ifndef WEFT_OFI_H

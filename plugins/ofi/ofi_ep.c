@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ofi plugin: endpoints (one per peer, sharing their provider's RDM endpoint),
  * puts, signals kept behind earlier puts, flush, and completion progress. */
 #define _GNU_SOURCE

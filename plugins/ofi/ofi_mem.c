@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ofi plugin: memory regions. Registers a buffer in every opened domain and
  * writes/reads the plugin's versioned section of a registered-memory blob. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* shm plugin: the transport descriptor, its parameters, and the context (one
  * per communicator): what a same-host peer needs to reach this process. */
 #define _GNU_SOURCE

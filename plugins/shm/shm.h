@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* shm plugin: private declarations shared by its sources (descriptor, params
  * and context in shm.c, segments and regions in shm_mem.c, endpoints and data
  * movement in shm_ep.c). */

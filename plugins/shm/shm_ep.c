@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* shm plugin: endpoints (which process a peer is, checked to share this
  * kernel) and data movement: memcpy into mapped segments, process_vm_writev
  * (cross-memory attach, CMA) into any other registered memory. */

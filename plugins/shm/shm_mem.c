@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* shm plugin: shared-memory segments (memfd, allocated by mem_alloc), local
  * registrations, and the plugin's versioned section of a memory blob: how a
  * peer on this host maps the region, or at least writes it with CMA. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ucx plugin: the transport descriptor, its parameters, and the context: one UCP
  * context and worker per communicator, configured through ucp_config_modify
  * (never the environment), plus describe and probe. */

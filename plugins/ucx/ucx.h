@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ucx plugin: private declarations shared by its sources (descriptor, parameters
  * and contexts in ucx.c, memory in ucx_mem.c, endpoints and RMA in ucx_ep.c). */
 #ifndef WEFT_UCX_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ucx plugin: endpoints (one UCP endpoint per peer, from exchanged worker
  * addresses), puts, signals kept behind earlier puts, flush, progress, peer
  * failures, and the description of what UCX chose for a connection. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ucx plugin: memory. Maps a user buffer with ucp_mem_map, writes and validates
  * the plugin's versioned section of a registered-memory blob (the packed remote
  * key), and unpacks a peer's key lazily, once per endpoint that uses it. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* xgmi plugin: a transport between AMD GPUs of one host (xGMI / Infinity
  * Fabric, or PCIe peer access), for WEFT_MEM_HIP memory. Peers' buffers are
  * mapped through HIP IPC handles; put is a copy on the endpoint's stream,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* xgmi plugin: what a peer sends (its memory-blob section and its endpoint
  * address) and the checks on it, apart from the HIP code. */
 #ifndef WEFT_XGMI_WIRE_H

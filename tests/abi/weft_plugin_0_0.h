@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* FROZEN COPY for tests: include/weft/plugin.h as of plugin ABI 0.0, the
  * transport ops ending after `progress` (without the ABI 0.1 ops describe,
  * probe and ep_describe). Test plugins built against it prove that an older

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* algo-gpu benchmark: weft_allreduce and weft_allgather (float16, sum) on two
  * forked ranks, one GPU each, timed like nccl-tests -G 20: 20 calls captured
  * in one CUDA graph, warmed up, each replay timed with CUDA events, the median

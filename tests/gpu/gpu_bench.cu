@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* weft-gpu-bench: nvlink figures between two ranks (one process per GPU):
  * copy-engine put bandwidth through the plugin, memory-channel push/pull
  * bandwidth by block count, and LL / semaphore ping-pong latency (one

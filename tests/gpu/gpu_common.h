@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared by the GPU tests and weft-gpu-bench: loading the nvlink plugin with a
  * minimal core, a byte pipe between forked ranks (socketpairs made before the
  * fork), CUDA error checks, and deterministic random data. */

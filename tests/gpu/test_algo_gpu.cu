@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* GPU tests of the algo-gpu pack through the public API: every collective
  * (allreduce, allgather, reduce-scatter, reduce, broadcast, alltoall) and
  * send/recv in groups and alone, on cudaMalloc buffers with a stream, forked

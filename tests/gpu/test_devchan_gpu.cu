@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* GPU tests of device channels through the public API alone (libweft and the
  * nvlink plugin it loads): memory channels built from weft_mem_register of
  * cudaMalloc memory, weft_mem_exchange, weft_sem_create_on(WEFT_MEM_CUDA) and

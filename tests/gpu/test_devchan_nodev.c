@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Device-channel API on hosts without a GPU transport (CI): the calls that
  * need one refuse with -ENOTSUP and say why, argument errors are -EINVAL,
  * port ids name what triggers carry, and a port whose device handle was

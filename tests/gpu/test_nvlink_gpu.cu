@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* GPU tests of the nvlink transport and device.h, one process per rank (rank r
  * on device r % count; 3 and 4 ranks share GPUs): copy-engine put of 1 B to
  * 1 GiB at odd offsets (cudaMalloc and two-chunk VMM buffers), stream-ordered

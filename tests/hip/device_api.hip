@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Compile check of include/weft/device.h under HIP (AMD): kernels that call
  * every device function the way a collective would. Built for gfx90a by
  * plugins/xgmi/CMakeLists.txt; never run here (no AMD GPU anywhere). The same

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A pack built against the frozen ABI 0.2 header (tests/abi/0.2): one
  * allreduce of int32 sums, gathered through the bootstrap and summed in rank
  * order. Its algorithm declares no reductions (0.2 has no such field), so a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A shared object named like a plugin that exports no weft_plugin_init (here a
  * misspelled one). */
 #include <weft/plugin.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A transport built against the frozen ABI 0.0 header (tests/abi): its ops
  * table ends after `progress`. Right after the table sit functions that abort,
  * where ABI 0.1 put describe, probe and ep_describe: a core that read past the

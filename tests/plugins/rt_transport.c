@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A test transport for tests/test_registry.c, compiled into several plugins by
  * tests/registry.cmake; compile definitions pick the defect each one carries:
  * RT_NAME, RT_ABI_MAJOR, RT_ABI_MINOR, RT_DESCRIBE, RT_INIT_NULL, RT_NO_PUT,

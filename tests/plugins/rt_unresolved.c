@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A plugin that needs a symbol nothing defines: dlopen(RTLD_NOW) must refuse it
  * and the registry must quote dlerror(), which names the symbol. */
 #include <weft/plugin.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A test transport for tests/test_select.c: the shm plugin's data path
  * (plugins/shm/shm_mem.c and shm_ep.c, compiled in unchanged) under another
  * name, "fakefast", whose probe declares whatever its parameters say, so a

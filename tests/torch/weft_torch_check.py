@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 # PyTorch on weft: every c10d collective the NCCL backend offers, run through
 # libweft_nccl.so (LD_PRELOAD) and checked against a CPU reference on random
 # integer-valued data. Start it with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* FROZEN COPY for tests: include/weft/plugin.h as of plugin ABI 0.2 (commit
  * 6d56d64), before 0.3 appended the pre-multiplied sum's scalar to
  * weft_coll_args and redops to weft_algo. Test plugins built against it (its
