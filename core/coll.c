@@ -9,11 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base.h"
 #include "coll.h"
-#include "comm.h"
 #include "config.h"
 #include "log.h"
 #include "registry.h"
+#include "rules.h"
 #include "topo.h"
 
 /* ------------------------------------------------------------- names */

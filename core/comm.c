@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Communicators: creation (bootstrap + one context per loaded transport),
- * teardown of everything made from a comm, abort and status, the out-of-band
- * helpers, and the small utilities (id tables, backoff, progress) the other
- * primitive modules share. See comm.h for who drives progress. */
+ * teardown of everything made from a comm, abort and status, and the
+ * out-of-band helpers. The top floor of the core: it calls every module
+ * down, and no module calls it (base.h says who drives progress). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <sched.h>
@@ -10,157 +10,20 @@
 #include <string.h>
 #include <time.h>
 
+#include "base.h"
 #include "coll.h"
-#include "comm.h"
 #include "config.h"
+#include "conn.h"
 #include "consist.h"
+#include "devchan.h"
 #include "log.h"
+#include "mem.h"
+#include "port.h"
+#include "progress.h"
 #include "registry.h"
+#include "sem.h"
 #include "topo.h"
 #include "tpsel.h"
-
-/* -------------------------------------------------------------- id tables */
-int weft__idtab_add(struct weft__idtab *t, void *obj, uint32_t *id)
-{
-	for (uint32_t i = 0; i < t->cap; i++)
-		if (!t->slot[i]) {
-			t->slot[i] = obj;
-			*id = i;
-			return 0;
-		}
-	if (t->cap >= WEFT__ID_MAX) {
-		WEFT_ERROR("too many objects of one kind in a communicator (limit %u ids for port channels)",
-			   WEFT__ID_MAX);
-		return -ENOSPC;
-	}
-	uint32_t ncap = t->cap ? t->cap * 2 : 16;
-	if (ncap > WEFT__ID_MAX)
-		ncap = WEFT__ID_MAX;
-	void **ns = realloc(t->slot, ncap * sizeof(*ns));
-	if (!ns)
-		return -ENOMEM;
-	memset(ns + t->cap, 0, (ncap - t->cap) * sizeof(*ns));
-	uint32_t i = t->cap;
-	t->slot = ns;
-	t->cap = ncap;
-	t->slot[i] = obj;
-	*id = i;
-	return 0;
-}
-
-void weft__idtab_del(struct weft__idtab *t, uint32_t id)
-{
-	if (id < t->cap)
-		t->slot[id] = NULL;
-}
-
-void *weft__idtab_get(const struct weft__idtab *t, uint32_t id)
-{
-	return id < t->cap ? t->slot[id] : NULL;
-}
-
-void weft__idtab_free(struct weft__idtab *t)
-{
-	free(t->slot);
-	t->slot = NULL;
-	t->cap = 0;
-}
-
-/* ---------------------------------------------------------------- backoff */
-/* Spinning a little keeps latency low when the answer is near; beyond that a
- * rank sleeps, because ranks may outnumber cores and the peer it waits for may
- * need this very core to make progress. A sleep costs at least the timer
- * slack (~50 us) and many waits end within microseconds, so the first
- * stretch only yields: with more ranks than cores, sched_yield still hands
- * the core over. */
-#define WEFT__SPIN_NS 200000ull
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* No clock read here: most operations never wait, so the yield window starts
- * at the first wait (UINT64_MAX: not started). */
-void weft__backoff_init(struct weft__backoff *b, unsigned max_us)
-{
-	b->spin_until_ns = UINT64_MAX;
-	b->sleep_us = 1;
-	b->max_us = max_us ? max_us : 1000;
-}
-
-void weft__backoff_wait(struct weft__backoff *b)
-{
-	if (b->spin_until_ns == UINT64_MAX)
-		b->spin_until_ns = mono_ns() + WEFT__SPIN_NS;
-	if (b->spin_until_ns != 0) {
-		if (mono_ns() < b->spin_until_ns) {
-			sched_yield();
-			return;
-		}
-		b->spin_until_ns = 0;
-	}
-	struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)b->sleep_us * 1000};
-	nanosleep(&ts, NULL);
-	if (b->sleep_us < b->max_us) {
-		b->sleep_us *= 2;
-		if (b->sleep_us > b->max_us)
-			b->sleep_us = b->max_us;
-	}
-}
-
-/* --------------------------------------------------------------- progress */
-int weft__comm_status(const weft_comm_t *comm)
-{
-	return weft__bootstrap_status(comm->bs);
-}
-
-int weft__tp_progress(struct weft__tp *tp)
-{
-	if (!WEFT__TP_HAS(tp, progress))
-		return 0;
-	pthread_mutex_lock(&tp->lock);
-	int rc = tp->ops->progress(tp->tc);
-	pthread_mutex_unlock(&tp->lock);
-	if (rc == -EAGAIN)
-		rc = 0;
-	return rc;
-}
-
-void weft__comm_note_error(weft_comm_t *comm, int rc)
-{
-	/* A transport that saw a peer die reports it before the bootstrap's
-	 * liveness watch may have: either way the whole communicator is broken, so
-	 * every pending and later call must see it, not only the one that noticed. */
-	if (rc == -WEFT_ERR_PEER) {
-		weft__bootstrap_fail(comm->bs, rc);
-		weft__devchan_abort(comm);
-	}
-}
-
-int weft__comm_progress(weft_comm_t *comm)
-{
-	int first = 0;
-	for (int i = 0; i < comm->ntp; i++) {
-		int rc = weft__tp_progress(&comm->tp[i]);
-		weft__comm_note_error(comm, rc);
-		if (rc < 0 && first == 0) {
-			WEFT_DEBUG("transport %s: progress failed: %s", comm->tp[i].name, weft_strerror(rc));
-			first = rc;
-		}
-	}
-	return first;
-}
-
-int weft__comm_tp_index(const weft_comm_t *comm, const char *name)
-{
-	for (int i = 0; i < comm->ntp; i++)
-		if (strcmp(comm->tp[i].name, name) == 0)
-			return i;
-	return -1;
-}
 
 /* ------------------------------------------------------------ transports */
 /* True when `name` is listed in [core] require (a comma or blank separated list). */
@@ -418,7 +281,7 @@ WEFT_API int weft_comm_abort(weft_comm_t *comm)
 		return -EINVAL;
 	weft__bootstrap_fail(comm->bs, -WEFT_ERR_ABORTED);
 	/* Kernels poll host-mapped flags, not the bootstrap's state. */
-	weft__devchan_abort(comm);
+	weft__abort_flags_raise(comm);
 	return 0;
 }
 

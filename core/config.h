@@ -48,46 +48,4 @@ void weft__config_print(FILE *out);
  * Returns the count; *lines and *linenos stay valid until exit. */
 int weft__config_section_lines(const char *section, const char *const **lines, const int **linenos);
 
-/* ---- rules: the grammar [transport] and [algorithm] share ----
- * A rule line is:   <action> <target> [when <cond> [and <cond>]...]
- *   action:  use | prefer | forbid | require
- *   target:  a transport or algorithm name (pack/name for algorithms)
- *   cond:    coll=<collective>[,<collective>...]
- *            size=<lo>..<hi>   (sizes with K/M/G suffixes; either end may be empty)
- *            ranks=<lo>..<hi>
- *            mem=host|cuda|hip[,...]
- *            peer=same-process|same-host|other-host|same-gpu-link[,...]
- *            (same-host also matches same-gpu-link peers, which are on this host)
- * Example:  use algo-host/ring when coll=allreduce and size=1M.. and mem=host
- * Rules are read top to bottom; the first that matches a question answers it. */
-enum weft__rule_action { WEFT_RULE_USE, WEFT_RULE_PREFER, WEFT_RULE_FORBID, WEFT_RULE_REQUIRE };
-
-struct weft__rule {
-	enum weft__rule_action action;
-	char target[64];
-	uint32_t colls;      /* bit per enum weft_collective; 0 = any */
-	uint64_t size_lo, size_hi; /* inclusive; hi UINT64_MAX = no bound */
-	int ranks_lo, ranks_hi;    /* inclusive; hi INT_MAX = no bound */
-	uint32_t mem_types;  /* bit per enum weft_mem_type; 0 = any */
-	uint32_t peer_classes; /* bit per peer class (topo.h's WEFT__PEER_CLASSES); 0 = any */
-	int lineno;
-};
-
-/* Parses one rule line. On error returns -WEFT_ERR_CONFIG and writes a message
- * naming the offending word into err. */
-int weft__rule_parse(const char *line, struct weft__rule *rule, char *err, size_t errlen);
-
-/* The question a rule answers. Fields left at -1 / 0 match any rule condition. */
-struct weft__rule_query {
-	int coll;            /* enum weft_collective or -1 */
-	uint64_t bytes;
-	int nranks;          /* or -1 */
-	int mem_type;        /* or -1 */
-	int peer_class;      /* or -1 */
-};
-int weft__rule_matches(const struct weft__rule *rule, const struct weft__rule_query *q);
-
-/* Levenshtein distance, for "did you mean" suggestions everywhere. */
-int weft__edit_distance(const char *a, const char *b);
-
 #endif

@@ -8,12 +8,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm.h"
+#include "base.h"
+#include "conn.h"
 #include "fault.h"
-#include "log.h"
-#include "registry.h"
-#include "tpsel.h"
 #include "le.h"
+#include "log.h"
+#include "mem.h"
+#include "progress.h"
+#include "registry.h"
+#include "sem.h"
+#include "tpsel.h"
 
 /* Connect message, little-endian:
  *   magic u32 "WFTC" | status i32 (0, or this side's error) | flags u32 (bit 0: the

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm.h"
+#include "base.h"
 #include "config.h"
 #include "consist.h"
 #include "log.h"
@@ -27,7 +27,7 @@
 #define MAX_REPORT 3 /* ranks whose difference is spelled out */
 #define MAX_DIFFS 8  /* differences spelled out per rank */
 /* Bootstrap tag of the texts swapped on a mismatch: among the core's reserved
- * tags (comm.h uses +1..+3 and the fin range from +0x1000). */
+ * tags (base.h uses +1..+3 and the fin range from +0x1000). */
 #define TAG_TEXT (WEFT__TAG_RESERVED + 0x10)
 
 struct rec {

@@ -8,14 +8,15 @@
 
 #include <weft/device.h>
 
-#include "comm.h"
+#include "base.h"
+#include "devchan.h"
 #include "log.h"
+#include "progress.h"
 #include "topo.h"
 
 /* Allocations made through a transport, so weft_mem_free finds which one and
  * both views. Process-wide and locked (g_lock, a leaf: nothing is taken under
- * it), as are the abort flags, so that weft__devchan_abort can run from any
- * thread under any core lock. */
+ * it). */
 struct devmem {
 	struct devmem *next;
 	weft_comm_t *comm;
@@ -23,13 +24,6 @@ struct devmem {
 	void *user; /* what the caller got */
 	void *host, *dev;
 	enum weft_mem_type type;
-};
-
-/* A host-mapped abort flag some device handle carries (memory or port channel). */
-struct aflag {
-	struct aflag *next;
-	weft_comm_t *comm;
-	uint32_t *host;
 };
 
 struct weft_memchan {
@@ -43,7 +37,6 @@ struct weft_memchan {
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct devmem *g_mem;
-static struct aflag *g_flags;
 static struct weft_memchan *g_chans;
 
 /* The transport of comm that allocates `type`: the first with mem_alloc that
@@ -178,52 +171,6 @@ WEFT_API int weft_mem_free(weft_comm_t *comm, void *ptr)
 	return 0;
 }
 
-/* --------------------------------------------------------- abort flags */
-int weft__devchan_flag_add(weft_comm_t *comm, uint32_t *host_flag)
-{
-	struct aflag *f = calloc(1, sizeof(*f));
-	if (!f)
-		return -ENOMEM;
-	f->comm = comm;
-	f->host = host_flag;
-	pthread_mutex_lock(&g_lock);
-	f->next = g_flags;
-	g_flags = f;
-	/* A channel made after the failure must not let a kernel wait forever. */
-	if (weft__comm_status(comm) != 0)
-		__atomic_store_n(host_flag, 1, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(&g_lock);
-	return 0;
-}
-
-void weft__devchan_flag_del(uint32_t *host_flag)
-{
-	struct aflag *f = NULL;
-	pthread_mutex_lock(&g_lock);
-	for (struct aflag **pp = &g_flags; *pp; pp = &(*pp)->next)
-		if ((*pp)->host == host_flag) {
-			f = *pp;
-			*pp = f->next;
-			break;
-		}
-	pthread_mutex_unlock(&g_lock);
-	free(f);
-}
-
-/* Raises the abort flag of every device channel of comm, so waiting kernels
- * return WEFT_DEV_ABORTED. */
-void weft__devchan_abort(weft_comm_t *comm)
-{
-	int n = 0;
-	pthread_mutex_lock(&g_lock);
-	for (struct aflag *f = g_flags; f; f = f->next)
-		if (f->comm == comm && !__atomic_exchange_n(f->host, 1, __ATOMIC_ACQ_REL))
-			n++;
-	pthread_mutex_unlock(&g_lock);
-	if (n)
-		WEFT_DEBUG("raised the abort flag of %d device channel%s", n, n == 1 ? "" : "s");
-}
-
 /* Maps an imported region of conn's transport into this GPU. */
 static int map_rmem(weft_conn_t *conn, weft_rmem_t *r, void **dev)
 {
@@ -323,7 +270,7 @@ WEFT_API int weft_memchan_create(weft_conn_t *conn, weft_rmem_t *dst, weft_mem_t
 	 * failure the bootstrap sees and raises the flag (see port.c). */
 	if ((rc = weft__progress_hold(comm)) != 0)
 		goto err_abort;
-	if ((rc = weft__devchan_flag_add(comm, ch->abort_host)) != 0)
+	if ((rc = weft__abort_flag_add(comm, ch->abort_host)) != 0)
 		goto err_release;
 	pthread_mutex_lock(&g_lock);
 	ch->next = g_chans;
@@ -354,7 +301,7 @@ WEFT_API int weft_memchan_destroy(weft_memchan_t *ch)
 		}
 	pthread_mutex_unlock(&g_lock);
 	weft_comm_t *comm = ch->conn->comm;
-	weft__devchan_flag_del(ch->abort_host);
+	weft__abort_flag_del(ch->abort_host);
 	weft__progress_release(comm);
 	weft__devmem_free(comm, ch->abort_host, ch->abort_dev);
 	weft__devmem_free(comm, NULL, ch->state);
@@ -401,15 +348,5 @@ void weft__devchan_destroy_all(weft_comm_t *comm)
 		tp_free(m);
 		free(m);
 	}
-	pthread_mutex_lock(&g_lock);
-	for (struct aflag **pp = &g_flags; *pp;) {
-		struct aflag *f = *pp;
-		if (f->comm == comm) {
-			*pp = f->next;
-			free(f);
-		} else {
-			pp = &f->next;
-		}
-	}
-	pthread_mutex_unlock(&g_lock);
+	weft__abort_flags_drop(comm);
 }

@@ -6,10 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm.h"
+#include "base.h"
 #include "fault.h"
-#include "log.h"
 #include "le.h"
+#include "log.h"
+#include "mem.h"
+#include "progress.h"
 
 /* Blob layout, little-endian, no padding:
  *   header  magic u32 "WFTM" | version u16 | mem type u16 | base u64 | length u64 |

@@ -1,18 +1,22 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Port channels: a FIFO of 16-byte triggers that a producer (host threads, or
- * GPU kernels after weft_port_device_handle) fills, and the communicator's
- * proxy thread, which drains every port of the comm into the transports,
- * drives progress while it has users, and raises device abort flags when the
- * comm fails. */
+ * GPU kernels after weft_port_device_handle) fills, and their drain into the
+ * transports, which the comm's progress thread (progress.c) runs. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <weft/device.h>
 
-#include "comm.h"
+#include "base.h"
 #include "config.h"
+#include "conn.h"
+#include "devchan.h"
 #include "log.h"
+#include "mem.h"
+#include "port.h"
+#include "progress.h"
+#include "sem.h"
 
 /* A trigger is two 64-bit words. Word 0 is written last, with release order,
  * and is never 0 for a valid trigger (its low 4 bits are the kind); the proxy
@@ -59,28 +63,10 @@ struct weft_port {
 	void *abort_dev;
 };
 
-/* The comm's progress thread. It runs while it has users: port channels, and
- * threads of the comm waiting in the bootstrap (weft__progress_hold); with
- * none it sleeps on its condition variable. */
-struct weft__proxy {
-	pthread_t thread;
-	weft_comm_t *comm;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	int stop;  /* under mu */
-	int users; /* under mu */
-};
-
 #define DRAIN_BATCH 64
 #define DEPTH_MAX (1u << 20)
 
-/* ------------------------------------------------------------ the proxy */
-static void proxy_fail(weft_comm_t *comm, int rc, const char *what)
-{
-	WEFT_ERROR("port proxy: %s failed: %s; failing the communicator", what, weft_strerror(rc));
-	weft__bootstrap_fail(comm->bs, rc);
-}
-
+/* ------------------------------------------------------------ triggers */
 /* Executes one trigger: 0 done, -EAGAIN try again later, other errors fatal. */
 static int run_trigger(weft_port_t *port, uint64_t w0, uint64_t w1)
 {
@@ -158,132 +144,23 @@ static int drain_port(weft_port_t *port, int *pending)
 	return n;
 }
 
-static void *proxy_main(void *arg)
+/* The progress thread's drain (progress.h): every port of comm once, under
+ * port_lock, which port_free takes too. */
+static int drain_all(weft_comm_t *comm, int *pending)
 {
-	struct weft__proxy *px = arg;
-	weft_comm_t *comm = px->comm;
-	weft__log_set_rank(comm->rank);
-	/* Idle, the proxy sleeps up to 1 ms; with work in flight (a flush not yet
-	 * complete) it polls faster, because on transports that need progress to
-	 * move data, its sleep is the transfer's stall. */
-	struct weft__backoff idle, busy;
-	weft__backoff_init(&idle, 1000);
-	weft__backoff_init(&busy, 50);
-	int raised = 0;
-	for (;;) {
-		pthread_mutex_lock(&px->mu);
-		while (!px->stop && px->users == 0)
-			pthread_cond_wait(&px->cv, &px->mu);
-		int stop = px->stop;
-		pthread_mutex_unlock(&px->mu);
-		if (stop)
-			break;
-		int worked = 0, pending = 0;
-		/* After a failure the triggers are left alone: every producer's wait
-		 * watches the comm status and returns its error; kernels watch their
-		 * abort flags, which the bootstrap cannot raise itself (its liveness
-		 * thread has no hook), so this thread raises them once it sees the
-		 * failure: within the peer timeout plus one idle sleep. */
-		if (weft__comm_status(comm) != 0) {
-			if (!raised) {
-				weft__devchan_abort(comm);
-				raised = 1;
-			}
-		} else {
-			pthread_mutex_lock(&comm->port_lock);
-			for (struct weft__link *l = comm->ports.next; l != &comm->ports; l = l->next) {
-				weft_port_t *port = weft__container_of(l, weft_port_t, link);
-				int rc = drain_port(port, &pending);
-				if (rc < 0) {
-					proxy_fail(comm, rc, "a trigger");
-					break;
-				}
-				worked += rc;
-			}
-			pthread_mutex_unlock(&comm->port_lock);
-			int rc = weft__comm_progress(comm);
-			if (rc != 0)
-				proxy_fail(comm, rc, "transport progress");
-		}
-		if (worked) {
-			weft__backoff_init(&idle, 1000);
-			weft__backoff_init(&busy, 50);
-		} else if (pending) {
-			weft__backoff_wait(&busy);
-		} else {
-			weft__backoff_wait(&idle);
-		}
-	}
-	return NULL;
-}
-
-/* Starts the thread once; called with comm->port_lock held. */
-static int proxy_start(weft_comm_t *comm)
-{
-	if (comm->proxy)
-		return 0;
-	struct weft__proxy *px = calloc(1, sizeof(*px));
-	if (!px)
-		return -ENOMEM;
-	px->comm = comm;
-	pthread_mutex_init(&px->mu, NULL);
-	pthread_cond_init(&px->cv, NULL);
-	int rc = pthread_create(&px->thread, NULL, proxy_main, px);
-	if (rc != 0) {
-		WEFT_ERROR("port proxy: pthread_create failed: %s", strerror(rc));
-		pthread_cond_destroy(&px->cv);
-		pthread_mutex_destroy(&px->mu);
-		free(px);
-		return -rc;
-	}
-	comm->proxy = px;
-	return 0;
-}
-
-static void proxy_users(struct weft__proxy *px, int delta)
-{
-	pthread_mutex_lock(&px->mu);
-	px->users += delta;
-	pthread_cond_signal(&px->cv);
-	pthread_mutex_unlock(&px->mu);
-}
-
-void weft__proxy_stop(weft_comm_t *comm)
-{
-	struct weft__proxy *px = comm->proxy;
-	if (!px)
-		return;
-	pthread_mutex_lock(&px->mu);
-	px->stop = 1;
-	pthread_cond_signal(&px->cv);
-	pthread_mutex_unlock(&px->mu);
-	pthread_join(px->thread, NULL);
-	pthread_cond_destroy(&px->cv);
-	pthread_mutex_destroy(&px->mu);
-	free(px);
-	comm->proxy = NULL;
-}
-
-/* A thread about to block in the bootstrap (an exchange, a barrier) cannot
- * progress its transports meanwhile; a peer flushing toward it on a transport
- * that lands data only when the target progresses would then wait on it while
- * it waits on the peer. The proxy thread progresses for it. */
-int weft__progress_hold(weft_comm_t *comm)
-{
-	if (comm->ntp == 0)
-		return 0;
+	int worked = 0;
 	pthread_mutex_lock(&comm->port_lock);
-	int rc = proxy_start(comm);
+	for (struct weft__link *l = comm->ports.next; l != &comm->ports; l = l->next) {
+		weft_port_t *port = weft__container_of(l, weft_port_t, link);
+		int rc = drain_port(port, pending);
+		if (rc < 0) {
+			worked = rc;
+			break;
+		}
+		worked += rc;
+	}
 	pthread_mutex_unlock(&comm->port_lock);
-	if (rc == 0)
-		proxy_users(comm->proxy, 1);
-	return rc;
-}
-
-void weft__progress_release(weft_comm_t *comm)
-{
-	if (comm->ntp > 0 && comm->proxy)
-		proxy_users(comm->proxy, -1);
+	return worked;
 }
 
 /* -------------------------------------------------------------- ports */
@@ -341,15 +218,15 @@ WEFT_API int weft_port_create(weft_conn_t *conn, unsigned depth, weft_port_t **o
 	}
 	port->conn = conn;
 	port->depth = depth;
-	pthread_mutex_lock(&comm->port_lock);
-	int rc = proxy_start(comm);
+	/* The progress thread drains this port from now on: one hold per port. */
+	weft__progress_set_drain(comm, drain_all);
+	int rc = weft__progress_hold(comm);
 	if (rc == 0) {
+		pthread_mutex_lock(&comm->port_lock);
 		weft__list_push(&comm->ports, &port->link);
 		conn->nports++;
+		pthread_mutex_unlock(&comm->port_lock);
 	}
-	pthread_mutex_unlock(&comm->port_lock);
-	if (rc == 0)
-		proxy_users(comm->proxy, 1);
 	if (rc != 0) {
 		fifo_free(port);
 		free(port);
@@ -366,9 +243,9 @@ static void port_free(weft_port_t *port)
 	weft__list_del(&port->link);
 	port->conn->nports--;
 	pthread_mutex_unlock(&comm->port_lock);
-	proxy_users(comm->proxy, -1);
+	weft__progress_release(comm);
 	if (port->abort_host) {
-		weft__devchan_flag_del(port->abort_host);
+		weft__abort_flag_del(port->abort_host);
 		weft__devmem_free(comm, port->abort_host, port->abort_dev);
 	}
 	weft__devmem_free(comm, NULL, port->head_dev);
@@ -530,7 +407,7 @@ static int enter_device_mode(weft_port_t *port)
 	if ((rc = weft__devmem_alloc(comm, WEFT_MEM_HOST, 64, &host, &port->abort_dev)) != 0)
 		goto err_head;
 	port->abort_host = host;
-	if ((rc = weft__devchan_flag_add(comm, port->abort_host)) != 0)
+	if ((rc = weft__abort_flag_add(comm, port->abort_host)) != 0)
 		goto err_abort;
 	pthread_mutex_lock(&comm->port_lock);
 	struct weft__fifo *f = port->fifo;

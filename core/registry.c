@@ -26,6 +26,7 @@
 #include "log.h"
 #include "plugin_api.h"
 #include "registry.h"
+#include "rules.h"
 
 #ifndef WEFT_PLUGIN_INSTALL_SUBDIR
 #define WEFT_PLUGIN_INSTALL_SUBDIR "weft"

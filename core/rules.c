@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The rule grammar that [transport] and [algorithm] share (see config.h), the
+/* The rule grammar that [transport] and [algorithm] share (see rules.h), the
  * size syntax, and the edit distance behind every "did you mean" suggestion. */
 #include <ctype.h>
 #include <errno.h>
@@ -13,9 +13,8 @@
 
 #include <weft/weft.h>
 
-#include "config.h"
+#include "peer.h"
 #include "rules.h"
-#include "topo.h"
 
 /* Longest word a rule may hold; longer ones are refused rather than cut. */
 #define RULE_WORD_MAX 256

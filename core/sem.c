@@ -10,9 +10,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "comm.h"
-#include "log.h"
+#include "base.h"
+#include "devchan.h"
 #include "le.h"
+#include "log.h"
+#include "mem.h"
+#include "progress.h"
+#include "sem.h"
 
 #define SLOT_BYTES 64 /* a cache line per token: no false sharing between waiters */
 #define POOL_SLOTS 64

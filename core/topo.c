@@ -17,7 +17,7 @@
 #include <hwloc.h>
 #endif
 
-#include "comm.h"
+#include "base.h"
 #include "log.h"
 #include "registry.h"
 #include "topo.h"
@@ -676,7 +676,7 @@ static void gf_join(const struct gpu_facts *a, const struct gpu_facts *b, struct
 
 /* ------------------------------------------------ per-communicator domain
  * The facts hang off the comm's address in this list rather than off struct
- * weft_comm, whose definition (comm.h) this module does not own; comm.c
+ * weft_comm, whose definition (base.h) this module does not own; comm.c
  * attaches at creation and detaches at destroy. */
 struct gl_comm {
 	const weft_comm_t *comm;
@@ -775,13 +775,6 @@ void weft__topo_gpu_text(const weft_comm_t *comm, char *buf, size_t len)
 			break;
 		}
 	pthread_mutex_unlock(&gl_lock);
-}
-
-const char *weft__peer_class_name(int cls)
-{
-	static const char *const names[WEFT__PEER_CLASSES] = {"same-process", "same-host", "other-host",
-							      "same-gpu-link"};
-	return cls >= 0 && cls < WEFT__PEER_CLASSES ? names[cls] : "?";
 }
 
 /* ------------------------------------------------------------- weft-info */

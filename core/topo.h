@@ -12,16 +12,7 @@
 #include <weft/plugin.h>
 #include <weft/weft.h>
 
-/* The core's own peer class beyond the plugin ABI's three: another process on
- * this host whose GPU is joined to this rank's GPU by NVLink (directly or
- * through NVSwitch), as NVML reports. It refines same-host: transports are
- * handed such a peer as same-host, and a device that reaches same-host peers
- * reaches these. */
-#define WEFT__PEER_SAME_GPU_LINK ((enum weft_peer_class)WEFT_PEER_CLASS_COUNT)
-#define WEFT__PEER_CLASSES (WEFT_PEER_CLASS_COUNT + 1)
-
-/* "same-process", "same-host", "other-host", "same-gpu-link"; "?" otherwise. */
-const char *weft__peer_class_name(int cls);
+#include "peer.h"
 
 /* The test hook: when set (also to ""), its text replaces what NVML and CUDA
  * would say about this rank's GPU. Read by topo.c only; see docs/configuration.md. */

@@ -9,10 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm.h"
+#include "base.h"
 #include "config.h"
 #include "log.h"
 #include "registry.h"
+#include "rules.h"
 #include "topo.h"
 #include "tpsel.h"
 

@@ -11,7 +11,8 @@
 
 #include <weft/weft.h>
 
-#include "comm.h"
+#include "base.h"
+#include "mem.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

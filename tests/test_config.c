@@ -16,6 +16,7 @@
 #include <weft/weft.h>
 
 #include "config.h"
+#include "rules.h"
 #include "testlib.h"
 
 static char *dir;      /* this test's own directory */

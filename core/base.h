@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The communicator as the core's modules see it: struct weft_comm and the
- * objects made from it (memory, connections, semaphores, port channels), the
- * per-transport contexts, and helpers comm.c, mem.c, conn.c, sem.c and port.c share.
+/* The base floor of the core: struct weft_comm and the objects made from it
+ * (memory, connections, semaphores, port channels), the per-transport
+ * contexts, and the services every module uses (status, progress of the
+ * transports, waiting, id tables, abort flags). Every module above includes
+ * it; it includes only the bootstrap below it.
  *
  * Who drives transport progress: the calling thread, inside weft_* calls that
  * wait (weft_put/weft_signal on a full queue, weft_flush, weft_sem_wait), and
@@ -14,8 +16,8 @@
  *
  * Lock order: comm->port_lock, then comm->lock, then a weft__tp lock. No code
  * takes comm->lock or port_lock while holding a transport lock. */
-#ifndef WEFT_CORE_COMM_H
-#define WEFT_CORE_COMM_H
+#ifndef WEFT_CORE_BASE_H
+#define WEFT_CORE_BASE_H
 
 #include <pthread.h>
 #include <stddef.h>
@@ -119,7 +121,10 @@ struct weft_comm {
 
 	pthread_mutex_t port_lock; /* the port list; held by the proxy while it drains */
 	struct weft__link ports;
-	struct weft__proxy *proxy; /* started with the first port channel */
+	struct weft__proxy *proxy; /* the progress thread (progress.c), started at the first hold */
+	/* What the progress thread drains each round (progress.h's weft__drain_fn),
+	 * set by the port channels' module (atomic). */
+	int (*drain)(weft_comm_t *comm, int *pending);
 
 	struct weft__coll_comm *coll; /* the collective layer's state (coll.c), set by its first call (atomic) */
 };
@@ -201,66 +206,16 @@ int weft__tp_progress(struct weft__tp *tp);
 /* Index of the transport named `name` in comm->tp, or -1. */
 int weft__comm_tp_index(const weft_comm_t *comm, const char *name);
 
-/* Internal registration and import: `internal` objects are not listed for the
- * user and get no id (semaphore pools and the pools peers expose). */
-int weft__mem_register(weft_comm_t *comm, void *ptr, size_t len, enum weft_mem_type type, int internal,
-		       weft_mem_t **mem);
-int weft__mem_import(weft_comm_t *comm, int peer, const void *buf, size_t len, int internal, weft_rmem_t **rmem);
-/* Serializes into a malloc'd buffer. */
-int weft__mem_blob(const weft_mem_t *mem, void **blob, size_t *len);
-/* Bounds check shared by weft_put and the proxy: 0 or -EINVAL (logged). */
-int weft__put_check(const weft_conn_t *conn, const weft_rmem_t *dst, uint64_t dst_off, const weft_mem_t *src,
-		    uint64_t src_off, size_t len);
-/* One attempt to post a put / signal / flush on conn: the transport's code,
- * -EAGAIN included. retry: the same operation again after -EAGAIN, which test
- * fault injection (fault.h) does not count as another operation. */
-int weft__conn_put_once(weft_conn_t *conn, weft_rmem_t *dst, uint64_t dst_off, weft_mem_t *src,
-			uint64_t src_off, size_t len, int retry);
-int weft__conn_signal_once(weft_conn_t *conn, weft_rsem_t *rsem, uint64_t value);
-int weft__conn_flush_once(weft_conn_t *conn, int retry);
-/* Checks that rsem may be signalled on conn and that value exceeds every value
- * claimed before, and claims it. 0 or -EINVAL (logged). */
-int weft__rsem_claim(const weft_conn_t *conn, weft_rsem_t *rsem, uint64_t value);
-
-/* Around waits in the bootstrap: the comm's proxy thread progresses the
- * transports meanwhile (see port.c). hold returns 0 or an error; release
- * undoes one successful hold. */
-int weft__progress_hold(weft_comm_t *comm);
-void weft__progress_release(weft_comm_t *comm);
-
-/* Teardown used by weft_comm_destroy, each releasing every object of its kind. */
-void weft__port_destroy_all(weft_comm_t *comm);
-/* Flushes (while the comm is healthy) and closes every open connection,
- * telling each peer; then waits for every peer's word that its side is
- * flushed too; then destroys every endpoint. See conn.c. */
-void weft__conn_retire_all(weft_comm_t *comm);
-void weft__conn_await_fins(weft_comm_t *comm);
-void weft__conn_close_all(weft_comm_t *comm);
-/* Stops the proxy thread (after every port is gone and no hold is left). */
-void weft__proxy_stop(weft_comm_t *comm);
-void weft__sem_destroy_all(weft_comm_t *comm);
-void weft__mem_destroy_all(weft_comm_t *comm);
-/* Destroys the memory channels the user left and frees what weft_mem_alloc
- * allocated on comm (devchan.c); before the transports close. */
-void weft__devchan_destroy_all(weft_comm_t *comm);
-/* Releases one memory handle / import without touching the user lists. */
-void weft__mem_free(weft_mem_t *mem);
-void weft__rmem_free(weft_rmem_t *rmem);
-
-/* ------------------------------------------------------ device channels
- * (devchan.c) Memory of a transport's mem_alloc, both views: host_ptr is NULL
- * for device memory. Tracked like weft_mem_alloc's, freed by weft__devmem_free
- * (or at comm destroy). -ENOTSUP when no transport of comm allocates `type`. */
-int weft__devmem_alloc(weft_comm_t *comm, enum weft_mem_type type, size_t bytes, void **host_ptr, void **dev_ptr);
-void weft__devmem_free(weft_comm_t *comm, void *host_ptr, void *dev_ptr);
-/* Host-mapped abort flags that device waits poll. add records one (its host
- * view; raised at once when comm has already failed); del forgets it. */
-int weft__devchan_flag_add(weft_comm_t *comm, uint32_t *host_flag);
-void weft__devchan_flag_del(uint32_t *host_flag);
-/* Raises every abort flag of comm, so waiting kernels return WEFT_DEV_ABORTED.
- * Called on weft_comm_abort, on a peer failure a transport reports, and by the
- * proxy thread when it sees the bootstrap failed. Takes only a leaf lock: safe
- * from any thread, under any core lock. */
-void weft__devchan_abort(weft_comm_t *comm);
+/* Host-mapped abort flags that device waits poll (memory and port channels).
+ * add records one (its host view; raised at once when comm has already
+ * failed); del forgets it; raise sets every flag of comm, so waiting kernels
+ * return WEFT_DEV_ABORTED (on weft_comm_abort, on a peer failure a transport
+ * reports, and by the progress thread when it sees the bootstrap failed);
+ * drop forgets every flag of comm (at destroy). A leaf lock: safe from any
+ * thread, under any core lock. */
+int weft__abort_flag_add(weft_comm_t *comm, uint32_t *host_flag);
+void weft__abort_flag_del(uint32_t *host_flag);
+void weft__abort_flags_raise(weft_comm_t *comm);
+void weft__abort_flags_drop(weft_comm_t *comm);
 
 #endif

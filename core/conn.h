@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Connections as the other modules use them: one attempt at a put, signal or
+ * flush (the port proxy retries), and the two-sided teardown. */
+#ifndef WEFT_CORE_CONN_H
+#define WEFT_CORE_CONN_H
+
+#include "base.h"
+
+/* One attempt to post a put / signal / flush on conn: the transport's code,
+ * -EAGAIN included. retry: the same operation again after -EAGAIN, which test
+ * fault injection (fault.h) does not count as another operation. */
+int weft__conn_put_once(weft_conn_t *conn, weft_rmem_t *dst, uint64_t dst_off, weft_mem_t *src,
+			uint64_t src_off, size_t len, int retry);
+int weft__conn_signal_once(weft_conn_t *conn, weft_rsem_t *rsem, uint64_t value);
+int weft__conn_flush_once(weft_conn_t *conn, int retry);
+/* Flushes (while the comm is healthy) and closes every open connection,
+ * telling each peer; then waits for every peer's word that its side is
+ * flushed too; then destroys every endpoint. */
+void weft__conn_retire_all(weft_comm_t *comm);
+void weft__conn_await_fins(weft_comm_t *comm);
+void weft__conn_close_all(weft_comm_t *comm);
+
+#endif
