@@ -221,6 +221,207 @@ static const char *mem_name(enum weft_mem_type mem)
 	return (unsigned)mem < WEFT_MEM_TYPE_COUNT ? names[mem] : "?";
 }
 
+/* This side's candidates for a connection to peer, best first: the named
+ * transport alone, or every open transport that weft__tp_plan orders (the
+ * [transport] rules, then scores) and that can make an endpoint. `status` is
+ * this side's error, sent to the peer rather than returned, so that it is not
+ * left waiting; `npinned` counts the leading candidates rules pinned. */
+struct conn_plan {
+	struct cand *c;
+	int nc, status, npinned;
+};
+
+static int plan_cands(weft_comm_t *comm, int peer, const char *transport, enum weft_mem_type mem,
+		      enum weft_peer_class cls, const struct weft__gpu_link *gl, const struct weft_tp_peer *tpeer,
+		      struct conn_plan *pl)
+{
+	pl->c = calloc(comm->ntp > 0 ? (size_t)comm->ntp : 1, sizeof(*pl->c));
+	if (!pl->c)
+		return -ENOMEM;
+	pl->nc = pl->status = pl->npinned = 0;
+	struct cand *c = pl->c;
+	if (transport) {
+		int tpi = weft__comm_tp_index(comm, transport);
+		if (tpi < 0) {
+			if (weft__registry_find(WEFT_PLUGIN_TRANSPORT, transport))
+				WEFT_ERROR("weft_connect: transport '%s' is loaded but did not open for this communicator",
+					   transport);
+			else
+				WEFT_ERROR("weft_connect: no transport named '%s' is loaded", transport);
+			pl->status = -WEFT_ERR_PLUGIN;
+		} else {
+			pl->status = make_endpoint(comm, tpi, tpeer, &c[0]);
+			if (pl->status == 0)
+				pl->nc = 1;
+			else if (pl->status == -EHOSTUNREACH)
+				WEFT_ERROR("weft_connect: transport '%s' cannot reach rank %d", transport, peer);
+			else
+				WEFT_ERROR("weft_connect: transport '%s': endpoint for rank %d failed: %s", transport,
+					   peer, weft_strerror(pl->status));
+		}
+		return 0;
+	}
+	struct weft__tp_cand *tc = calloc(comm->ntp > 0 ? (size_t)comm->ntp : 1, sizeof(*tc));
+	struct weft__tp_plan *plan = malloc(sizeof(*plan));
+	if (!tc || !plan) {
+		free(tc);
+		free(plan);
+		free(pl->c);
+		pl->c = NULL;
+		return -ENOMEM;
+	}
+	for (int i = 0; i < comm->ntp; i++) {
+		tc[i].name = comm->tp[i].name;
+		tc[i].ops = comm->tp[i].ops;
+	}
+	/* The memory type the caller named (host for weft_connect): rules
+	 * with a mem= condition and the per-memory-type scores follow it. */
+	pl->status = weft__tp_plan(tc, comm->ntp, cls, mem, gl, comm->nranks, 0, plan);
+	for (int k = 0; pl->status == 0 && k < plan->n; k++) {
+		int i = plan->order[k];
+		int erc = make_endpoint(comm, i, tpeer, &c[pl->nc]);
+		if (erc == 0) {
+			WEFT_DEBUG("weft_connect: offering %s to rank %d: %s", comm->tp[i].name, peer, plan->why[k]);
+			if (k < plan->pinned)
+				pl->npinned++;
+			pl->nc++;
+		} else if (k < plan->pinned) {
+			WEFT_WARN("weft_connect: transport %s, placed first by %s, cannot serve rank %d: %s",
+				  comm->tp[i].name, plan->why[k], peer, weft_strerror(erc));
+			if (plan->n == 1 && plan->pinned == 1)
+				pl->status = erc; /* required: nothing else may stand in */
+		} else {
+			WEFT_INFO("weft_connect: transport %s not offered for rank %d: %s", comm->tp[i].name, peer,
+				  weft_strerror(erc));
+		}
+	}
+	free(tc);
+	free(plan);
+	return 0;
+}
+
+/* The peer's connect message against this side's: 0, or the error that ends
+ * the call (logged). *pinned is the lower rank's count of pinned candidates. */
+static int check_peer_msg(weft_comm_t *comm, int peer, const unsigned char *theirs, const char *transport,
+			  enum weft_mem_type mem, const struct conn_plan *pl, int *pinned)
+{
+	if (get32(theirs) != CONN_MAGIC) {
+		WEFT_ERROR("weft_connect: rank %d sent something that is not a connect message", peer);
+		return -WEFT_ERR_PROTOCOL;
+	}
+	if (pl->status != 0)
+		return pl->status;
+	int pstatus = (int32_t)get32(theirs + 4);
+	if (pstatus != 0) {
+		WEFT_ERROR("weft_connect: rank %d could not offer %s%s%s: %s", peer, transport ? "transport '" : "",
+			   transport ? transport : "any transport", transport ? "'" : "", weft_strerror(pstatus));
+		return pstatus < 0 && pstatus > -WEFT_ERR_LAST ? pstatus : -WEFT_ERR_PROTOCOL;
+	}
+	uint32_t pflags = get32(theirs + 8);
+	if ((pflags & 1) != (transport != NULL)) {
+		WEFT_ERROR("weft_connect: rank %d %s a transport but this rank %s", peer,
+			   (pflags & 1) ? "named" : "did not name", transport ? "did" : "did not");
+		return -WEFT_ERR_MISMATCH;
+	}
+	uint32_t pmem = (pflags >> 16) & 0xff;
+	if (pmem != (uint32_t)mem) {
+		WEFT_ERROR("weft_connect: rank %d asked for a connection for %s memory but this rank for %s memory",
+			   peer, mem_name((enum weft_mem_type)pmem), mem_name(mem));
+		return -WEFT_ERR_MISMATCH;
+	}
+	/* The lower rank's list also says how many of its first candidates rules
+	 * pinned: a connect failure there ends the call; past them, both sides
+	 * drop the transport that failed and take the next common one. */
+	*pinned = comm->rank < peer ? pl->npinned : (int)((pflags >> 8) & 0xff);
+	return 0;
+}
+
+/* Both sides settle on one candidate and connect it: the lower rank takes its
+ * first candidate the peer offers too; the higher rank takes, of its
+ * candidates, the one the peer listed first. Both learn whether the other
+ * connected, so neither keeps a half-open connection; past the pinned ones a
+ * failed transport is dropped on both sides and the next common one tried.
+ * Returns 0 with *chosen, or the error (logged). */
+static int negotiate(weft_comm_t *comm, int peer, const char *transport, struct conn_plan *pl,
+		     const unsigned char *theirs, size_t tlen, int pinned, int *chosen)
+{
+	struct cand *c = pl->c;
+	int nc = pl->nc, rc = 0;
+	int *failed = calloc(nc > 0 ? (size_t)nc : 1, sizeof(*failed));
+	if (!failed)
+		return -ENOMEM;
+	for (;;) {
+		int pick = -1;
+		const unsigned char *paddr = NULL;
+		size_t palen = 0;
+		uint32_t best_pos = UINT32_MAX, low_pos = 0;
+		for (int i = 0; i < nc && (pick < 0 || comm->rank > peer); i++) {
+			const unsigned char *a = NULL;
+			size_t al = 0;
+			uint32_t pos = 0;
+			if (failed[i])
+				continue;
+			rc = find_peer_cand(peer, theirs, tlen, comm->tp[c[i].tpi].name, &a, &al, &pos);
+			if (rc != 0)
+				goto out;
+			if (a && (comm->rank < peer || pos < best_pos)) {
+				pick = i;
+				paddr = a;
+				palen = al;
+				best_pos = pos;
+				low_pos = comm->rank < peer ? (uint32_t)i : pos;
+			}
+		}
+		if (pick < 0) {
+			if (transport) {
+				WEFT_ERROR("weft_connect: rank %d asked for another transport than '%s'", peer, transport);
+				rc = -WEFT_ERR_MISMATCH;
+			} else {
+				WEFT_ERROR("weft_connect: no transport reaches rank %d from both sides%s", peer,
+					   rc != 0 ? " (every common one failed to connect)" : "");
+				rc = -EHOSTUNREACH;
+			}
+			goto out;
+		}
+		struct weft__tp *tp = &comm->tp[c[pick].tpi];
+		pthread_mutex_lock(&tp->lock);
+		rc = weft__fault_should_fail(WEFT_FAULT_CONNECT) ? weft__fault_error(WEFT_FAULT_CONNECT)
+								  : tp->ops->connect(c[pick].ep, paddr, palen);
+		pthread_mutex_unlock(&tp->lock);
+		if (rc != 0)
+			WEFT_ERROR("weft_connect: transport %s: connecting to rank %d failed: %s", tp->name, peer,
+				   weft_strerror(rc));
+		int32_t ack = rc, pack = 0;
+		int brc = weft__bootstrap_send(comm->bs, peer, WEFT__TAG_CONN, &ack, sizeof(ack));
+		if (brc == 0)
+			brc = weft__bootstrap_recv(comm->bs, peer, WEFT__TAG_CONN, &pack, sizeof(pack));
+		if (brc != 0) {
+			rc = brc;
+			goto out;
+		}
+		if (rc == 0 && pack == 0) {
+			*chosen = pick;
+			goto out;
+		}
+		if (rc == 0) {
+			WEFT_ERROR("weft_connect: rank %d failed to connect its side of %s: %s", peer, tp->name,
+				   weft_strerror(pack));
+			rc = -WEFT_ERR_PEER;
+		}
+		if (transport || (int)low_pos < pinned)
+			goto out;
+		/* Both sides saw both acks, so both fall back now, to the same next choice. */
+		WEFT_WARN("weft_connect: %s failed between this rank and rank %d; both fall back to the next transport",
+			  tp->name, peer);
+		ep_destroy(tp, c[pick].ep);
+		c[pick].ep = NULL;
+		failed[pick] = 1;
+	}
+out:
+	free(failed);
+	return rc;
+}
+
 static int connect_peer(weft_comm_t *comm, int peer, const char *transport, enum weft_mem_type mem,
 			weft_conn_t **out)
 {
@@ -245,226 +446,55 @@ static int connect_peer(weft_comm_t *comm, int peer, const char *transport, enum
 		.host_id = weft__bootstrap_host_id(comm->bs, peer),
 		.addr = weft__bootstrap_peer_addr(comm->bs, peer),
 	};
-	struct cand *c = calloc(comm->ntp > 0 ? (size_t)comm->ntp : 1, sizeof(*c));
-	if (!c)
-		return -ENOMEM;
-	int nc = 0, status = 0, npinned = 0;
-
-	/* Candidates, best first. A named transport is the only one. Otherwise
-	 * weft__tp_plan orders the open transports by the [transport] rules and
-	 * then by score, and every one that can make an endpoint is offered; the
-	 * lower rank's first candidate that the other side offers too wins, so
-	 * both sides pick alike with one message each way, and a transport that
-	 * cannot make an endpoint on one side is skipped by both. */
-	if (transport) {
-		int tpi = weft__comm_tp_index(comm, transport);
-		if (tpi < 0) {
-			if (weft__registry_find(WEFT_PLUGIN_TRANSPORT, transport))
-				WEFT_ERROR("weft_connect: transport '%s' is loaded but did not open for this communicator",
-					   transport);
-			else
-				WEFT_ERROR("weft_connect: no transport named '%s' is loaded", transport);
-			status = -WEFT_ERR_PLUGIN;
-		} else {
-			status = make_endpoint(comm, tpi, &tpeer, &c[0]);
-			if (status == 0)
-				nc = 1;
-			else if (status == -EHOSTUNREACH)
-				WEFT_ERROR("weft_connect: transport '%s' cannot reach rank %d", transport, peer);
-			else
-				WEFT_ERROR("weft_connect: transport '%s': endpoint for rank %d failed: %s", transport,
-					   peer, weft_strerror(status));
-		}
-	} else {
-		struct weft__tp_cand *tc = calloc(comm->ntp > 0 ? (size_t)comm->ntp : 1, sizeof(*tc));
-		struct weft__tp_plan *plan = malloc(sizeof(*plan));
-		if (!tc || !plan) {
-			free(tc);
-			free(plan);
-			free(c);
-			return -ENOMEM;
-		}
-		for (int i = 0; i < comm->ntp; i++) {
-			tc[i].name = comm->tp[i].name;
-			tc[i].ops = comm->tp[i].ops;
-		}
-		/* The memory type the caller named (host for weft_connect): rules
-		 * with a mem= condition and the per-memory-type scores follow it. */
-		status = weft__tp_plan(tc, comm->ntp, cls, mem, &gl, comm->nranks, 0, plan);
-		for (int k = 0; status == 0 && k < plan->n; k++) {
-			int i = plan->order[k];
-			int erc = make_endpoint(comm, i, &tpeer, &c[nc]);
-			if (erc == 0) {
-				WEFT_DEBUG("weft_connect: offering %s to rank %d: %s", comm->tp[i].name, peer, plan->why[k]);
-				if (k < plan->pinned)
-					npinned++;
-				nc++;
-			} else if (k < plan->pinned) {
-				WEFT_WARN("weft_connect: transport %s, placed first by %s, cannot serve rank %d: %s",
-					  comm->tp[i].name, plan->why[k], peer, weft_strerror(erc));
-				if (plan->n == 1 && plan->pinned == 1)
-					status = erc; /* required: nothing else may stand in */
-			} else {
-				WEFT_INFO("weft_connect: transport %s not offered for rank %d: %s", comm->tp[i].name,
-					  peer, weft_strerror(erc));
-			}
-		}
-		free(tc);
-		free(plan);
-	}
+	struct conn_plan pl;
+	if ((rc = plan_cands(comm, peer, transport, mem, cls, &gl, &tpeer, &pl)) != 0)
+		return rc;
 
 	/* The connection is allocated before the peers connect: once both sides
 	 * have, nothing may fail, because an endpoint the peer already writes to
 	 * cannot be torn down at once (ofi's shm provider unmaps the peer's region
 	 * in fi_av_remove, and the peer's puts arriving later crash its progress). */
 	weft_conn_t *conn = NULL;
-	if (status == 0) {
+	if (pl.status == 0) {
 		conn = weft__fault_should_fail(WEFT_FAULT_ALLOC) ? NULL : calloc(1, sizeof(*conn));
 		if (!conn) {
 			WEFT_ERROR("weft_connect: no memory for a connection to rank %d", peer);
-			status = -ENOMEM;
+			pl.status = -ENOMEM;
 		}
 	}
 
 	/* Always send, even on a local failure, so the peer is not left waiting. */
 	size_t mlen = 0, tlen = 0;
-	uint32_t flags = (transport != NULL) | ((uint32_t)(npinned > 255 ? 255 : npinned) << 8) | ((uint32_t)mem << 16);
-	unsigned char *mine = build_msg(comm, status, (int)flags, c, nc, &mlen), *theirs = NULL;
-	int *failed = NULL;
+	uint32_t flags = (transport != NULL) | ((uint32_t)(pl.npinned > 255 ? 255 : pl.npinned) << 8) |
+			 ((uint32_t)mem << 16);
+	unsigned char *mine = build_msg(comm, pl.status, (int)flags, pl.c, pl.nc, &mlen), *theirs = NULL;
+	int chosen = -1, pinned = 0;
 	if (!mine) {
 		rc = -ENOMEM;
-		goto err_drop;
+		goto err;
 	}
 	rc = swap_msgs(comm, peer, mine, mlen, &theirs, &tlen);
 	free(mine);
+	if (rc == 0)
+		rc = check_peer_msg(comm, peer, theirs, transport, mem, &pl, &pinned);
+	if (rc == 0)
+		rc = negotiate(comm, peer, transport, &pl, theirs, tlen, pinned, &chosen);
 	if (rc != 0)
-		goto err_drop;
-	if (get32(theirs) != CONN_MAGIC) {
-		WEFT_ERROR("weft_connect: rank %d sent something that is not a connect message", peer);
-		rc = -WEFT_ERR_PROTOCOL;
-		goto err_free_msg;
-	}
-	if (status != 0) {
-		rc = status;
-		goto err_free_msg;
-	}
-	int pstatus = (int32_t)get32(theirs + 4);
-	if (pstatus != 0) {
-		WEFT_ERROR("weft_connect: rank %d could not offer %s%s%s: %s", peer, transport ? "transport '" : "",
-			   transport ? transport : "any transport", transport ? "'" : "", weft_strerror(pstatus));
-		rc = pstatus < 0 && pstatus > -WEFT_ERR_LAST ? pstatus : -WEFT_ERR_PROTOCOL;
-		goto err_free_msg;
-	}
-	uint32_t pflags = get32(theirs + 8);
-	if ((pflags & 1) != (transport != NULL)) {
-		WEFT_ERROR("weft_connect: rank %d %s a transport but this rank %s", peer,
-			   (pflags & 1) ? "named" : "did not name", transport ? "did" : "did not");
-		rc = -WEFT_ERR_MISMATCH;
-		goto err_free_msg;
-	}
-	uint32_t pmem = (pflags >> 16) & 0xff;
-	if (pmem != (uint32_t)mem) {
-		WEFT_ERROR("weft_connect: rank %d asked for a connection for %s memory but this rank for %s memory",
-			   peer, mem_name((enum weft_mem_type)pmem), mem_name(mem));
-		rc = -WEFT_ERR_MISMATCH;
-		goto err_free_msg;
-	}
-	/* The lower rank's list also says how many of its first candidates rules
-	 * pinned: a connect failure there ends the call; past them, both sides
-	 * drop the transport that failed and take the next common one. */
-	int pinned = comm->rank < peer ? npinned : (int)((pflags >> 8) & 0xff);
-	failed = calloc(nc > 0 ? (size_t)nc : 1, sizeof(*failed));
-	if (!failed) {
-		rc = -ENOMEM;
-		goto err_free_msg;
-	}
-	int chosen;
-	struct weft__tp *tp;
-	for (;;) {
-		/* The lower rank's preference decides: it takes its first candidate
-		 * the peer offers; the higher rank takes, of its candidates, the one
-		 * the peer listed first. */
-		chosen = -1;
-		const unsigned char *paddr = NULL;
-		size_t palen = 0;
-		uint32_t best_pos = UINT32_MAX, low_pos = 0;
-		for (int i = 0; i < nc && (chosen < 0 || comm->rank > peer); i++) {
-			const unsigned char *a = NULL;
-			size_t al = 0;
-			uint32_t pos = 0;
-			if (failed[i])
-				continue;
-			rc = find_peer_cand(peer, theirs, tlen, comm->tp[c[i].tpi].name, &a, &al, &pos);
-			if (rc != 0)
-				goto err_free_msg;
-			if (a && (comm->rank < peer || pos < best_pos)) {
-				chosen = i;
-				paddr = a;
-				palen = al;
-				best_pos = pos;
-				low_pos = comm->rank < peer ? (uint32_t)i : pos;
-			}
-		}
-		if (chosen < 0) {
-			if (transport) {
-				WEFT_ERROR("weft_connect: rank %d asked for another transport than '%s'", peer, transport);
-				rc = -WEFT_ERR_MISMATCH;
-			} else {
-				WEFT_ERROR("weft_connect: no transport reaches rank %d from both sides%s", peer,
-					   rc != 0 ? " (every common one failed to connect)" : "");
-				rc = -EHOSTUNREACH;
-			}
-			goto err_free_msg;
-		}
+		goto err;
 
-		tp = &comm->tp[c[chosen].tpi];
-		pthread_mutex_lock(&tp->lock);
-		rc = weft__fault_should_fail(WEFT_FAULT_CONNECT) ? weft__fault_error(WEFT_FAULT_CONNECT)
-								  : tp->ops->connect(c[chosen].ep, paddr, palen);
-		pthread_mutex_unlock(&tp->lock);
-		if (rc != 0)
-			WEFT_ERROR("weft_connect: transport %s: connecting to rank %d failed: %s", tp->name, peer,
-				   weft_strerror(rc));
-		/* Both sides learn whether the other connected, so neither keeps a half-open conn. */
-		int32_t ack = rc, pack = 0;
-		int brc = weft__bootstrap_send(comm->bs, peer, WEFT__TAG_CONN, &ack, sizeof(ack));
-		if (brc == 0)
-			brc = weft__bootstrap_recv(comm->bs, peer, WEFT__TAG_CONN, &pack, sizeof(pack));
-		if (brc != 0) {
-			rc = brc;
-			goto err_free_msg;
-		}
-		if (rc == 0 && pack == 0)
-			break;
-		if (rc == 0) {
-			WEFT_ERROR("weft_connect: rank %d failed to connect its side of %s: %s", peer, tp->name,
-				   weft_strerror(pack));
-			rc = -WEFT_ERR_PEER;
-		}
-		if (transport || (int)low_pos < pinned)
-			goto err_free_msg;
-		/* Both sides saw both acks, so both fall back now, to the same next choice. */
-		WEFT_WARN("weft_connect: %s failed between this rank and rank %d; both fall back to the next transport",
-			  tp->name, peer);
-		ep_destroy(tp, c[chosen].ep);
-		c[chosen].ep = NULL;
-		failed[chosen] = 1;
-	}
-	free(failed);
-	failed = NULL;
-
+	struct weft__tp *tp = &comm->tp[pl.c[chosen].tpi];
 	conn->comm = comm;
 	conn->peer = peer;
-	conn->tpi = c[chosen].tpi;
+	conn->tpi = pl.c[chosen].tpi;
 	conn->tp = tp;
-	conn->ep = c[chosen].ep;
+	conn->ep = pl.c[chosen].ep;
 	/* Connections between two ranks are made in the same order on both (each
 	 * weft_connect meets its peer's), so this count names the pair's connection
 	 * alike on both sides. */
 	conn->pair_seq = comm->pair_seq[peer]++;
 	free(theirs);
-	drop_cands(comm, c, nc, chosen);
-	free(c);
+	drop_cands(comm, pl.c, pl.nc, chosen);
+	free(pl.c);
 	pthread_mutex_lock(&comm->lock);
 	weft__list_push(&comm->conns, &conn->link);
 	pthread_mutex_unlock(&comm->lock);
@@ -473,13 +503,11 @@ static int connect_peer(weft_comm_t *comm, int peer, const char *transport, enum
 	*out = conn;
 	return 0;
 
-err_free_msg:
+err:
 	free(theirs);
-	free(failed);
-err_drop:
 	free(conn);
-	drop_cands(comm, c, nc, -1);
-	free(c);
+	drop_cands(comm, pl.c, pl.nc, -1);
+	free(pl.c);
 	return rc;
 }
 
