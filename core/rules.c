@@ -271,6 +271,104 @@ static int parse_range(const char *cond, const char *val, int is_size, uint64_t 
 	return 0;
 }
 
+/* The rule's first word: use, prefer, forbid or require. */
+static int parse_action(const char *word, struct weft__rule *r, char *err, size_t errlen)
+{
+	int a = -1;
+	for (size_t i = 0; i < sizeof(action_names) / sizeof(action_names[0]); i++)
+		if (strcasecmp(word, action_names[i]) == 0)
+			a = (int)i;
+	if (a < 0) {
+		rule_err(err, errlen, "unknown action '%s' (one of: use, prefer, forbid, require)", word);
+		suggest(err, errlen, word, action_names, 4);
+		return -WEFT_ERR_CONFIG;
+	}
+	r->action = (enum weft__rule_action)a;
+	return 0;
+}
+
+/* The second: a name [a-z0-9_.-], or pack/name. */
+static int parse_target(const char *word, size_t len, struct weft__rule *r, char *err, size_t errlen)
+{
+	if (len >= sizeof(r->target)) {
+		rule_err(err, errlen, "target '%s' is longer than %zu characters", word, sizeof(r->target) - 1);
+		return -WEFT_ERR_CONFIG;
+	}
+	int slashes = 0, ok = 1;
+	for (const char *c = word; *c; c++) {
+		if (*c == '/')
+			slashes++;
+		else if (!(islower((unsigned char)*c) || isdigit((unsigned char)*c) || *c == '-' || *c == '_' ||
+			   *c == '.'))
+			ok = 0;
+	}
+	if (!ok || slashes > 1 || word[0] == '/' || word[len - 1] == '/' || strchr(word, '=') ||
+	    strcasecmp(word, "when") == 0) {
+		rule_err(err, errlen, "bad target '%s' (a name [a-z0-9_.-], or pack/name)", word);
+		return -WEFT_ERR_CONFIG;
+	}
+	memcpy(r->target, word, len + 1);
+	return 0;
+}
+
+/* One condition name=value; `seen` has a bit per condition already given. */
+static int parse_cond(char *word, struct weft__rule *r, unsigned *seen, char *err, size_t errlen)
+{
+	char *eq = strchr(word, '=');
+	if (!eq) {
+		rule_err(err, errlen, "bad condition '%s' (want name=value, no blanks around '=')", word);
+		return -WEFT_ERR_CONFIG;
+	}
+	*eq = '\0';
+	const char *val = eq + 1;
+	int c = -1;
+	for (int i = 0; i < 5; i++)
+		if (strcasecmp(word, cond_names[i]) == 0)
+			c = i;
+	if (c < 0) {
+		rule_err(err, errlen, "unknown condition '%s' (one of: coll, size, ranks, mem, peer)", word);
+		suggest(err, errlen, word, cond_names, 5);
+		return -WEFT_ERR_CONFIG;
+	}
+	if (*seen & (1u << c)) {
+		rule_err(err, errlen, "condition '%s' given twice", word);
+		return -WEFT_ERR_CONFIG;
+	}
+	*seen |= 1u << c;
+	*eq = '=';
+	int rc = 0;
+	uint64_t lo, hi;
+	switch (c) {
+	case 0:
+		rc = parse_list("collective", word, val, coll_names, sizeof(coll_names) / sizeof(coll_names[0]),
+				&r->colls, err, errlen);
+		break;
+	case 1:
+		rc = parse_range(word, val, 1, &lo, &hi, err, errlen);
+		if (!rc) {
+			r->size_lo = lo;
+			r->size_hi = hi;
+		}
+		break;
+	case 2:
+		rc = parse_range(word, val, 0, &lo, &hi, err, errlen);
+		if (!rc) {
+			r->ranks_lo = (int)lo;
+			r->ranks_hi = (int)hi;
+		}
+		break;
+	case 3:
+		rc = parse_list("memory type", word, val, mem_names, sizeof(mem_names) / sizeof(mem_names[0]),
+				&r->mem_types, err, errlen);
+		break;
+	default:
+		rc = parse_list("peer class", word, val, peer_names, sizeof(peer_names) / sizeof(peer_names[0]),
+				&r->peer_classes, err, errlen);
+		break;
+	}
+	return rc ? -WEFT_ERR_CONFIG : 0;
+}
+
 int weft__rule_parse(const char *line, struct weft__rule *rule, char *err, size_t errlen)
 {
 	if (err && errlen)
@@ -307,116 +405,33 @@ int weft__rule_parse(const char *line, struct weft__rule *rule, char *err, size_
 		}
 		memcpy(word, s, len);
 		word[len] = '\0';
+		int rc = 0;
 		switch (state) {
-		case 0: {
-			int a = -1;
-			for (size_t i = 0; i < sizeof(action_names) / sizeof(action_names[0]); i++)
-				if (strcasecmp(word, action_names[i]) == 0)
-					a = (int)i;
-			if (a < 0) {
-				rule_err(err, errlen, "unknown action '%s' (one of: use, prefer, forbid, require)", word);
-				suggest(err, errlen, word, action_names, 4);
-				return -WEFT_ERR_CONFIG;
-			}
-			r.action = (enum weft__rule_action)a;
-			state = 1;
+		case 0:
+			rc = parse_action(word, &r, err, errlen);
 			break;
-		}
-		case 1: {
-			if (len >= sizeof(r.target)) {
-				rule_err(err, errlen, "target '%s' is longer than %zu characters", word, sizeof(r.target) - 1);
-				return -WEFT_ERR_CONFIG;
-			}
-			int slashes = 0, ok = 1;
-			for (const char *c = word; *c; c++) {
-				if (*c == '/')
-					slashes++;
-				else if (!(islower((unsigned char)*c) || isdigit((unsigned char)*c) || *c == '-' ||
-					   *c == '_' || *c == '.'))
-					ok = 0;
-			}
-			if (!ok || slashes > 1 || word[0] == '/' || word[len - 1] == '/' || strchr(word, '=') ||
-			    strcasecmp(word, "when") == 0) {
-				rule_err(err, errlen, "bad target '%s' (a name [a-z0-9_.-], or pack/name)", word);
-				return -WEFT_ERR_CONFIG;
-			}
-			memcpy(r.target, word, len + 1);
-			state = 2;
+		case 1:
+			rc = parse_target(word, len, &r, err, errlen);
 			break;
-		}
 		case 2:
-			if (strcasecmp(word, "when") != 0) {
-				rule_err(err, errlen, "expected 'when' after the target, found '%s'", word);
-				return -WEFT_ERR_CONFIG;
+		case 4: {
+			const char *want = state == 2 ? "when" : "and";
+			if (strcasecmp(word, want) != 0) {
+				if (state == 2)
+					rule_err(err, errlen, "expected 'when' after the target, found '%s'", word);
+				else
+					rule_err(err, errlen, "expected 'and' between conditions, found '%s'", word);
+				rc = -WEFT_ERR_CONFIG;
 			}
-			state = 3;
-			break;
-		case 4:
-			if (strcasecmp(word, "and") != 0) {
-				rule_err(err, errlen, "expected 'and' between conditions, found '%s'", word);
-				return -WEFT_ERR_CONFIG;
-			}
-			state = 3;
-			break;
-		case 3: {
-			char *eq = strchr(word, '=');
-			if (!eq) {
-				rule_err(err, errlen, "bad condition '%s' (want name=value, no blanks around '=')", word);
-				return -WEFT_ERR_CONFIG;
-			}
-			*eq = '\0';
-			const char *val = eq + 1;
-			int c = -1;
-			for (int i = 0; i < 5; i++)
-				if (strcasecmp(word, cond_names[i]) == 0)
-					c = i;
-			if (c < 0) {
-				rule_err(err, errlen, "unknown condition '%s' (one of: coll, size, ranks, mem, peer)", word);
-				suggest(err, errlen, word, cond_names, 5);
-				return -WEFT_ERR_CONFIG;
-			}
-			if (seen & (1u << c)) {
-				rule_err(err, errlen, "condition '%s' given twice", word);
-				return -WEFT_ERR_CONFIG;
-			}
-			seen |= 1u << c;
-			*eq = '=';
-			int rc = 0;
-			uint64_t lo, hi;
-			switch (c) {
-			case 0:
-				rc = parse_list("collective", word, val, coll_names,
-						sizeof(coll_names) / sizeof(coll_names[0]), &r.colls, err, errlen);
-				break;
-			case 1:
-				rc = parse_range(word, val, 1, &lo, &hi, err, errlen);
-				if (!rc) {
-					r.size_lo = lo;
-					r.size_hi = hi;
-				}
-				break;
-			case 2:
-				rc = parse_range(word, val, 0, &lo, &hi, err, errlen);
-				if (!rc) {
-					r.ranks_lo = (int)lo;
-					r.ranks_hi = (int)hi;
-				}
-				break;
-			case 3:
-				rc = parse_list("memory type", word, val, mem_names,
-						sizeof(mem_names) / sizeof(mem_names[0]), &r.mem_types, err, errlen);
-				break;
-			default:
-				rc = parse_list("peer class", word, val, peer_names,
-						sizeof(peer_names) / sizeof(peer_names[0]), &r.peer_classes, err, errlen);
-				break;
-			}
-			if (rc)
-				return -WEFT_ERR_CONFIG;
-			state = 4;
 			break;
 		}
+		default:
+			rc = parse_cond(word, &r, &seen, err, errlen);
+			break;
 		}
+		if (rc)
+			return rc;
+		state = state == 0 ? 1 : state == 1 ? 2 : state == 3 ? 4 : 3;
 	}
 	switch (state) {
 	case 0:
