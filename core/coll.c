@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Collectives: argument checks, datatype and operation names, group calls, and
- * the choice of an algorithm among the loaded packs ([algorithm] rules, else
- * priority), with per-communicator algorithm state made lazily and kept. */
+/* Collectives: the choice of an algorithm among the loaded packs ([algorithm]
+ * rules, else priority, within what each algorithm declares it serves), the
+ * per-communicator algorithm state made lazily and kept, the primitive API
+ * lent to packs, and weft-info's view of the choice. */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -12,109 +13,15 @@
 #include "base.h"
 #include "coll.h"
 #include "config.h"
+#include "dtype.h"
 #include "log.h"
 #include "registry.h"
 #include "rules.h"
 #include "topo.h"
 
-/* ------------------------------------------------------------- names */
-
-static const struct {
-	const char *name;
-	size_t size;
-} dtypes[WEFT_DATATYPE_COUNT] = {
-	[WEFT_INT8] = {"int8", 1},         [WEFT_UINT8] = {"uint8", 1},       [WEFT_INT32] = {"int32", 4},
-	[WEFT_UINT32] = {"uint32", 4},     [WEFT_INT64] = {"int64", 8},       [WEFT_UINT64] = {"uint64", 8},
-	[WEFT_FLOAT16] = {"float16", 2},   [WEFT_BFLOAT16] = {"bfloat16", 2}, [WEFT_FLOAT32] = {"float32", 4},
-	[WEFT_FLOAT64] = {"float64", 8},   [WEFT_FP8_E4M3] = {"fp8_e4m3", 1}, [WEFT_FP8_E5M2] = {"fp8_e5m2", 1},
-};
-
-static const char *const redops[WEFT_REDOP_COUNT] = {
-	[WEFT_SUM] = "sum", [WEFT_PROD] = "prod", [WEFT_MIN] = "min", [WEFT_MAX] = "max", [WEFT_AVG] = "avg",
-	[WEFT_PREMUL_SUM] = "premul_sum",
-};
-
 /* What an algorithm that says nothing of its reductions serves: ABI 0.2's five. */
 #define BASE_REDOPS                                                                                   \
 	((1u << WEFT_SUM) | (1u << WEFT_PROD) | (1u << WEFT_MIN) | (1u << WEFT_MAX) | (1u << WEFT_AVG))
-
-static const char *const coll_names[WEFT_COLL_COUNT] = {
-	[WEFT_COLL_ALLREDUCE] = "allreduce", [WEFT_COLL_ALLGATHER] = "allgather",
-	[WEFT_COLL_REDUCE_SCATTER] = "reduce_scatter", [WEFT_COLL_BROADCAST] = "broadcast",
-	[WEFT_COLL_REDUCE] = "reduce", [WEFT_COLL_ALLTOALL] = "alltoall", [WEFT_COLL_SENDRECV] = "sendrecv",
-};
-
-static const char *const mem_names[WEFT_MEM_TYPE_COUNT] = {
-	[WEFT_MEM_HOST] = "host", [WEFT_MEM_CUDA] = "cuda", [WEFT_MEM_HIP] = "hip",
-};
-
-static int dtype_valid(int t)
-{
-	return t >= 0 && t < WEFT_DATATYPE_COUNT;
-}
-
-static int redop_valid(int op)
-{
-	return op >= 0 && op < WEFT_REDOP_COUNT;
-}
-
-static const char *coll_name(int c)
-{
-	return c >= 0 && c < WEFT_COLL_COUNT ? coll_names[c] : "unknown collective";
-}
-
-static const char *mem_name(int m)
-{
-	return m >= 0 && m < WEFT_MEM_TYPE_COUNT ? mem_names[m] : "unknown memory";
-}
-
-WEFT_API size_t weft_datatype_size(enum weft_datatype type)
-{
-	return dtype_valid((int)type) ? dtypes[type].size : 0;
-}
-
-WEFT_API const char *weft_datatype_name(enum weft_datatype type)
-{
-	return dtype_valid((int)type) ? dtypes[type].name : "unknown";
-}
-
-WEFT_API int weft_datatype_parse(const char *name, enum weft_datatype *type)
-{
-	static const struct {
-		const char *alias;
-		enum weft_datatype type;
-	} aliases[] = {{"half", WEFT_FLOAT16}, {"float", WEFT_FLOAT32}, {"double", WEFT_FLOAT64}};
-	if (!name || !type)
-		return -EINVAL;
-	for (int t = 0; t < WEFT_DATATYPE_COUNT; t++)
-		if (strcmp(name, dtypes[t].name) == 0) {
-			*type = (enum weft_datatype)t;
-			return 0;
-		}
-	for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++)
-		if (strcmp(name, aliases[i].alias) == 0) {
-			*type = aliases[i].type;
-			return 0;
-		}
-	return -EINVAL;
-}
-
-WEFT_API const char *weft_redop_name(enum weft_redop op)
-{
-	return redop_valid((int)op) ? redops[op] : "unknown";
-}
-
-WEFT_API int weft_redop_parse(const char *name, enum weft_redop *op)
-{
-	if (!name || !op)
-		return -EINVAL;
-	for (int o = 0; o < WEFT_REDOP_COUNT; o++)
-		if (strcmp(name, redops[o]) == 0) {
-			*op = (enum weft_redop)o;
-			return 0;
-		}
-	return -EINVAL;
-}
 
 /* --------------------------------------------------------- primitive API */
 
@@ -405,7 +312,7 @@ static void rule_cannot_serve(struct coll_rule *cr, const struct query *q, const
 	WEFT_WARN("%s:%d: [algorithm] rule '%s %s': it cannot serve %s of %" PRIu64 " B on %d ranks in %s memory (%s); ignored",
 		  weft__config_path() ? weft__config_path() : "config", cr->r.lineno,
 		  cr->r.action == WEFT_RULE_USE ? "use" : cr->r.action == WEFT_RULE_PREFER ? "prefer" : "require",
-		  cr->r.target, coll_name(q->coll), q->bytes, q->nranks, mem_name(q->mem), why);
+		  cr->r.target, weft__coll_name(q->coll), q->bytes, q->nranks, weft__mem_name(q->mem), why);
 }
 
 /* Fills ch (ch->order has room for ncat entries). Returns 0, or -ENOTSUP when a
@@ -443,7 +350,7 @@ static int choose(const struct query *q, int quiet, struct choice *ch)
 					WEFT_ERROR("%s:%d: [algorithm] requires %s, which cannot serve %s of %" PRIu64
 						   " B on %d ranks in %s memory (forbidden, or outside its sizes, ranks or memory types)",
 						   weft__config_path() ? weft__config_path() : "config", cr->r.lineno,
-						   cr->r.target, coll_name(q->coll), q->bytes, q->nranks, mem_name(q->mem));
+						   cr->r.target, weft__coll_name(q->coll), q->bytes, q->nranks, weft__mem_name(q->mem));
 				ch->rule = r;
 				ch->required = 1;
 				return -ENOTSUP;
@@ -558,16 +465,16 @@ static void describe_call(const struct weft_coll_args *a, char *buf, size_t len)
 {
 	if (a->coll == WEFT_COLL_SENDRECV)
 		snprintf(buf, len, "sendrecv of %zu operation%s, %" PRIu64 " B in %s memory", a->count,
-			 a->count == 1 ? "" : "s", a->bytes, mem_name(a->mem_type));
+			 a->count == 1 ? "" : "s", a->bytes, weft__mem_name(a->mem_type));
 	else if (a->coll == WEFT_COLL_ALLREDUCE || a->coll == WEFT_COLL_REDUCE_SCATTER || a->coll == WEFT_COLL_REDUCE)
-		snprintf(buf, len, "%s of %s (%s), %" PRIu64 " B in %s memory", coll_name(a->coll),
-			 weft_datatype_name(a->dtype), weft_redop_name(a->op), a->bytes, mem_name(a->mem_type));
+		snprintf(buf, len, "%s of %s (%s), %" PRIu64 " B in %s memory", weft__coll_name(a->coll),
+			 weft_datatype_name(a->dtype), weft_redop_name(a->op), a->bytes, weft__mem_name(a->mem_type));
 	else
-		snprintf(buf, len, "%s of %s, %" PRIu64 " B in %s memory", coll_name(a->coll),
-			 weft_datatype_name(a->dtype), a->bytes, mem_name(a->mem_type));
+		snprintf(buf, len, "%s of %s, %" PRIu64 " B in %s memory", weft__coll_name(a->coll),
+			 weft_datatype_name(a->dtype), a->bytes, weft__mem_name(a->mem_type));
 }
 
-static int coll_run(weft_comm_t *comm, const struct weft_coll_args *args)
+int weft__coll_run(weft_comm_t *comm, const struct weft_coll_args *args)
 {
 	int rc = weft_comm_status(comm);
 	if (rc != 0)
@@ -638,420 +545,7 @@ WEFT_API int weft__coll_execute(weft_comm_t *comm, const struct weft_coll_args *
 	if (!comm || !args || args->size < sizeof(*args) || (int)args->coll < 0 || args->coll >= WEFT_COLL_COUNT ||
 	    (int)args->mem_type < 0 || args->mem_type >= WEFT_MEM_TYPE_COUNT)
 		return -EINVAL;
-	return coll_run(comm, args);
-}
-
-/* ------------------------------------------------------------- groups
- * Per thread: the nesting depth and the calls queued since the outermost start. */
-
-struct grp_op {
-	weft_comm_t *comm;
-	struct weft_coll_args args;
-	int p2p;
-	struct weft_p2p_op op;
-	void *stream; /* of a point-to-point call */
-};
-
-static _Thread_local struct {
-	int depth;
-	struct grp_op *ops;
-	size_t n, cap;
-} grp;
-
-static int grp_push(weft_comm_t *comm, const struct weft_coll_args *args, const struct weft_p2p_op *op, void *stream)
-{
-	if (grp.n == grp.cap) {
-		size_t c = grp.cap ? grp.cap * 2 : 16;
-		struct grp_op *n = realloc(grp.ops, c * sizeof(*n));
-		if (!n) {
-			WEFT_ERROR("group: out of memory queuing a call");
-			return -ENOMEM;
-		}
-		grp.ops = n;
-		grp.cap = c;
-	}
-	struct grp_op *g = &grp.ops[grp.n++];
-	memset(g, 0, sizeof(*g));
-	g->comm = comm;
-	if (args)
-		g->args = *args;
-	if (op) {
-		g->p2p = 1;
-		g->op = *op;
-		g->stream = stream;
-	}
-	return 0;
-}
-
-/* One fused batch on the stream of its first call (NULL: completes on the
- * host), so point-to-point calls can be captured in a CUDA graph as
- * collectives can. */
-static int run_p2p_batch(weft_comm_t *comm, struct weft_p2p_op *ops, size_t n, void *stream)
-{
-	uint64_t total = 0;
-	for (size_t i = 0; i < n; i++)
-		total += ops[i].bytes;
-	struct weft_coll_args a = {
-		.size = sizeof(a),
-		.coll = WEFT_COLL_SENDRECV,
-		.sendbuf = ops,
-		.recvbuf = NULL,
-		.count = n,
-		.dtype = WEFT_UINT8,
-		.op = WEFT_SUM,
-		.root = -1,
-		.mem_type = weft__coll_mem_type(comm, ops[0].buf),
-		.stream = stream,
-		.bytes = total,
-	};
-	return coll_run(comm, &a);
-}
-
-WEFT_API int weft_group_start(void)
-{
-	if (grp.depth == INT_MAX)
-		return -EINVAL;
-	grp.depth++;
-	return 0;
-}
-
-WEFT_API int weft_group_end(void)
-{
-	if (grp.depth <= 0) {
-		WEFT_ERROR("weft_group_end without a matching weft_group_start");
-		return -EINVAL;
-	}
-	if (--grp.depth > 0)
-		return 0;
-	struct grp_op *ops = grp.ops;
-	size_t n = grp.n;
-	grp.ops = NULL;
-	grp.n = grp.cap = 0;
-
-	/* Collectives first, in call order; then per comm (in order of its first
-	 * point-to-point call) one fused batch of its sends and receives. Every rank
-	 * applies the same rule, so ranks stay in step. */
-	int first = 0;
-	for (size_t i = 0; i < n; i++)
-		if (!ops[i].p2p) {
-			int rc = coll_run(ops[i].comm, &ops[i].args);
-			if (rc && !first)
-				first = rc;
-		}
-	struct weft_p2p_op *batch = n ? malloc(n * sizeof(*batch)) : NULL;
-	if (n && !batch) {
-		free(ops);
-		WEFT_ERROR("group: out of memory fusing point-to-point calls");
-		return -ENOMEM;
-	}
-	for (size_t i = 0; i < n; i++) {
-		if (!ops[i].p2p || !ops[i].comm)
-			continue;
-		weft_comm_t *comm = ops[i].comm;
-		void *stream = ops[i].stream;
-		size_t nb = 0;
-		for (size_t j = i; j < n; j++)
-			if (ops[j].p2p && ops[j].comm == comm) {
-				batch[nb++] = ops[j].op;
-				ops[j].comm = NULL; /* taken */
-			}
-		int rc = run_p2p_batch(comm, batch, nb, stream);
-		if (rc && !first)
-			first = rc;
-	}
-	free(batch);
-	free(ops);
-	return first;
-}
-
-/* ------------------------------------------------------ public calls */
-
-static int check_comm(const weft_comm_t *comm, const char *fn)
-{
-	if (!comm) {
-		WEFT_ERROR("%s: comm is NULL", fn);
-		return -EINVAL;
-	}
-	return weft_comm_status(comm);
-}
-
-static int check_type(enum weft_datatype type, const char *fn)
-{
-	if (!dtype_valid((int)type)) {
-		WEFT_ERROR("%s: unknown datatype %d", fn, (int)type);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-static int check_op(enum weft_redop op, const char *fn)
-{
-	if (!redop_valid((int)op)) {
-		WEFT_ERROR("%s: unknown reduction operation %d", fn, (int)op);
-		return -EINVAL;
-	}
-	if (op == WEFT_PREMUL_SUM) {
-		WEFT_ERROR("%s: WEFT_PREMUL_SUM needs its scalar: call %s_premul", fn, fn);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-/* The scalar of a pre-multiplied sum, into the call's arguments: a host
- * scalar's bytes are copied now (the call may be queued in a group); a device
- * one stays a pointer, read when the call runs. */
-static int set_scalar(struct weft_coll_args *a, const void *scalar, enum weft_mem_type smem, const char *fn)
-{
-	if (!scalar) {
-		WEFT_ERROR("%s: scalar is NULL", fn);
-		return -EINVAL;
-	}
-	if ((int)smem < 0 || smem >= WEFT_MEM_TYPE_COUNT) {
-		WEFT_ERROR("%s: unknown memory type %d for the scalar", fn, (int)smem);
-		return -EINVAL;
-	}
-	if (smem != WEFT_MEM_HOST && smem != a->mem_type) {
-		WEFT_ERROR("%s: the scalar is in %s memory but the buffers are in %s memory; a device scalar needs "
-			   "buffers of that device",
-			   fn, mem_name((int)smem), mem_name((int)a->mem_type));
-		return -EINVAL;
-	}
-	a->op = WEFT_PREMUL_SUM;
-	a->scalar_mem = smem;
-	if (smem == WEFT_MEM_HOST)
-		memcpy(a->scalar_host, scalar, weft_datatype_size(a->dtype));
-	else
-		a->scalar_dev = scalar;
-	return 0;
-}
-
-static int check_buf(const void *buf, size_t count, const char *fn, const char *which)
-{
-	if (count > 0 && !buf) {
-		WEFT_ERROR("%s: %s is NULL with count %zu", fn, which, count);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-static int check_rank(int r, int nranks, const char *fn, const char *which)
-{
-	if (r < 0 || r >= nranks) {
-		WEFT_ERROR("%s: %s %d is outside the communicator's %d ranks", fn, which, r, nranks);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-/* bytes = count * size of type * mult, refusing overflow. */
-static int bytes_of(size_t count, enum weft_datatype type, size_t mult, const char *fn, uint64_t *out)
-{
-	size_t es = weft_datatype_size(type);
-	if (count && (mult > SIZE_MAX / es || count > SIZE_MAX / (es * mult))) {
-		WEFT_ERROR("%s: count %zu is too large", fn, count);
-		return -EINVAL;
-	}
-	*out = (uint64_t)count * es * mult;
-	return 0;
-}
-
-static int submit(weft_comm_t *comm, const struct weft_coll_args *args)
-{
-	if (grp.depth > 0)
-		return grp_push(comm, args, NULL, NULL);
-	return coll_run(comm, args);
-}
-
-static void args_init(struct weft_coll_args *a, enum weft_collective coll, weft_comm_t *comm, const void *sendbuf,
-		      void *recvbuf, size_t count, enum weft_datatype type, enum weft_redop op, int root, void *stream)
-{
-	memset(a, 0, sizeof(*a));
-	a->size = sizeof(*a);
-	a->coll = coll;
-	a->sendbuf = sendbuf;
-	a->recvbuf = recvbuf;
-	a->count = count;
-	a->dtype = type;
-	a->op = op;
-	a->root = root;
-	a->mem_type = weft__coll_mem_type(comm, recvbuf ? recvbuf : sendbuf);
-	a->stream = stream;
-}
-
-WEFT_API int weft_allreduce(const void *sendbuf, void *recvbuf, size_t count, enum weft_datatype type,
-			    enum weft_redop op, weft_comm_t *comm, void *stream)
-{
-	static const char fn[] = "weft_allreduce";
-	struct weft_coll_args a;
-	int rc;
-	if ((rc = check_comm(comm, fn)) || (rc = check_type(type, fn)) || (rc = check_op(op, fn)) ||
-	    (rc = check_buf(sendbuf, count, fn, "sendbuf")) || (rc = check_buf(recvbuf, count, fn, "recvbuf")))
-		return rc;
-	args_init(&a, WEFT_COLL_ALLREDUCE, comm, sendbuf, recvbuf, count, type, op, 0, stream);
-	if ((rc = bytes_of(count, type, 1, fn, &a.bytes)))
-		return rc;
-	return submit(comm, &a);
-}
-
-WEFT_API int weft_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, enum weft_datatype type,
-			    weft_comm_t *comm, void *stream)
-{
-	static const char fn[] = "weft_allgather";
-	struct weft_coll_args a;
-	int rc;
-	if ((rc = check_comm(comm, fn)) || (rc = check_type(type, fn)) ||
-	    (rc = check_buf(sendbuf, sendcount, fn, "sendbuf")) || (rc = check_buf(recvbuf, sendcount, fn, "recvbuf")))
-		return rc;
-	args_init(&a, WEFT_COLL_ALLGATHER, comm, sendbuf, recvbuf, sendcount, type, WEFT_SUM, 0, stream);
-	if ((rc = bytes_of(sendcount, type, (size_t)weft_comm_size(comm), fn, &a.bytes)))
-		return rc;
-	return submit(comm, &a);
-}
-
-WEFT_API int weft_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, enum weft_datatype type,
-				 enum weft_redop op, weft_comm_t *comm, void *stream)
-{
-	static const char fn[] = "weft_reduce_scatter";
-	struct weft_coll_args a;
-	int rc;
-	if ((rc = check_comm(comm, fn)) || (rc = check_type(type, fn)) || (rc = check_op(op, fn)) ||
-	    (rc = check_buf(sendbuf, recvcount, fn, "sendbuf")) || (rc = check_buf(recvbuf, recvcount, fn, "recvbuf")))
-		return rc;
-	args_init(&a, WEFT_COLL_REDUCE_SCATTER, comm, sendbuf, recvbuf, recvcount, type, op, 0, stream);
-	if ((rc = bytes_of(recvcount, type, (size_t)weft_comm_size(comm), fn, &a.bytes)))
-		return rc;
-	return submit(comm, &a);
-}
-
-WEFT_API int weft_broadcast(const void *sendbuf, void *recvbuf, size_t count, enum weft_datatype type, int root,
-			    weft_comm_t *comm, void *stream)
-{
-	static const char fn[] = "weft_broadcast";
-	struct weft_coll_args a;
-	int rc;
-	if ((rc = check_comm(comm, fn)) || (rc = check_type(type, fn)) ||
-	    (rc = check_rank(root, weft_comm_size(comm), fn, "root")) ||
-	    (root == weft_comm_rank(comm) && (rc = check_buf(sendbuf, count, fn, "sendbuf"))) ||
-	    (rc = check_buf(recvbuf, count, fn, "recvbuf")))
-		return rc;
-	args_init(&a, WEFT_COLL_BROADCAST, comm, sendbuf, recvbuf, count, type, WEFT_SUM, root, stream);
-	if ((rc = bytes_of(count, type, 1, fn, &a.bytes)))
-		return rc;
-	return submit(comm, &a);
-}
-
-WEFT_API int weft_reduce(const void *sendbuf, void *recvbuf, size_t count, enum weft_datatype type,
-			 enum weft_redop op, int root, weft_comm_t *comm, void *stream)
-{
-	static const char fn[] = "weft_reduce";
-	struct weft_coll_args a;
-	int rc;
-	if ((rc = check_comm(comm, fn)) || (rc = check_type(type, fn)) || (rc = check_op(op, fn)) ||
-	    (rc = check_rank(root, weft_comm_size(comm), fn, "root")) ||
-	    (rc = check_buf(sendbuf, count, fn, "sendbuf")) ||
-	    (root == weft_comm_rank(comm) && (rc = check_buf(recvbuf, count, fn, "recvbuf"))))
-		return rc;
-	args_init(&a, WEFT_COLL_REDUCE, comm, sendbuf, recvbuf, count, type, op, root, stream);
-	if ((rc = bytes_of(count, type, 1, fn, &a.bytes)))
-		return rc;
-	return submit(comm, &a);
-}
-
-WEFT_API int weft_allreduce_premul(const void *sendbuf, void *recvbuf, size_t count, enum weft_datatype type,
-				   const void *scalar, enum weft_mem_type scalar_mem, weft_comm_t *comm, void *stream)
-{
-	static const char fn[] = "weft_allreduce_premul";
-	struct weft_coll_args a;
-	int rc;
-	if ((rc = check_comm(comm, fn)) || (rc = check_type(type, fn)) ||
-	    (rc = check_buf(sendbuf, count, fn, "sendbuf")) || (rc = check_buf(recvbuf, count, fn, "recvbuf")))
-		return rc;
-	args_init(&a, WEFT_COLL_ALLREDUCE, comm, sendbuf, recvbuf, count, type, WEFT_SUM, 0, stream);
-	if ((rc = set_scalar(&a, scalar, scalar_mem, fn)) || (rc = bytes_of(count, type, 1, fn, &a.bytes)))
-		return rc;
-	return submit(comm, &a);
-}
-
-WEFT_API int weft_reduce_scatter_premul(const void *sendbuf, void *recvbuf, size_t recvcount,
-					enum weft_datatype type, const void *scalar, enum weft_mem_type scalar_mem,
-					weft_comm_t *comm, void *stream)
-{
-	static const char fn[] = "weft_reduce_scatter_premul";
-	struct weft_coll_args a;
-	int rc;
-	if ((rc = check_comm(comm, fn)) || (rc = check_type(type, fn)) ||
-	    (rc = check_buf(sendbuf, recvcount, fn, "sendbuf")) || (rc = check_buf(recvbuf, recvcount, fn, "recvbuf")))
-		return rc;
-	args_init(&a, WEFT_COLL_REDUCE_SCATTER, comm, sendbuf, recvbuf, recvcount, type, WEFT_SUM, 0, stream);
-	if ((rc = set_scalar(&a, scalar, scalar_mem, fn)) ||
-	    (rc = bytes_of(recvcount, type, (size_t)weft_comm_size(comm), fn, &a.bytes)))
-		return rc;
-	return submit(comm, &a);
-}
-
-WEFT_API int weft_reduce_premul(const void *sendbuf, void *recvbuf, size_t count, enum weft_datatype type,
-				const void *scalar, enum weft_mem_type scalar_mem, int root, weft_comm_t *comm,
-				void *stream)
-{
-	static const char fn[] = "weft_reduce_premul";
-	struct weft_coll_args a;
-	int rc;
-	if ((rc = check_comm(comm, fn)) || (rc = check_type(type, fn)) ||
-	    (rc = check_rank(root, weft_comm_size(comm), fn, "root")) ||
-	    (rc = check_buf(sendbuf, count, fn, "sendbuf")) ||
-	    (root == weft_comm_rank(comm) && (rc = check_buf(recvbuf, count, fn, "recvbuf"))))
-		return rc;
-	args_init(&a, WEFT_COLL_REDUCE, comm, sendbuf, recvbuf, count, type, WEFT_SUM, root, stream);
-	if ((rc = set_scalar(&a, scalar, scalar_mem, fn)) || (rc = bytes_of(count, type, 1, fn, &a.bytes)))
-		return rc;
-	return submit(comm, &a);
-}
-
-WEFT_API int weft_alltoall(const void *sendbuf, void *recvbuf, size_t count, enum weft_datatype type,
-			   weft_comm_t *comm, void *stream)
-{
-	static const char fn[] = "weft_alltoall";
-	struct weft_coll_args a;
-	int rc;
-	if ((rc = check_comm(comm, fn)) || (rc = check_type(type, fn)) ||
-	    (rc = check_buf(sendbuf, count, fn, "sendbuf")) || (rc = check_buf(recvbuf, count, fn, "recvbuf")))
-		return rc;
-	args_init(&a, WEFT_COLL_ALLTOALL, comm, sendbuf, recvbuf, count, type, WEFT_SUM, 0, stream);
-	if ((rc = bytes_of(count, type, (size_t)weft_comm_size(comm), fn, &a.bytes)))
-		return rc;
-	return submit(comm, &a);
-}
-
-static int p2p(const char *fn, int is_send, void *buf, size_t count, enum weft_datatype type, int peer,
-	       weft_comm_t *comm, void *stream)
-{
-	int rc;
-	uint64_t bytes;
-	if ((rc = check_comm(comm, fn)) || (rc = check_type(type, fn)) ||
-	    (rc = check_rank(peer, weft_comm_size(comm), fn, "peer")) || (rc = check_buf(buf, count, fn, "buf")) ||
-	    (rc = bytes_of(count, type, 1, fn, &bytes)))
-		return rc;
-	if (bytes == 0)
-		return 0; /* both sides of a pair pass the same count, so both skip */
-	struct weft_p2p_op op = {.peer = peer, .is_send = is_send, .buf = buf, .bytes = (size_t)bytes};
-	if (grp.depth > 0)
-		return grp_push(comm, NULL, &op, stream);
-	if (peer == weft_comm_rank(comm)) {
-		WEFT_ERROR("%s: a send or recv to the calling rank itself needs a group (weft_group_start/end)", fn);
-		return -EINVAL;
-	}
-	return run_p2p_batch(comm, &op, 1, stream);
-}
-
-WEFT_API int weft_send(const void *buf, size_t count, enum weft_datatype type, int peer, weft_comm_t *comm,
-		       void *stream)
-{
-	return p2p("weft_send", 1, (void *)buf, count, type, peer, comm, stream);
-}
-
-WEFT_API int weft_recv(void *buf, size_t count, enum weft_datatype type, int peer, weft_comm_t *comm, void *stream)
-{
-	return p2p("weft_recv", 0, buf, count, type, peer, comm, stream);
+	return weft__coll_run(comm, args);
 }
 
 /* ------------------------------------------------------------ weft-info */
@@ -1077,10 +571,10 @@ WEFT_API void weft__coll_print_choices(FILE *out, int nranks, enum weft_mem_type
 		return;
 	}
 	fprintf(out, "Algorithm choice for %d ranks, %s memory (sizes sampled at powers of two):\n", nranks,
-		mem_name((int)mem));
+		weft__mem_name((int)mem));
 	int order[ncat > 0 ? ncat : 1];
 	for (int c = 0; c < WEFT_COLL_COUNT; c++) {
-		fprintf(out, "  %s:\n", coll_names[c]);
+		fprintf(out, "  %s:\n", weft__coll_name(c));
 		int prev_idx = -2, prev_rule = -2, prev_req = 0;
 		uint64_t lo = 0, hi = 0;
 		for (int s = 0; s <= 31; s++) {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Collectives: the public entry points of weft.h's collective section, group
- * calls, and the choice of an algorithm from the loaded algorithm packs. */
+/* Collectives: the choice of an algorithm from the loaded algorithm packs
+ * (coll.c), for the public calls (calls.c), the core and weft's tools. */
 #ifndef WEFT_CORE_COLL_H
 #define WEFT_CORE_COLL_H
 
@@ -15,6 +15,11 @@
  * API. Accepts NULL and comms that never ran a collective.
  * Thread safety: one thread per comm. */
 void weft__coll_comm_cleanup(weft_comm_t *comm);
+
+/* Runs one collective call (or a fused point-to-point batch) whose arguments
+ * are checked: picks the algorithm, sets it up on first use, executes it.
+ * 0 or the error (logged where it is found). Used by calls.c. */
+int weft__coll_run(weft_comm_t *comm, const struct weft_coll_args *args);
 
 /* The primitive API table lent to packs (weft.h's own functions). */
 const struct weft_prim_api *weft__coll_prim_api(void);
