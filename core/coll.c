@@ -429,7 +429,7 @@ void weft__coll_comm_cleanup(weft_comm_t *comm)
 	free(cc);
 }
 
-WEFT_API const char *weft__coll_last_algo(weft_comm_t *comm)
+const char *weft__coll_last_algo(weft_comm_t *comm)
 {
 	if (!comm)
 		return NULL;
@@ -561,7 +561,7 @@ static void fmt_size(uint64_t b, char *buf, size_t len)
 	snprintf(buf, len, "%" PRIu64 " %s", b, units[u]);
 }
 
-WEFT_API void weft__coll_print_choices(FILE *out, int nranks, enum weft_mem_type mem)
+void weft__coll_print_choices(FILE *out, int nranks, enum weft_mem_type mem)
 {
 	if (!out)
 		return;

@@ -28,23 +28,23 @@ const struct weft_prim_api *weft__coll_prim_api(void);
  * adds detection through a transport op (pointer attributes). */
 enum weft_mem_type weft__coll_mem_type(weft_comm_t *comm, const void *buf);
 
-/* The functions below are exported from libweft.so for weft's own tools and
- * tests (weft-info, weft-perf, tests/test_coll.c). They are not API. */
+/* weft-info and bindings reach the next two through include/weft/info.h. */
 
 /* For weft-info --select: per collective, which algorithm each message size from
  * 1 B to 1 GiB (powers of two, coalesced into ranges) would get on a comm of
  * nranks ranks with buffers of memory type mem, and why (the [algorithm] rule
  * and its line, or the priority). Datatype-specific refusals (`supports`) need a
  * communicator and are not shown. Thread safety: any thread. */
-WEFT_API void weft__coll_print_choices(FILE *out, int nranks, enum weft_mem_type mem);
+void weft__coll_print_choices(FILE *out, int nranks, enum weft_mem_type mem);
 
 /* Runs one collective with fully formed arguments (args->mem_type included), as
- * the public calls do after their checks. For tests of paths the public calls
- * cannot reach yet (other memory types). Same errors as the public calls. */
+ * the public calls do after their checks. A test hook (exported only with
+ * WEFT_TEST_HOOKS, see core/CMakeLists.txt), for paths the public calls cannot
+ * reach (other memory types). Same errors as the public calls. */
 WEFT_API int weft__coll_execute(weft_comm_t *comm, const struct weft_coll_args *args);
 
 /* "pack/algo" of the algorithm that served the last collective on comm, or NULL
  * when none ran. The string lives until exit. Thread safety: one thread per comm. */
-WEFT_API const char *weft__coll_last_algo(weft_comm_t *comm);
+const char *weft__coll_last_algo(weft_comm_t *comm);
 
 #endif

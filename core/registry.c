@@ -738,20 +738,10 @@ WEFT_API char *weft__registry_search_path(void)
 	return p;
 }
 
-WEFT_API const char *weft__registry_error(void)
+const char *weft__registry_error(void)
 {
 	pthread_mutex_lock(&reg_lock);
 	const char *e = reg_error;
 	pthread_mutex_unlock(&reg_lock);
 	return e;
-}
-
-WEFT_API const char *weft__registry_config_path(void)
-{
-	return weft__config_path();
-}
-
-WEFT_API void weft__registry_config_print(FILE *out)
-{
-	weft__config_print(out);
 }

@@ -28,9 +28,9 @@ struct weft__plugin_entry {
 	const struct weft_core_api *core;
 };
 
-/* The functions marked WEFT_API below are exported from libweft.so for weft's
- * own tools and tests only (weft-info, tests/test_registry.c). They are not API:
- * no header under include/ declares them and they may change at any time. */
+/* The functions marked WEFT_API below are test hooks: libweft.so exports them
+ * only when built with WEFT_TEST_HOOKS (tests/test_registry.c reaches loaded
+ * plugins' ops through them). Tools and bindings use include/weft/info.h. */
 
 /* Loads the config (config.h) and scans the search path once:
  * WEFT_PLUGIN_PATH (colon list), then <dir of libweft.so>/weft/, then the build
@@ -52,11 +52,7 @@ WEFT_API char *weft__registry_search_path(void);
 
 /* Why weft__registry_load failed, one line per problem, or NULL when it
  * succeeded (or has not run). Valid until exit. */
-WEFT_API const char *weft__registry_error(void);
+const char *weft__registry_error(void);
 
-/* For weft-info: the config file in use (weft__config_path) and every
- * parameter (weft__config_print), re-exported because config.h stays hidden. */
-WEFT_API const char *weft__registry_config_path(void);
-WEFT_API void weft__registry_config_print(FILE *out);
 
 #endif

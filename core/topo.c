@@ -818,7 +818,7 @@ static void numa_print(FILE *out)
 
 static const char *mem_names[WEFT_MEM_TYPE_COUNT] = {"host", "cuda", "hip"};
 
-WEFT_API void weft__topo_print(FILE *out)
+void weft__topo_print(FILE *out)
 {
 	if (!out)
 		return;

@@ -76,7 +76,7 @@ void weft__topo_score_text(const struct weft__tp_score *s, char *buf, size_t len
  * (hwloc, or "built without hwloc"), every loaded transport's probed devices
  * with their NUMA node and distance, and the NVLink state (NVML, or "no NVML").
  * Thread safety: any thread. */
-WEFT_API void weft__topo_print(FILE *out);
+void weft__topo_print(FILE *out);
 
 /* ---- the GPU-link domain of a communicator ----
  * At creation every rank reads its GPU's facts (the GPU of the CUDA context

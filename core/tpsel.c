@@ -376,7 +376,7 @@ static int print_plan(FILE *out, const char *indent, const struct weft__tp_cand 
 	return rc;
 }
 
-WEFT_API int weft__tp_print_choices(FILE *out, weft_comm_t *comm, int nranks, enum weft_mem_type mem)
+int weft__tp_print_choices(FILE *out, weft_comm_t *comm, int nranks, enum weft_mem_type mem)
 {
 	if (!out)
 		return -EINVAL;

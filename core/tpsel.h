@@ -63,6 +63,6 @@ char *weft__tp_rules_text(void);
  * question that has no answer would give a connection (a required transport
  * missing: -WEFT_ERR_PLUGIN; every one forbidden: -EHOSTUNREACH). Thread
  * safety: any thread. */
-WEFT_API int weft__tp_print_choices(FILE *out, weft_comm_t *comm, int nranks, enum weft_mem_type mem);
+int weft__tp_print_choices(FILE *out, weft_comm_t *comm, int nranks, enum weft_mem_type mem);
 
 #endif

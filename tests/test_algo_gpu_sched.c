@@ -556,6 +556,7 @@ START_TEST(sizes_and_errors)
 END_TEST
 
 #ifdef WAG_HAVE_PACK
+#include <weft/info.h>
 #include <weft/weft.h>
 
 #include "coll.h"
@@ -568,7 +569,7 @@ static char *choices(int nranks, enum weft_mem_type mem)
 	size_t len = 0;
 	FILE *f = open_memstream(&out, &len);
 	ck_assert_ptr_nonnull(f);
-	weft__coll_print_choices(f, nranks, mem);
+	weft_info_print_algorithm_choice(f, nranks, mem);
 	fclose(f);
 	printf("%s", out);
 	return out;

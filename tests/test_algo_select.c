@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <weft/info.h>
 #include <weft/weft.h>
 
 #include "../plugins/algo-host/ah.h"
@@ -164,7 +165,7 @@ static char *choices_with(const char *algorithm_section, int nranks)
 	size_t len = 0;
 	FILE *f = open_memstream(&out, &len);
 	ck_assert_ptr_nonnull(f);
-	weft__coll_print_choices(f, nranks, WEFT_MEM_HOST);
+	weft_info_print_algorithm_choice(f, nranks, WEFT_MEM_HOST);
 	fclose(f);
 	free(path);
 	wt_rmdir(dir);

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <weft/info.h>
 #include <weft/weft.h>
 
 #include "coll.h"
@@ -402,10 +403,10 @@ static int grid(int rank, int n, weft_comm_t *comm, uint64_t seed)
 			}
 	/* The default choice: one-shot for small allreduces, rs+ag for large ones. */
 	ROK(do_allreduce(rank, n, comm, WEFT_FLOAT32, WEFT_SUM, 256, 0, seed));
-	const char *a = weft__coll_last_algo(comm);
+	const char *a = weft_info_last_algorithm(comm);
 	RCHECK(a && strcmp(a, "algo-host/allreduce-oneshot") == 0, "1 KiB allreduce ran %s", a ? a : "(none)");
 	ROK(do_allreduce(rank, n, comm, WEFT_FLOAT32, WEFT_SUM, 262144, 0, seed));
-	a = weft__coll_last_algo(comm);
+	a = weft_info_last_algorithm(comm);
 	RCHECK(a && strcmp(a, "algo-host/allreduce-rsag") == 0, "1 MiB allreduce ran %s", a ? a : "(none)");
 	return 0;
 }
@@ -542,22 +543,22 @@ static int groups(int rank, int n, weft_comm_t *comm, uint64_t seed)
 static int rule(int rank, int n, weft_comm_t *comm, uint64_t seed)
 {
 	ROK(do_allreduce(rank, n, comm, WEFT_FLOAT32, WEFT_SUM, 256, 0, seed));
-	const char *a = weft__coll_last_algo(comm);
+	const char *a = weft_info_last_algorithm(comm);
 	RCHECK(a && strcmp(a, "algo-host/allreduce-rsag") == 0, "the rule did not pick rs+ag for 1 KiB: %s",
 	       a ? a : "(none)");
 	ROK(do_allreduce(rank, n, comm, WEFT_INT8, WEFT_MIN, 3, 1, seed + 1));
-	a = weft__coll_last_algo(comm);
+	a = weft_info_last_algorithm(comm);
 	RCHECK(a && strcmp(a, "algo-host/allreduce-rsag") == 0, "3 B allreduce ran %s", a ? a : "(none)");
 	/* Above the rule's range priority decides again. */
 	ROK(do_allreduce(rank, n, comm, WEFT_FLOAT32, WEFT_SUM, 4096, 0, seed + 2));
-	a = weft__coll_last_algo(comm);
+	a = weft_info_last_algorithm(comm);
 	RCHECK(a && strcmp(a, "algo-host/allreduce-oneshot") == 0, "16 KiB allreduce ran %s", a ? a : "(none)");
 	if (rank == 0) {
 		char *out = NULL;
 		size_t len = 0;
 		FILE *f = open_memstream(&out, &len);
 		RCHECK(f, "open_memstream");
-		weft__coll_print_choices(f, n, WEFT_MEM_HOST);
+		weft_info_print_algorithm_choice(f, n, WEFT_MEM_HOST);
 		fclose(f);
 		RCHECK(strstr(out, "algo-host/allreduce-rsag") && strstr(out, "(rule line 2)"),
 		       "weft-info's view does not show the rule:\n%s", out);

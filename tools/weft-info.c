@@ -5,17 +5,14 @@
  * the topology; with --select the transport per peer and algorithm per size. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <weft/info.h>
 #include <weft/plugin.h>
 #include <weft/weft.h>
-
-#include "coll.h"
-#include "registry.h"
-#include "topo.h"
-#include "tpsel.h"
 
 static void usage(FILE *out)
 {
@@ -54,7 +51,7 @@ static void print_version(int code)
 	printf("%d.%d.%d", code / 10000, code / 100 % 100, code % 100);
 }
 
-static const char *kind_name(enum weft_plugin_kind k)
+static const char *kind_name(int k)
 {
 	switch (k) {
 	case WEFT_PLUGIN_TRANSPORT: return "transport";
@@ -63,51 +60,56 @@ static const char *kind_name(enum weft_plugin_kind k)
 	}
 }
 
-static const char *state_name(enum weft__plugin_state s)
+static const char *state_name(enum weft_info_state s)
 {
 	switch (s) {
-	case WEFT_PLUGIN_LOADED: return "loaded";
-	case WEFT_PLUGIN_REJECTED: return "REJECTED";
-	case WEFT_PLUGIN_SHADOWED: return "SHADOWED";
+	case WEFT_INFO_LOADED: return "loaded";
+	case WEFT_INFO_REJECTED: return "REJECTED";
+	case WEFT_INFO_SHADOWED: return "SHADOWED";
 	default: return "?";
 	}
 }
 
-static void print_plugins(const struct weft__plugin_entry *const *e, int n)
+static void print_plugins(void)
 {
+	int n = weft_info_plugins(NULL, 0);
+	struct weft_info_plugin *e = calloc(n > 0 ? (size_t)n : 1, sizeof(*e));
+	if (!e) {
+		fprintf(stderr, "weft-info: out of memory\n");
+		return;
+	}
+	n = weft_info_plugins(e, n);
 	int loaded = 0, other = 0;
 	for (int i = 0; i < n; i++)
-		e[i]->state == WEFT_PLUGIN_LOADED ? loaded++ : other++;
+		e[i].state == WEFT_INFO_LOADED ? loaded++ : other++;
 
 	printf("plugins (%d loaded):\n", loaded);
 	if (!loaded)
 		printf("  (none)\n");
 	for (int i = 0; i < n; i++) {
-		if (e[i]->state != WEFT_PLUGIN_LOADED)
+		if (e[i].state != WEFT_INFO_LOADED)
 			continue;
-		printf("  %-16s %-9s ABI %u.%-3u %s\n", e[i]->name, kind_name(e[i]->kind), e[i]->abi_major,
-		       e[i]->abi_minor, e[i]->path);
-		if (e[i]->kind == WEFT_PLUGIN_TRANSPORT) {
-			const struct weft_transport_ops *t = e[i]->ops;
+		printf("  %-16s %-9s ABI %u.%-3u %s\n", e[i].name, kind_name(e[i].kind), e[i].abi_major,
+		       e[i].abi_minor, e[i].path);
+		if (e[i].kind == WEFT_PLUGIN_TRANSPORT) {
 			char line[512] = "";
-			int rc = WEFT_CALL_OP(t, struct weft_transport_ops, describe, NULL, line, sizeof(line));
-			/* The plugin may not terminate a string it truncated. */
-			line[sizeof(line) - 1] = '\0';
+			int rc = weft_info_plugin_describe(i, line, sizeof(line));
 			if (rc == 0)
 				printf("      %s\n", line);
 			else if (rc != -ENOSYS)
 				printf("      describe failed: %s\n", weft_strerror(rc));
 		}
 	}
-	if (!other)
-		return;
-	printf("not loaded (%d):\n", other);
-	for (int i = 0; i < n; i++) {
-		if (e[i]->state == WEFT_PLUGIN_LOADED)
-			continue;
-		printf("  %s %s%s%s%s: %s\n", state_name(e[i]->state), e[i]->path, e[i]->name ? " ('" : "",
-		       e[i]->name ? e[i]->name : "", e[i]->name ? "')" : "", e[i]->reason ? e[i]->reason : "");
+	if (other) {
+		printf("not loaded (%d):\n", other);
+		for (int i = 0; i < n; i++) {
+			if (e[i].state == WEFT_INFO_LOADED)
+				continue;
+			printf("  %s %s%s%s%s: %s\n", state_name(e[i].state), e[i].path, e[i].name ? " ('" : "",
+			       e[i].name ? e[i].name : "", e[i].name ? "')" : "", e[i].reason ? e[i].reason : "");
+		}
 	}
+	free(e);
 }
 
 /* --select: transports per peer, then algorithms per size. Under a launcher
@@ -135,11 +137,11 @@ static int select_print(int np, enum weft_mem_type mem)
 			weft_comm_barrier(comm);
 			continue;
 		}
-		int prc = weft__tp_print_choices(stdout, comm, np, mem);
+		int prc = weft_info_print_transport_choice(stdout, comm, np, mem);
 		if (prc != 0 && rc == 0)
 			rc = prc;
 		if (!comm || lrank == 0)
-			weft__coll_print_choices(stdout, np, mem);
+			weft_info_print_algorithm_choice(stdout, np, mem);
 		fflush(stdout);
 		if (comm)
 			weft_comm_barrier(comm);
@@ -204,25 +206,25 @@ int main(int argc, char **argv)
 
 	/* Loading logs each refused file as it goes; the summary below repeats it
 	 * in one place, with the reason. */
-	int rc = weft__registry_load();
+	int rc = weft_info_load();
 
 	printf("weft ");
 	print_version(weft_get_version());
 	printf(" (plugin ABI %d.%d)\n", WEFT_PLUGIN_ABI_MAJOR, WEFT_PLUGIN_ABI_MINOR);
-	const char *cfg = weft__registry_config_path();
+	const char *cfg = weft_info_config_path();
 	printf("config: %s\n", cfg ? cfg : "(none)");
-	char *path = weft__registry_search_path();
+	char *path = weft_info_search_path();
 	printf("search path: %s\n", path && *path ? path : "(empty)");
 	free(path);
 
 	if (show_config) {
 		printf("parameters:\n");
 		fflush(stdout);
-		weft__registry_config_print(stdout);
+		weft_info_print_params(stdout);
 	} else if (show_topo || show_select) {
 		fflush(stdout);
 		if (show_topo)
-			weft__topo_print(stdout);
+			weft_info_print_topology(stdout);
 		int src = show_select ? select_print(np, mem) : 0;
 		if (src != 0 && rc == 0) {
 			fprintf(stderr, "weft-info: error: --select: %s (see above)\n", weft_strerror(src));
@@ -230,14 +232,12 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	} else {
-		const struct weft__plugin_entry *const *e = NULL;
-		int n = weft__registry_entries(&e);
-		print_plugins(e, n);
+		print_plugins();
 	}
 	fflush(stdout);
 
 	if (rc != 0) {
-		const char *why = weft__registry_error();
+		const char *why = weft_info_load_error();
 		if (!why)
 			why = weft_strerror(rc);
 		while (*why) {

@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Introspection (include/weft/info.h): the registry's entries, the
+ * configuration, the topology and the choices, for weft-info and bindings.
+ * Beside comm on the top floor: it reads every module and none reads it. */
+#include <errno.h>
+#include <stdlib.h>
+
+#include <weft/info.h>
+
+#include "coll.h"
+#include "config.h"
+#include "registry.h"
+#include "topo.h"
+#include "tpsel.h"
+
+WEFT_API int weft_info_load(void)
+{
+	return weft__registry_load();
+}
+
+WEFT_API const char *weft_info_load_error(void)
+{
+	return weft__registry_error();
+}
+
+WEFT_API int weft_info_plugins(struct weft_info_plugin *out, int max)
+{
+	const struct weft__plugin_entry *const *e = NULL;
+	int n = weft__registry_entries(&e);
+	for (int i = 0; out && i < n && i < max; i++) {
+		out[i] = (struct weft_info_plugin){
+			.size = sizeof(out[i]),
+			.state = (enum weft_info_state)e[i]->state,
+			.kind = e[i]->name ? (int)e[i]->kind : 0,
+			.name = e[i]->name,
+			.path = e[i]->path,
+			.abi_major = e[i]->abi_major,
+			.abi_minor = e[i]->abi_minor,
+			.reason = e[i]->reason,
+		};
+	}
+	return n;
+}
+
+WEFT_API int weft_info_plugin_describe(int index, char *buf, size_t len)
+{
+	const struct weft__plugin_entry *const *e = NULL;
+	int n = weft__registry_entries(&e);
+	if (index < 0 || index >= n || !buf || len == 0)
+		return -EINVAL;
+	buf[0] = '\0';
+	if (e[index]->state != WEFT_PLUGIN_LOADED || e[index]->kind != WEFT_PLUGIN_TRANSPORT)
+		return -ENOSYS;
+	const struct weft_transport_ops *t = e[index]->ops;
+	int rc = WEFT_CALL_OP(t, struct weft_transport_ops, describe, NULL, buf, len);
+	/* The plugin may not terminate a string it truncated. */
+	buf[len - 1] = '\0';
+	return rc;
+}
+
+WEFT_API char *weft_info_search_path(void)
+{
+	return weft__registry_search_path();
+}
+
+WEFT_API const char *weft_info_config_path(void)
+{
+	return weft__config_path();
+}
+
+WEFT_API void weft_info_print_params(FILE *out)
+{
+	weft__config_print(out);
+}
+
+WEFT_API void weft_info_print_topology(FILE *out)
+{
+	weft__topo_print(out);
+}
+
+WEFT_API int weft_info_print_transport_choice(FILE *out, weft_comm_t *comm, int nranks, enum weft_mem_type mem)
+{
+	return weft__tp_print_choices(out, comm, nranks, mem);
+}
+
+WEFT_API void weft_info_print_algorithm_choice(FILE *out, int nranks, enum weft_mem_type mem)
+{
+	weft__coll_print_choices(out, nranks, mem);
+}
+
+WEFT_API const char *weft_info_last_algorithm(weft_comm_t *comm)
+{
+	return weft__coll_last_algo(comm);
+}

@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* weft: introspection, for tools (weft-info is built on this header alone)
+ * and bindings: the plugins the core found and why any was rejected, the
+ * parameters with their values and sources, the topology the transports
+ * report, and the choices the core would make or made. */
+#ifndef WEFT_INFO_H
+#define WEFT_INFO_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include <weft/weft.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum weft_info_state {
+	WEFT_INFO_LOADED = 0,   /* loaded and usable */
+	WEFT_INFO_REJECTED = 1, /* not loaded: reason says why */
+	WEFT_INFO_SHADOWED = 2  /* the same name loaded earlier in the search order */
+};
+
+/* One file the registry saw (one entry per descriptor loaded). */
+struct weft_info_plugin {
+	size_t size;               /* written by weft_info_plugins: sizeof this struct */
+	enum weft_info_state state;
+	int kind;                  /* 1 transport, 2 algorithm pack (plugin.h's values); 0 when no descriptor was read */
+	const char *name;          /* NULL when rejected before a descriptor was read */
+	const char *path;
+	unsigned abi_major, abi_minor;
+	const char *reason;        /* REJECTED and SHADOWED: why; else NULL */
+};
+
+/* Loads the configuration and scans the plugin search path, once per process
+ * (later calls return the first result). 0; -WEFT_ERR_CONFIG for a broken
+ * configuration; -WEFT_ERR_PLUGIN when a plugin that [core] require names did
+ * not load (the scan still completes, so every entry can be shown).
+ * Thread safety: any thread. Blocking: loads and initializes plugins. */
+WEFT_API int weft_info_load(void);
+
+/* Why weft_info_load failed, one line per problem; NULL when it did not (or
+ * has not run). Valid until exit. */
+WEFT_API const char *weft_info_load_error(void);
+
+/* Every entry in search order: fills out[0 .. min(count, max)) and returns the
+ * count (loading first when needed). Strings live until exit. */
+WEFT_API int weft_info_plugins(struct weft_info_plugin *out, int max);
+
+/* The describe line of entry `index` of weft_info_plugins (a transport's
+ * describe op, asked without a context). 0, -ENOSYS when the plugin has no
+ * such op or the entry is no loaded transport, -EINVAL for a bad index, or the
+ * plugin's error. The text is always terminated. */
+WEFT_API int weft_info_plugin_describe(int index, char *buf, size_t len);
+
+/* The search path actually used, as a colon list the caller frees with
+ * free(); NULL without memory. */
+WEFT_API char *weft_info_search_path(void);
+
+/* The configuration file in use, or NULL when none. Valid until exit. */
+WEFT_API const char *weft_info_config_path(void);
+
+/* Every declared parameter, one per line: section.key = value (source), and
+ * its help (weft-info -c). */
+WEFT_API void weft_info_print_params(FILE *out);
+
+/* This process's NUMA view, every loaded transport's probed devices, and the
+ * NVLink state (weft-info --topo). */
+WEFT_API void weft_info_print_topology(FILE *out);
+
+/* For each peer class, the transports a connection would try, in order and
+ * why; comm may be NULL (the loaded transports, nranks assumed). 0, or the
+ * error a connection would get (-WEFT_ERR_PLUGIN, -EHOSTUNREACH). */
+WEFT_API int weft_info_print_transport_choice(FILE *out, weft_comm_t *comm, int nranks, enum weft_mem_type mem);
+
+/* Per collective, the algorithm each message size would get on nranks ranks
+ * with buffers of memory type mem, and why (weft-info --select). */
+WEFT_API void weft_info_print_algorithm_choice(FILE *out, int nranks, enum weft_mem_type mem);
+
+/* "pack/algorithm" of the algorithm that served comm's last collective, or
+ * NULL when none ran. Lives until exit. Thread safety: one thread per comm. */
+WEFT_API const char *weft_info_last_algorithm(weft_comm_t *comm);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* WEFT_INFO_H */
