@@ -165,7 +165,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				off += 7;
 				if (n > size - off)
 					n = size - off;
-				struct obuf *b = weft__bs_frame_make(tx, h[0] % 12, h[1] % 4, 0xFFFF0000u | h[2], data + off, n);
+				struct obuf *b = weft__bs_frame_make(tx, h[0] % 12, h[1] % 4, 0xFFFF0000u | h[2], data + off,
+								     n);
 				off += n;
 				if (!b)
 					break;

@@ -221,96 +221,61 @@ static void bs_free(struct weft__bootstrap *bs)
 	free(bs);
 }
 
-int weft__bootstrap_create(const struct weft_unique_id *id, int nranks, int rank, struct weft__bootstrap **out)
+/* The id to meet at: the one passed, checked to be a weft id of this
+ * protocol, else one made from the launcher's environment. */
+static int bs_take_id(struct weft__bootstrap *bs, const struct weft_unique_id *id,
+		      struct weft__unique_id_layout *u)
 {
-	struct weft__unique_id_layout u;
-	struct weft__bootstrap *bs;
-	uint32_t addr;
 	int rc;
-
-	if (!out || nranks < 1 || nranks > MAX_RANKS || rank < 0 || rank >= nranks) {
-		WEFT_ERROR("bootstrap: invalid arguments: rank %d of %d ranks%s", rank, nranks, out ? "" : ", out NULL");
-		return -EINVAL;
-	}
-	bs = calloc(1, sizeof(*bs));
-	if (!bs)
-		return -ENOMEM;
-	bs->lfd = bs->wake_fd = -1;
-	bs->rank = rank;
-	bs->nranks = nranks;
-	pthread_mutex_init(&bs->mu, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&bs->cv, &ca);
-	pthread_condattr_destroy(&ca);
-	bs->peers = calloc((size_t)nranks, sizeof(*bs->peers));
-	if (!bs->peers) {
-		rc = -ENOMEM;
-		goto err_free;
-	}
-	if ((rc = weft__bs_params_load(&bs->p)) != 0)
-		goto err_free;
-	double deadline = weft__bs_now_s() + bs->p.timeout;
-
 	if (id) {
-		memcpy(&u, id->internal, sizeof(u));
-		if (u.magic != ID_MAGIC || u.family != AF_INET) {
+		memcpy(u, id->internal, sizeof(*u));
+		if (u->magic != ID_MAGIC || u->family != AF_INET) {
 			WEFT_ERROR("bootstrap: the unique id is not a weft unique id (bad magic); was it made by "
 				   "weft_get_unique_id and passed intact?");
-			rc = -EINVAL;
-			goto err_free;
+			return -EINVAL;
 		}
-		if (u.version != WEFT__BOOTSTRAP_VERSION) {
+		if (u->version != WEFT__BOOTSTRAP_VERSION) {
 			WEFT_ERROR("bootstrap: the unique id is of bootstrap protocol %u; this library speaks %u",
-				   u.version, WEFT__BOOTSTRAP_VERSION);
-			rc = -WEFT_ERR_MISMATCH;
-			goto err_free;
+				   u->version, WEFT__BOOTSTRAP_VERSION);
+			return -WEFT_ERR_MISMATCH;
 		}
-	} else if ((rc = weft__bs_id_from_env(&bs->p, &u, rank)) != 0) {
-		goto err_free;
+	} else if ((rc = weft__bs_id_from_env(&bs->p, u, bs->rank)) != 0) {
+		return rc;
 	}
-	memcpy(bs->secret, u.secret, 32);
-	bs->id_nonce = u.nonce;
+	memcpy(bs->secret, u->secret, 32);
+	bs->id_nonce = u->nonce;
+	return 0;
+}
 
-	uint32_t root_be;
-	memcpy(&root_be, u.addr, 4);
+/* This rank's own end: its address and listener, the service thread's
+ * wake-up eventfd, and its host and process identity for the table. */
+static int bs_listen(struct weft__bootstrap *bs, uint32_t root_be)
+{
+	uint32_t addr;
+	int rc;
 	if ((rc = weft__bs_choose_addr(&bs->p, root_be, &addr)) != 0)
-		goto err_free;
+		return rc;
 	inet_ntop(AF_INET, &addr, bs->local_addr, sizeof(bs->local_addr));
 	if ((rc = weft__bs_tcp_listen(addr, 0, &bs->lfd, &bs->lport)) != 0)
-		goto err_free;
+		return rc;
 	bs->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (bs->wake_fd < 0) {
 		rc = -errno;
 		WEFT_ERROR("bootstrap: eventfd: %s", strerror(errno));
-		goto err_free;
+		return rc;
 	}
-	if (weft__host_id(bs->peers[rank].host, WEFT_HOST_ID_LEN) != 0) {
-		rc = -ENOSPC;
-		goto err_free;
-	}
-	bs->peers[rank].proc = weft__proc_id();
-	if (!id && rank == 0) {
-		uint16_t port;
-		rc = weft__bs_root_start(&bs->p, root_be, ntohs(u.port), u.secret, u.nonce, &port, &bs->root_serial);
-		if (rc != 0)
-			goto err_free;
-		bs->has_root = 1;
-	}
+	if (weft__host_id(bs->peers[bs->rank].host, WEFT_HOST_ID_LEN) != 0)
+		return -ENOSPC;
+	bs->peers[bs->rank].proc = weft__proc_id();
+	return 0;
+}
 
-	if ((rc = rendezvous(bs, &u, deadline)) != 0)
-		goto err_free;
-	rc = -pthread_create(&bs->thread, NULL, weft__bs_service_main, bs);
-	if (rc != 0) {
-		WEFT_ERROR("bootstrap: cannot start the service thread: %s", strerror(-rc));
-		goto err_free;
-	}
-	bs->thread_started = 1;
-	for (int j = rank + 1; j < nranks; j++)
-		if ((rc = connect_peer(bs, j, deadline)) != 0)
-			goto err_free;
-	/* The lower ranks connect to us; the service thread accepts them. */
+/* The lower ranks connect to us; the service thread accepts them. Waits
+ * until all have, the bootstrap fails, or the rendezvous deadline passes. */
+static int wait_lower_ranks(struct weft__bootstrap *bs, double deadline)
+{
+	int rank = bs->rank, nranks = bs->nranks;
+	int rc;
 	pthread_mutex_lock(&bs->mu);
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -343,7 +308,66 @@ int weft__bootstrap_create(const struct weft_unique_id *id, int nranks, int rank
 			   "connected to this rank",
 			   bs->p.timeout, missing);
 	}
-	if (rc != 0)
+	return rc;
+}
+
+int weft__bootstrap_create(const struct weft_unique_id *id, int nranks, int rank, struct weft__bootstrap **out)
+{
+	struct weft__unique_id_layout u;
+	struct weft__bootstrap *bs;
+	int rc;
+
+	if (!out || nranks < 1 || nranks > MAX_RANKS || rank < 0 || rank >= nranks) {
+		WEFT_ERROR("bootstrap: invalid arguments: rank %d of %d ranks%s", rank, nranks, out ? "" : ", out NULL");
+		return -EINVAL;
+	}
+	bs = calloc(1, sizeof(*bs));
+	if (!bs)
+		return -ENOMEM;
+	bs->lfd = bs->wake_fd = -1;
+	bs->rank = rank;
+	bs->nranks = nranks;
+	pthread_mutex_init(&bs->mu, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&bs->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	bs->peers = calloc((size_t)nranks, sizeof(*bs->peers));
+	if (!bs->peers) {
+		rc = -ENOMEM;
+		goto err_free;
+	}
+	if ((rc = weft__bs_params_load(&bs->p)) != 0)
+		goto err_free;
+	double deadline = weft__bs_now_s() + bs->p.timeout;
+
+	if ((rc = bs_take_id(bs, id, &u)) != 0)
+		goto err_free;
+	uint32_t root_be;
+	memcpy(&root_be, u.addr, 4);
+	if ((rc = bs_listen(bs, root_be)) != 0)
+		goto err_free;
+	if (!id && rank == 0) {
+		uint16_t port;
+		rc = weft__bs_root_start(&bs->p, root_be, ntohs(u.port), u.secret, u.nonce, &port, &bs->root_serial);
+		if (rc != 0)
+			goto err_free;
+		bs->has_root = 1;
+	}
+
+	if ((rc = rendezvous(bs, &u, deadline)) != 0)
+		goto err_free;
+	rc = -pthread_create(&bs->thread, NULL, weft__bs_service_main, bs);
+	if (rc != 0) {
+		WEFT_ERROR("bootstrap: cannot start the service thread: %s", strerror(-rc));
+		goto err_free;
+	}
+	bs->thread_started = 1;
+	for (int j = rank + 1; j < nranks; j++)
+		if ((rc = connect_peer(bs, j, deadline)) != 0)
+			goto err_free;
+	if ((rc = wait_lower_ranks(bs, deadline)) != 0)
 		goto err_free;
 	WEFT_DEBUG("bootstrap: rank %d of %d connected to every peer (tag %016llx)", rank, nranks,
 		   (unsigned long long)bs->tag);

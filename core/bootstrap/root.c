@@ -232,6 +232,191 @@ static int root_send_tables(struct root *r)
 	return 0;
 }
 
+/* Makes room for this turn's poll set. Returns -1 when out of memory. */
+static int root_grow(struct root *r, struct pollfd **pfd, int *cap)
+{
+	int n = 2 + r->npending + r->nranks;
+	if (n > *cap) {
+		struct pollfd *np = realloc(*pfd, (size_t)n * sizeof(**pfd));
+		if (!np) {
+			WEFT_ERROR("bootstrap root %s: out of memory; stopping", r->name);
+			return -1;
+		}
+		*pfd = np;
+		*cap = n;
+	}
+	return 0;
+}
+
+/* Builds this turn's poll set: the wake-up eventfd, the listener (until the
+ * table is sent), the pending connections, then the ranks. Returns its size. */
+static int root_prepare(struct root *r, struct pollfd *pfd, int sent)
+{
+	int k = 0;
+	pfd[k++] = (struct pollfd){.fd = r->wake_fd, .events = POLLIN};
+	pfd[k++] = (struct pollfd){.fd = sent ? -1 : r->lfd, .events = POLLIN};
+	for (int i = 0; i < r->npending; i++)
+		pfd[k++] = (struct pollfd){.fd = r->pending[i]->fd, .events = POLLIN};
+	for (int i = 0; i < r->nranks; i++) {
+		struct link *l = r->ranks[i];
+		pfd[k++] = (struct pollfd){.fd = l ? l->fd : -1, .events = (short)(POLLIN | (l && l->oq_head ? POLLOUT : 0))};
+	}
+	return k;
+}
+
+/* Waits for the next event or a handshake's deadline. Returns -1 when poll fails. */
+static int root_poll(struct root *r, struct pollfd *pfd, int k)
+{
+	double next = weft__bs_now_s() + 1.0;
+	for (int i = 0; i < r->npending; i++)
+		if (r->pending[i]->deadline < next)
+			next = r->pending[i]->deadline;
+	if (poll(pfd, (nfds_t)k, weft__bs_ms_until(next)) < 0 && errno != EINTR) {
+		WEFT_ERROR("bootstrap root %s: poll: %s", r->name, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* New connections join the pending set; a flood beyond MAX_PENDING is shed. */
+static void root_on_accept(struct root *r)
+{
+	for (;;) {
+		int fd = accept4(r->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0)
+			break;
+		char name[64];
+		weft__bs_name_of_fd(fd, name, sizeof(name));
+		if (r->npending == MAX_PENDING) {
+			WEFT_WARN("bootstrap root %s: refusing %s: %d connections already pending", r->name, name,
+				  MAX_PENDING);
+			close(fd);
+			continue;
+		}
+		struct link *l = weft__bs_link_new(fd, name, SMALL_FRAME);
+		if (!l) {
+			close(fd);
+			continue;
+		}
+		weft__bs_tune_socket(fd);
+		weft__bs_pending_start(l, r->hs_timeout);
+		r->pending[r->npending++] = l;
+	}
+}
+
+/* Pending connections advance their handshakes; a hello registers a rank. */
+static void root_on_pending(struct root *r)
+{
+	double t = weft__bs_now_s();
+	for (int i = 0; i < r->npending;) {
+		struct link *l = r->pending[i];
+		struct frame f = {0};
+		int rc = weft__bs_pending_step(l, r->secret, r->id_nonce, &f);
+		if (rc == 0 && t > l->deadline) {
+			weft__bs_pending_timeout_why(l, r->hs_timeout);
+			rc = -1;
+		}
+		if (rc == 0) {
+			i++;
+			continue;
+		}
+		r->pending[i] = r->pending[--r->npending];
+		if (rc < 0) {
+			WEFT_WARN("bootstrap root %s: dropped connection from %s: %s", r->name, l->name, l->why);
+			weft__bs_link_free(l);
+		} else {
+			root_hello(r, l, &f);
+		}
+		free(f.buf);
+	}
+}
+
+/* Registered ranks: before the table, anything they send or their leaving
+ * ends the rendezvous (returns 1); after it, their tables are written out. */
+static int root_on_ranks(struct root *r, int sent)
+{
+	int abandon = 0;
+	for (int i = 0; i < r->nranks && !abandon; i++) {
+		struct link *l = r->ranks[i];
+		if (!l)
+			continue;
+		struct frame f = {0};
+		int rc = weft__bs_link_pump(l, &f);
+		if (rc == 1) {
+			int err = f.type == T_GIVEUP && f.len >= 4 ? (int)get32(f.buf) : -WEFT_ERR_PROTOCOL;
+			free(f.buf);
+			if (!sent) {
+				root_abandon(r, i, err, f.type == T_GIVEUP ? "gave up waiting" : "sent an unexpected message");
+				abandon = 1;
+			}
+		} else if (rc < 0) {
+			if (!sent) {
+				char why[240];
+				snprintf(why, sizeof(why), "left (%s)", l->why);
+				root_abandon(r, i, -WEFT_ERR_PEER, why);
+				abandon = 1;
+			} else {
+				/* It has its table (or never will); either way we are done with it. */
+				weft__bs_link_free(l);
+				r->ranks[i] = NULL;
+			}
+		} else if (l->oq_head && weft__bs_oq_flush(l) != 0) {
+			weft__bs_link_free(l);
+			r->ranks[i] = NULL;
+		}
+	}
+	return abandon;
+}
+
+/* Every rank has arrived: queue the tables and close the door. Returns -1
+ * when out of memory. */
+static int root_on_complete(struct root *r)
+{
+	if (root_send_tables(r) != 0) {
+		WEFT_ERROR("bootstrap root %s: out of memory building the peer table", r->name);
+		return -1;
+	}
+	WEFT_DEBUG("bootstrap root %s: all %d ranks arrived; table sent", r->name, r->nranks);
+	/* Nobody else may join a complete job. */
+	close(r->lfd);
+	r->lfd = -1;
+	for (int i = 0; i < r->npending; i++)
+		weft__bs_link_free(r->pending[i]);
+	r->npending = 0;
+	return 0;
+}
+
+/* After the tables: lets go of each rank whose table is written out. Returns 1
+ * when none is left, and the root's work is done. */
+static int root_drained(struct root *r)
+{
+	int done = 1;
+	for (int i = 0; i < r->nranks; i++)
+		if (r->ranks[i] && !r->ranks[i]->oq_head) {
+			weft__bs_link_free(r->ranks[i]);
+			r->ranks[i] = NULL;
+		}
+	for (int i = 0; i < r->nranks; i++)
+		if (r->ranks[i])
+			done = 0;
+	return done;
+}
+
+/* The root leaves the process-wide list and is freed. */
+static void root_exit(struct root *r)
+{
+	pthread_mutex_lock(&roots_mu);
+	for (struct root **p = &roots; *p; p = &(*p)->next)
+		if (*p == r) {
+			*p = r->next;
+			break;
+		}
+	pthread_mutex_unlock(&roots_mu);
+	root_free(r);
+}
+
+/* The root's thread: one poll loop over the wake-up eventfd, the listener,
+ * the pending connections and the ranks, dispatching each kind of event. */
 static void *root_main(void *arg)
 {
 	struct root *r = arg;
@@ -245,151 +430,29 @@ static void *root_main(void *arg)
 		goto out;
 	}
 	for (;;) {
-		int n = 2 + r->npending + r->nranks;
-		if (n > cap) {
-			struct pollfd *np = realloc(pfd, (size_t)n * sizeof(*pfd));
-			if (!np) {
-				WEFT_ERROR("bootstrap root %s: out of memory; stopping", r->name);
-				break;
-			}
-			pfd = np;
-			cap = n;
-		}
-		int k = 0;
-		pfd[k++] = (struct pollfd){.fd = r->wake_fd, .events = POLLIN};
-		pfd[k++] = (struct pollfd){.fd = sent ? -1 : r->lfd, .events = POLLIN};
-		for (int i = 0; i < r->npending; i++)
-			pfd[k++] = (struct pollfd){.fd = r->pending[i]->fd, .events = POLLIN};
-		for (int i = 0; i < r->nranks; i++) {
-			struct link *l = r->ranks[i];
-			pfd[k++] = (struct pollfd){.fd = l ? l->fd : -1, .events = (short)(POLLIN | (l && l->oq_head ? POLLOUT : 0))};
-		}
-		double next = weft__bs_now_s() + 1.0;
-		for (int i = 0; i < r->npending; i++)
-			if (r->pending[i]->deadline < next)
-				next = r->pending[i]->deadline;
-		if (poll(pfd, (nfds_t)k, weft__bs_ms_until(next)) < 0 && errno != EINTR) {
-			WEFT_ERROR("bootstrap root %s: poll: %s", r->name, strerror(errno));
+		if (root_grow(r, &pfd, &cap) != 0)
 			break;
-		}
+		int k = root_prepare(r, pfd, sent);
+		if (root_poll(r, pfd, k) != 0)
+			break;
 		if (pfd[0].revents || __atomic_load_n(&r->stop, __ATOMIC_ACQUIRE))
 			break;
-		/* New connections join the pending set; a flood beyond MAX_PENDING is shed. */
-		if (pfd[1].revents) {
-			for (;;) {
-				int fd = accept4(r->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-				if (fd < 0)
-					break;
-				char name[64];
-				weft__bs_name_of_fd(fd, name, sizeof(name));
-				if (r->npending == MAX_PENDING) {
-					WEFT_WARN("bootstrap root %s: refusing %s: %d connections already pending", r->name,
-						  name, MAX_PENDING);
-					close(fd);
-					continue;
-				}
-				struct link *l = weft__bs_link_new(fd, name, SMALL_FRAME);
-				if (!l) {
-					close(fd);
-					continue;
-				}
-				weft__bs_tune_socket(fd);
-				weft__bs_pending_start(l, r->hs_timeout);
-				r->pending[r->npending++] = l;
-			}
-		}
-		double t = weft__bs_now_s();
-		for (int i = 0; i < r->npending;) {
-			struct link *l = r->pending[i];
-			struct frame f = {0};
-			int rc = weft__bs_pending_step(l, r->secret, r->id_nonce, &f);
-			if (rc == 0 && t > l->deadline) {
-				weft__bs_pending_timeout_why(l, r->hs_timeout);
-				rc = -1;
-			}
-			if (rc == 0) {
-				i++;
-				continue;
-			}
-			r->pending[i] = r->pending[--r->npending];
-			if (rc < 0) {
-				WEFT_WARN("bootstrap root %s: dropped connection from %s: %s", r->name, l->name, l->why);
-				weft__bs_link_free(l);
-			} else {
-				root_hello(r, l, &f);
-			}
-			free(f.buf);
-		}
-		int done = 0, abandon = 0;
-		for (int i = 0; i < r->nranks && !abandon; i++) {
-			struct link *l = r->ranks[i];
-			if (!l)
-				continue;
-			struct frame f = {0};
-			int rc = weft__bs_link_pump(l, &f);
-			if (rc == 1) {
-				int err = f.type == T_GIVEUP && f.len >= 4 ? (int)get32(f.buf) : -WEFT_ERR_PROTOCOL;
-				free(f.buf);
-				if (!sent) {
-					root_abandon(r, i, err, f.type == T_GIVEUP ? "gave up waiting" : "sent an unexpected message");
-					abandon = 1;
-				}
-			} else if (rc < 0) {
-				if (!sent) {
-					char why[240];
-					snprintf(why, sizeof(why), "left (%s)", l->why);
-					root_abandon(r, i, -WEFT_ERR_PEER, why);
-					abandon = 1;
-				} else {
-					/* It has its table (or never will); either way we are done with it. */
-					weft__bs_link_free(l);
-					r->ranks[i] = NULL;
-				}
-			} else if (l->oq_head && weft__bs_oq_flush(l) != 0) {
-				weft__bs_link_free(l);
-				r->ranks[i] = NULL;
-			}
-		}
-		if (abandon)
+		if (pfd[1].revents)
+			root_on_accept(r);
+		root_on_pending(r);
+		if (root_on_ranks(r, sent))
 			break;
 		if (!sent && r->nranks && r->arrived == r->nranks) {
-			if (root_send_tables(r) != 0) {
-				WEFT_ERROR("bootstrap root %s: out of memory building the peer table", r->name);
+			if (root_on_complete(r) != 0)
 				break;
-			}
 			sent = 1;
-			WEFT_DEBUG("bootstrap root %s: all %d ranks arrived; table sent", r->name, r->nranks);
-			/* Nobody else may join a complete job. */
-			close(r->lfd);
-			r->lfd = -1;
-			for (int i = 0; i < r->npending; i++)
-				weft__bs_link_free(r->pending[i]);
-			r->npending = 0;
 		}
-		if (sent) {
-			for (int i = 0; i < r->nranks; i++)
-				if (r->ranks[i] && !r->ranks[i]->oq_head) {
-					weft__bs_link_free(r->ranks[i]);
-					r->ranks[i] = NULL;
-				}
-			done = 1;
-			for (int i = 0; i < r->nranks; i++)
-				if (r->ranks[i])
-					done = 0;
-			if (done)
-				break;
-		}
+		if (sent && root_drained(r))
+			break;
 	}
 out:
 	free(pfd);
-	pthread_mutex_lock(&roots_mu);
-	for (struct root **p = &roots; *p; p = &(*p)->next)
-		if (*p == r) {
-			*p = r->next;
-			break;
-		}
-	pthread_mutex_unlock(&roots_mu);
-	root_free(r);
+	root_exit(r);
 	return NULL;
 }
 
