@@ -4,9 +4,12 @@
  * length against the limit, MAC and sequence), and what authenticated frames
  * are checked for afterwards (peer hello, the root's table, peer messages),
  * also on a link with no practical length limit (mode 3).
- * The bytes travel through a real socketpair into the same link_pump the
- * service thread runs; bootstrap.c is compiled in to reach its static parts. */
-#include "bootstrap.c"
+ * The bytes travel through a real socketpair into the same weft__bs_link_pump
+ * the service thread runs; the bootstrap modules whose static parts it calls
+ * (hs_keys, accept_peer, deliver, parse_table) are compiled in. */
+#include "bootstrap/auth.c"
+#include "bootstrap/service.c"
+#include "bootstrap/bootstrap.c"
 
 #include <signal.h>
 
@@ -43,7 +46,7 @@ static struct weft__bootstrap *stub_bs(void)
 	pthread_mutex_init(&bs->mu, NULL);
 	pthread_cond_init(&bs->cv, NULL);
 	bs->peers = calloc(FZ_NRANKS, sizeof(*bs->peers));
-	bs->peers[0].link = link_new(-1, "peer0", FZ_MAX_LEN);
+	bs->peers[0].link = weft__bs_link_new(-1, "peer0", FZ_MAX_LEN);
 	return bs;
 }
 
@@ -57,7 +60,7 @@ static void stub_free(struct weft__bootstrap *bs)
 			free(m->data);
 			free(m);
 		}
-		link_free(pe->link);
+		weft__bs_link_free(pe->link);
 	}
 	free(bs->peers);
 	pthread_mutex_destroy(&bs->mu);
@@ -71,7 +74,7 @@ static void checks(struct weft__bootstrap *bs, struct frame *f)
 	uint8_t hello[HELLO_LEN] = {0};
 	parse_table(bs, f, hello);
 	/* accept_peer either frees the link or installs it as the peer's. */
-	struct link *l = link_new(-1, "stranger", SMALL_FRAME);
+	struct link *l = weft__bs_link_new(-1, "stranger", SMALL_FRAME);
 	struct frame copy = *f;
 	struct link *saved[FZ_NRANKS];
 	for (int i = 0; i < FZ_NRANKS; i++)
@@ -80,7 +83,7 @@ static void checks(struct weft__bootstrap *bs, struct frame *f)
 	for (int i = 0; i < FZ_NRANKS; i++) {
 		if (bs->peers[i].link != saved[i]) {
 			/* Installed: a real hello; undo it so the next frame starts fresh. */
-			link_free(bs->peers[i].link);
+			weft__bs_link_free(bs->peers[i].link);
 			bs->peers[i].link = saved[i];
 			bs->peers[i].up = 0;
 			bs->connected--;
@@ -117,19 +120,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		own[16] |= 0xe0;
 		data = own;
 	}
-	struct link *rx = link_new(sv[0], "fuzz", mode == 3 ? UINT64_MAX : FZ_MAX_LEN);
+	struct link *rx = weft__bs_link_new(sv[0], "fuzz", mode == 3 ? UINT64_MAX : FZ_MAX_LEN);
 	struct weft__bootstrap *bs = stub_bs();
 	struct frame f = {0};
 
 	if (mode == 0) {
 		/* A stranger on the listener: raw handshake bytes. */
-		pending_start(rx, 5.0);
+		weft__bs_pending_start(rx, 5.0);
 		size_t off = 0;
 		for (int rounds = 0; rounds < 64; rounds++) {
 			off += push(sv[1], data + off, size - off);
 			if (off == size)
 				shutdown(sv[1], SHUT_WR);
-			int rc = pending_step(rx, fz_secret, fz_nonce, &f);
+			int rc = weft__bs_pending_step(rx, fz_secret, fz_nonce, &f);
 			if (rc == 1) {
 				checks(bs, &f);
 				continue;
@@ -145,7 +148,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		/* An authenticated peer: keys agreed. mode 1 seals each frame the input
 		 * describes (so the checks after the MAC are reached), modes 2 and 3
 		 * send the bytes as they are (header, length and MAC checks). */
-		struct link *tx = link_new(sv[1], "fuzz-tx", FZ_MAX_LEN);
+		struct link *tx = weft__bs_link_new(sv[1], "fuzz-tx", FZ_MAX_LEN);
 		uint8_t ni[32] = {7}, na[32] = {9};
 		hs_keys(rx, fz_secret, fz_nonce, ni, na, 0);
 		hs_keys(tx, fz_secret, fz_nonce, ni, na, 1);
@@ -162,7 +165,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				off += 7;
 				if (n > size - off)
 					n = size - off;
-				struct obuf *b = frame_make(tx, h[0] % 12, h[1] % 4, 0xFFFF0000u | h[2], data + off, n);
+				struct obuf *b = weft__bs_frame_make(tx, h[0] % 12, h[1] % 4, 0xFFFF0000u | h[2], data + off,
+								     n);
 				off += n;
 				if (!b)
 					break;
@@ -187,7 +191,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (!open || off >= size)
 				shutdown(sv[1], SHUT_WR);
 			for (;;) {
-				int rc = link_pump(rx, &f);
+				int rc = weft__bs_link_pump(rx, &f);
 				if (rc == 1) {
 					checks(bs, &f);
 					continue;
@@ -200,9 +204,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				open = 0;
 		}
 		tx->fd = -1;
-		link_free(tx);
+		weft__bs_link_free(tx);
 	}
-	link_free(rx); /* closes sv[0] */
+	weft__bs_link_free(rx); /* closes sv[0] */
 	close(sv[1]);
 	stub_free(bs);
 	free(own);

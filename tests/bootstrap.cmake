@@ -4,7 +4,14 @@
 # called). One source, two executables: the unit suite and the forked ranks.
 set(_bs_sources
   ${CMAKE_CURRENT_LIST_DIR}/test_bootstrap.c
-  ${PROJECT_SOURCE_DIR}/core/bootstrap.c
+  ${PROJECT_SOURCE_DIR}/core/bootstrap/params.c
+  ${PROJECT_SOURCE_DIR}/core/bootstrap/net.c
+  ${PROJECT_SOURCE_DIR}/core/bootstrap/link.c
+  ${PROJECT_SOURCE_DIR}/core/bootstrap/auth.c
+  ${PROJECT_SOURCE_DIR}/core/bootstrap/root.c
+  ${PROJECT_SOURCE_DIR}/core/bootstrap/service.c
+  ${PROJECT_SOURCE_DIR}/core/bootstrap/launcher.c
+  ${PROJECT_SOURCE_DIR}/core/bootstrap/bootstrap.c
   ${PROJECT_SOURCE_DIR}/core/sha256.c
   ${PROJECT_SOURCE_DIR}/core/hostid.c
   ${PROJECT_SOURCE_DIR}/core/config.c

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* A test-only bootstrap speaker (see hostile_peer.h). It follows core/bootstrap.c
+/* A test-only bootstrap speaker (see hostile_peer.h). It follows core/bootstrap/
  * byte for byte: handshake H1/H2/H3 with HMAC-SHA256 proofs keyed by the job
  * secret, per-direction keys, frames MAC'd over header, payload and sequence
  * number, the hello to the root and the peer hello. The constants repeat the
- * core's (they are static there); should the protocol change, hp_join fails
+ * core's (they are private to it); should the protocol change, hp_join fails
  * and says at which step. */
 #define _GNU_SOURCE
 #include "hostile_peer.h"
@@ -42,7 +42,7 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Says what failed in r->why; the protocol did not go as core/bootstrap.c's does. */
+/* Says what failed in r->why; the protocol did not go as core/bootstrap/'s does. */
 static int fail(struct hp_rank *r, const char *fmt, ...)
 {
 	va_list ap;
@@ -205,7 +205,7 @@ static uint8_t *read_frame(struct hp_rank *r, struct hp_link *l, double deadline
 	weft__hmac_final(&hm, mac);
 	if (!weft__ct_equal(mac, b + n, 32)) {
 		free(b);
-		fail(r, "%s: a frame's MAC does not verify (this helper and core/bootstrap.c disagree)", who);
+		fail(r, "%s: a frame's MAC does not verify (this helper and core/bootstrap/link.c disagree)", who);
 		return NULL;
 	}
 	*type = get16(h + 4);

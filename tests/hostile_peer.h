@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* A test-only rank that speaks weft's bootstrap protocol (core/bootstrap.c) by
+/* A test-only rank that speaks weft's bootstrap protocol (core/bootstrap/) by
  * itself: it holds the job secret, completes the handshakes, the rendezvous
  * and the peer hello like a real rank, and then lets a test put any bytes on
  * its authenticated link (frames no real rank would send). Used by
@@ -12,7 +12,7 @@
 
 #include <weft/weft.h>
 
-/* Frame types and classes, as core/bootstrap.c numbers them. */
+/* Frame types and classes, as core/bootstrap/wire.h numbers them. */
 enum {
 	HP_T_HELLO = 1,
 	HP_T_TABLE = 2,

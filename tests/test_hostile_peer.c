@@ -58,7 +58,7 @@ static const struct hcase cases[] = {
 	{K_HUGE, -WEFT_ERR_PROTOCOL, "announced a 9223372036854775808-byte message", 5, NULL},
 	/* With no practical limit configured, a length whose allocation size
 	 * (length + MAC) wraps past 2^64: it used to get a 23-byte buffer, then a
-	 * MAC read out of its bounds (core/bootstrap.c, link_pump). */
+	 * MAC read out of its bounds (core/bootstrap/link.c, weft__bs_link_pump). */
 	{K_WRAP, -WEFT_ERR_PROTOCOL, "announced a 18446744073709551607-byte message", 5, "0xffffffffffffffff"},
 	{K_BAD_MAGIC, -WEFT_ERR_PROTOCOL, "bad frame magic", 5, NULL},
 	{K_UNKNOWN_TYPE, -WEFT_ERR_PROTOCOL, "unexpected message of type 77", 5, NULL},

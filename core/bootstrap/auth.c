@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Authentication: nonces, the handshake's MACs and keys, the connecting side
+ * (blocking) and the accepting side (a step function for a poll loop). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+
+#include "bootstrap.h"
+#include "auth.h"
+#include "net.h"
+#include "log.h"
+#include "le.h"
+
+/* Stages of the accepting side (struct link's stage). */
+enum { HS_H1, HS_H3, HS_FIRST, HS_DONE };
+
+int weft__bs_fill_random(void *buf, size_t len)
+{
+	uint8_t *p = buf;
+	while (len) {
+		ssize_t n = getrandom(p, len, 0);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			int err = errno;
+			WEFT_ERROR("getrandom: %s", strerror(err));
+			return -err;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Challenge-response both ways with HMAC-SHA256 keyed by the job secret:
+ *   initiator -> H1 {magic, version, id nonce, Ni}
+ *   acceptor  -> H2 {magic, version, Na, HMAC(s, "acceptor"|id|Ni|Na)}
+ *   initiator -> H3 {HMAC(s, "initiator"|id|Ni|Na)}
+ * Each direction then MACs frames with its own key derived from both nonces,
+ * so no frame of one connection or direction is valid in another. */
+
+static void hs_mac(const uint8_t secret[32], const char *label, uint64_t id_nonce, const uint8_t ni[32],
+		   const uint8_t na[32], uint8_t out[32])
+{
+	struct weft__hmac h;
+	uint8_t n8[8];
+	put64(n8, id_nonce);
+	weft__hmac_init(&h, secret, 32);
+	weft__hmac_update(&h, label, strlen(label) + 1);
+	weft__hmac_update(&h, n8, sizeof(n8));
+	weft__hmac_update(&h, ni, 32);
+	weft__hmac_update(&h, na, 32);
+	weft__hmac_final(&h, out);
+}
+
+static void hs_keys(struct link *l, const uint8_t secret[32], uint64_t id_nonce, const uint8_t ni[32],
+		    const uint8_t na[32], int initiator)
+{
+	uint8_t i2a[32], a2i[32];
+	hs_mac(secret, "weft-key-i2a", id_nonce, ni, na, i2a);
+	hs_mac(secret, "weft-key-a2i", id_nonce, ni, na, a2i);
+	memcpy(l->key_tx, initiator ? i2a : a2i, 32);
+	memcpy(l->key_rx, initiator ? a2i : i2a, 32);
+	l->seq_tx = l->seq_rx = 0;
+	l->in = IN_HDR;
+	l->have = 0;
+}
+
+/* The connecting side; blocks until the deadline. Logs nothing: the caller
+ * knows what the other end was meant to be. */
+int weft__bs_hs_initiate(struct link *l, const uint8_t secret[32], uint64_t id_nonce, double deadline)
+{
+	uint8_t m[H2_LEN];
+	int rc = weft__bs_fill_random(l->nonce_l, 32);
+	if (rc)
+		return rc;
+	put32(m, HS_MAGIC);
+	put32(m + 4, WEFT__BOOTSTRAP_VERSION);
+	put64(m + 8, id_nonce);
+	memcpy(m + 16, l->nonce_l, 32);
+	if ((rc = weft__bs_write_all(l->fd, m, H1_LEN, deadline)) != 0) {
+		snprintf(l->why, sizeof(l->why), "send: %s", strerror(-rc));
+		return rc;
+	}
+	l->in = IN_RAW;
+	l->raw_need = H2_LEN;
+	l->have = 0;
+	rc = weft__bs_link_wait(l, NULL, deadline);
+	if (rc != 1) {
+		if (l->eof)
+			snprintf(l->why, sizeof(l->why),
+				 "closed the connection during the handshake (another job, another weft version, or "
+				 "a wrong secret: see that side's log)");
+		return rc == -ETIMEDOUT ? -ETIMEDOUT : -ECONNRESET;
+	}
+	if (get32(l->raw) != HS_MAGIC) {
+		snprintf(l->why, sizeof(l->why), "is not a weft bootstrap endpoint");
+		return -WEFT_ERR_PROTOCOL;
+	}
+	if (get32(l->raw + 4) != WEFT__BOOTSTRAP_VERSION) {
+		snprintf(l->why, sizeof(l->why), "speaks bootstrap protocol %u, this process %u",
+			 get32(l->raw + 4), WEFT__BOOTSTRAP_VERSION);
+		return -WEFT_ERR_MISMATCH;
+	}
+	memcpy(l->nonce_r, l->raw + 8, 32);
+	uint8_t mac[32];
+	hs_mac(secret, "weft-acceptor", id_nonce, l->nonce_l, l->nonce_r, mac);
+	if (!weft__ct_equal(mac, l->raw + 40, 32)) {
+		snprintf(l->why, sizeof(l->why), "does not hold this job's secret (failed authentication)");
+		return -WEFT_ERR_AUTH;
+	}
+	hs_mac(secret, "weft-initiator", id_nonce, l->nonce_l, l->nonce_r, mac);
+	if ((rc = weft__bs_write_all(l->fd, mac, H3_LEN, deadline)) != 0) {
+		snprintf(l->why, sizeof(l->why), "send: %s", strerror(-rc));
+		return rc;
+	}
+	hs_keys(l, secret, id_nonce, l->nonce_l, l->nonce_r, 1);
+	return 0;
+}
+
+void weft__bs_pending_start(struct link *l, double hs_timeout)
+{
+	l->stage = HS_H1;
+	l->in = IN_RAW;
+	l->raw_need = H1_LEN;
+	l->have = 0;
+	l->deadline = weft__bs_now_s() + hs_timeout;
+}
+
+/* Advances an accepted connection that has not yet identified itself.
+ * Returns 1 when its first frame arrived (in *f), 0 to keep waiting, -1 to
+ * drop it (l->why says why). Never blocks. */
+int weft__bs_pending_step(struct link *l, const uint8_t secret[32], uint64_t id_nonce, struct frame *f)
+{
+	for (;;) {
+		int rc = weft__bs_link_pump(l, f);
+		if (rc <= 0) {
+			if (rc < 0 && l->eof && l->stage == HS_H1)
+				snprintf(l->why, sizeof(l->why), "closed the connection before the handshake");
+			return rc;
+		}
+		if (l->stage == HS_FIRST) {
+			l->stage = HS_DONE;
+			return 1;
+		}
+		if (l->stage == HS_H1) {
+			if (get32(l->raw) != HS_MAGIC) {
+				snprintf(l->why, sizeof(l->why), "sent garbage (not a weft bootstrap handshake)");
+				return -1;
+			}
+			if (get32(l->raw + 4) != WEFT__BOOTSTRAP_VERSION) {
+				snprintf(l->why, sizeof(l->why), "speaks bootstrap protocol %u, this process %u",
+					 get32(l->raw + 4), WEFT__BOOTSTRAP_VERSION);
+				return -1;
+			}
+			if (get64(l->raw + 8) != id_nonce) {
+				snprintf(l->why, sizeof(l->why), "belongs to another job (its unique id differs)");
+				return -1;
+			}
+			memcpy(l->nonce_r, l->raw + 16, 32);
+			if (weft__bs_fill_random(l->nonce_l, 32) != 0) {
+				snprintf(l->why, sizeof(l->why), "getrandom failed");
+				return -1;
+			}
+			uint8_t m[H2_LEN];
+			put32(m, HS_MAGIC);
+			put32(m + 4, WEFT__BOOTSTRAP_VERSION);
+			memcpy(m + 8, l->nonce_l, 32);
+			hs_mac(secret, "weft-acceptor", id_nonce, l->nonce_r, l->nonce_l, m + 40);
+			/* 72 bytes into a fresh socket's empty buffer: never partial. */
+			if (send(l->fd, m, H2_LEN, MSG_DONTWAIT | MSG_NOSIGNAL) != H2_LEN) {
+				snprintf(l->why, sizeof(l->why), "could not be answered (%s)", strerror(errno));
+				return -1;
+			}
+			l->stage = HS_H3;
+			l->raw_need = H3_LEN;
+			continue;
+		}
+		/* HS_H3 */
+		uint8_t mac[32];
+		hs_mac(secret, "weft-initiator", id_nonce, l->nonce_r, l->nonce_l, mac);
+		if (!weft__ct_equal(mac, l->raw, 32)) {
+			snprintf(l->why, sizeof(l->why), "failed authentication (wrong secret)");
+			return -1;
+		}
+		hs_keys(l, secret, id_nonce, l->nonce_r, l->nonce_l, 0);
+		l->stage = HS_FIRST;
+	}
+}
+
+void weft__bs_pending_timeout_why(struct link *l, double hs_timeout)
+{
+	const char *what = l->stage == HS_H1 && l->have == 0 ? "sent nothing"
+			   : l->stage == HS_FIRST                ? "sent no hello after the handshake"
+								 : "did not complete the handshake";
+	snprintf(l->why, sizeof(l->why), "%s within %.1f s", what, hs_timeout);
+}
