@@ -40,7 +40,7 @@ stage build cmake --build "$build" -j "$jobs"
 
 perf=$build/bin/weft-perf
 if [[ ! -x $perf ]]; then
-	echo "demo: $perf was not built (tools/weft-perf.c missing from this tree?)" >&2
+	echo "demo: $perf was not built (tools/weft-perf/ missing from this tree?)" >&2
 	exit 1
 fi
 
