@@ -514,16 +514,19 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	if (o.init_all) {
 		ncclComm_t comms[o.init_all];
-		ncclResult_t r = ncclCommInitAll(comms, o.init_all, NULL);
+		int ndev = 1, devs[o.init_all];
+		if (o.cuda)
+			cu.device_count(&ndev);
+		/* Rank i on GPU i modulo the GPUs seen: one GPU may hold several ranks. */
+		for (int i = 0; i < o.init_all; i++)
+			devs[i] = i % (ndev > 0 ? ndev : 1);
+		ncclResult_t r = ncclCommInitAll(comms, o.init_all, o.cuda ? devs : NULL);
 		if (r) {
 			fprintf(stderr, "ncclCommInitAll: %s (%s)\n", ncclGetErrorString(r), ncclGetLastError(NULL));
 			return 1;
 		}
 		struct rank_ctx cs[o.init_all];
 		memset(cs, 0, sizeof(cs));
-		int ndev = 1;
-		if (o.cuda)
-			cu.device_count(&ndev);
 		for (int i = 0; i < o.init_all; i++) {
 			cs[i].comm = comms[i];
 			cs[i].rank = i;
