@@ -1,16 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Authentication: nonces, the handshake's MACs and keys, the connecting side
- * (blocking) and the accepting side (a step function for a poll loop). */
+ * (blocking) and the accepting side (a step function for a poll loop, and
+ * the pending set it runs over). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "bootstrap.h"
 #include "auth.h"
 #include "net.h"
+#include "wire.h"
 #include "log.h"
 #include "le.h"
 
@@ -197,4 +201,65 @@ void weft__bs_pending_timeout_why(struct link *l, double hs_timeout)
 			   : l->stage == HS_FIRST                ? "sent no hello after the handshake"
 								 : "did not complete the handshake";
 	snprintf(l->why, sizeof(l->why), "%s within %.1f s", what, hs_timeout);
+}
+
+void weft__bs_pending_accept(int lfd, struct link **pending, int *npending, double hs_timeout, const char *root)
+{
+	for (;;) {
+		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0)
+			break;
+		char name[64];
+		weft__bs_name_of_fd(fd, name, sizeof(name));
+		if (*npending == MAX_PENDING) {
+			WEFT_WARN("bootstrap%s%s: refusing %s: %d connections already pending", root ? " root " : "",
+				  root ? root : "", name, MAX_PENDING);
+			close(fd);
+			continue;
+		}
+		struct link *l = weft__bs_link_new(fd, name, SMALL_FRAME);
+		if (!l) {
+			close(fd);
+			continue;
+		}
+		weft__bs_tune_socket(fd);
+		weft__bs_pending_start(l, hs_timeout);
+		pending[(*npending)++] = l;
+	}
+}
+
+double weft__bs_pending_deadline(struct link *const *pending, int npending, double next)
+{
+	for (int i = 0; i < npending; i++)
+		if (pending[i]->deadline < next)
+			next = pending[i]->deadline;
+	return next;
+}
+
+void weft__bs_pending_advance(struct link **pending, int *npending, const uint8_t secret[32], uint64_t id_nonce,
+			      double hs_timeout, const char *root, weft__bs_first_fn *first, void *ctx)
+{
+	double t = weft__bs_now_s();
+	for (int i = 0; i < *npending;) {
+		struct link *l = pending[i];
+		struct frame f = {0};
+		int rc = weft__bs_pending_step(l, secret, id_nonce, &f);
+		if (rc == 0 && t > l->deadline) {
+			weft__bs_pending_timeout_why(l, hs_timeout);
+			rc = -1;
+		}
+		if (rc == 0) {
+			i++;
+			continue;
+		}
+		pending[i] = pending[--*npending];
+		if (rc < 0) {
+			WEFT_WARN("bootstrap%s%s: dropped connection from %s: %s", root ? " root " : "", root ? root : "",
+				  l->name, l->why);
+			weft__bs_link_free(l);
+		} else {
+			first(ctx, l, &f);
+		}
+		free(f.buf);
+	}
 }

@@ -151,8 +151,9 @@ static void root_refuse(struct root *r, struct link *l, int err, const char *fmt
 }
 
 /* A hello arrived on a pending connection: register the rank or refuse it. */
-static void root_hello(struct root *r, struct link *l, const struct frame *f)
+static void root_hello(void *ctx, struct link *l, struct frame *f)
 {
+	struct root *r = ctx;
 	if (f->type != T_HELLO || f->len != HELLO_LEN) {
 		root_refuse(r, l, -WEFT_ERR_PROTOCOL, "expected a hello, got message type %d of %zu bytes", f->type,
 			    f->len);
@@ -267,68 +268,12 @@ static int root_prepare(struct root *r, struct pollfd *pfd, int sent)
 /* Waits for the next event or a handshake's deadline. Returns -1 when poll fails. */
 static int root_poll(struct root *r, struct pollfd *pfd, int k)
 {
-	double next = weft__bs_now_s() + 1.0;
-	for (int i = 0; i < r->npending; i++)
-		if (r->pending[i]->deadline < next)
-			next = r->pending[i]->deadline;
+	double next = weft__bs_pending_deadline(r->pending, r->npending, weft__bs_now_s() + 1.0);
 	if (poll(pfd, (nfds_t)k, weft__bs_ms_until(next)) < 0 && errno != EINTR) {
 		WEFT_ERROR("bootstrap root %s: poll: %s", r->name, strerror(errno));
 		return -1;
 	}
 	return 0;
-}
-
-/* New connections join the pending set; a flood beyond MAX_PENDING is shed. */
-static void root_on_accept(struct root *r)
-{
-	for (;;) {
-		int fd = accept4(r->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0)
-			break;
-		char name[64];
-		weft__bs_name_of_fd(fd, name, sizeof(name));
-		if (r->npending == MAX_PENDING) {
-			WEFT_WARN("bootstrap root %s: refusing %s: %d connections already pending", r->name, name,
-				  MAX_PENDING);
-			close(fd);
-			continue;
-		}
-		struct link *l = weft__bs_link_new(fd, name, SMALL_FRAME);
-		if (!l) {
-			close(fd);
-			continue;
-		}
-		weft__bs_tune_socket(fd);
-		weft__bs_pending_start(l, r->hs_timeout);
-		r->pending[r->npending++] = l;
-	}
-}
-
-/* Pending connections advance their handshakes; a hello registers a rank. */
-static void root_on_pending(struct root *r)
-{
-	double t = weft__bs_now_s();
-	for (int i = 0; i < r->npending;) {
-		struct link *l = r->pending[i];
-		struct frame f = {0};
-		int rc = weft__bs_pending_step(l, r->secret, r->id_nonce, &f);
-		if (rc == 0 && t > l->deadline) {
-			weft__bs_pending_timeout_why(l, r->hs_timeout);
-			rc = -1;
-		}
-		if (rc == 0) {
-			i++;
-			continue;
-		}
-		r->pending[i] = r->pending[--r->npending];
-		if (rc < 0) {
-			WEFT_WARN("bootstrap root %s: dropped connection from %s: %s", r->name, l->name, l->why);
-			weft__bs_link_free(l);
-		} else {
-			root_hello(r, l, &f);
-		}
-		free(f.buf);
-	}
 }
 
 /* Registered ranks: before the table, anything they send or their leaving
@@ -438,8 +383,10 @@ static void *root_main(void *arg)
 		if (pfd[0].revents || __atomic_load_n(&r->stop, __ATOMIC_ACQUIRE))
 			break;
 		if (pfd[1].revents)
-			root_on_accept(r);
-		root_on_pending(r);
+			weft__bs_pending_accept(r->lfd, r->pending, &r->npending, r->hs_timeout, r->name);
+		/* Pending connections advance their handshakes; a hello registers a rank. */
+		weft__bs_pending_advance(r->pending, &r->npending, r->secret, r->id_nonce, r->hs_timeout, r->name,
+					 root_hello, r);
 		if (root_on_ranks(r, sent))
 			break;
 		if (!sent && r->nranks && r->arrived == r->nranks) {

@@ -131,8 +131,9 @@ static void deliver(struct weft__bootstrap *bs, int i, struct frame *f)
 }
 
 /* A lower rank finished its handshake on our listener and says who it is. */
-static void accept_peer(struct weft__bootstrap *bs, struct link *l, struct frame *f)
+static void accept_peer(void *ctx, struct link *l, struct frame *f)
 {
+	struct weft__bootstrap *bs = ctx;
 	char why[160] = "";
 	int r = -1;
 	if (f->type != T_PEER_HELLO || f->len != 16)
@@ -272,10 +273,7 @@ static int svc_prepare(struct weft__bootstrap *bs, struct svc_loop *s)
 static int svc_poll(struct weft__bootstrap *bs, struct svc_loop *s)
 {
 	double t = weft__bs_now_s();
-	double next = s->next_hb;
-	for (int i = 0; i < bs->npending; i++)
-		if (bs->pending[i]->deadline < next)
-			next = bs->pending[i]->deadline;
+	double next = weft__bs_pending_deadline(bs->pending, bs->npending, s->next_hb);
 	if (next > t + 0.1)
 		next = t + 0.1; /* also the resolution of the silence check */
 	if (poll(s->pfd, (nfds_t)s->k, weft__bs_ms_until(next)) < 0 && errno != EINTR) {
@@ -294,32 +292,6 @@ static void svc_on_wake(struct weft__bootstrap *bs)
 	uint64_t v;
 	if (read(bs->wake_fd, &v, sizeof(v)) < 0) {
 		/* Nothing pending: spurious. */
-	}
-}
-
-/* New connections on the listener join the pending set until they identify
- * themselves; a flood beyond MAX_PENDING is shed. */
-static void svc_on_accept(struct weft__bootstrap *bs)
-{
-	for (;;) {
-		int fd = accept4(bs->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0)
-			break;
-		char name[64];
-		weft__bs_name_of_fd(fd, name, sizeof(name));
-		if (bs->npending == MAX_PENDING) {
-			WEFT_WARN("bootstrap: refusing %s: %d connections already pending", name, MAX_PENDING);
-			close(fd);
-			continue;
-		}
-		struct link *l = weft__bs_link_new(fd, name, SMALL_FRAME);
-		if (!l) {
-			close(fd);
-			continue;
-		}
-		weft__bs_tune_socket(fd);
-		weft__bs_pending_start(l, bs->p.hs_timeout);
-		bs->pending[bs->npending++] = l;
 	}
 }
 
@@ -376,34 +348,6 @@ static void svc_on_peer(struct weft__bootstrap *bs, int i, short revents, double
 	pthread_mutex_unlock(&bs->mu);
 }
 
-/* Pending connections: handshakes of lower ranks, and strangers. Each either
- * advances, becomes a peer, or is dropped (at its deadline, at the latest). */
-static void svc_on_pending(struct weft__bootstrap *bs)
-{
-	double t = weft__bs_now_s();
-	for (int i = 0; i < bs->npending;) {
-		struct link *l = bs->pending[i];
-		struct frame f = {0};
-		int rc = weft__bs_pending_step(l, bs->secret, bs->id_nonce, &f);
-		if (rc == 0 && t > l->deadline) {
-			weft__bs_pending_timeout_why(l, bs->p.hs_timeout);
-			rc = -1;
-		}
-		if (rc == 0) {
-			i++;
-			continue;
-		}
-		bs->pending[i] = bs->pending[--bs->npending];
-		if (rc < 0) {
-			WEFT_WARN("bootstrap: dropped connection from %s: %s", l->name, l->why);
-			weft__bs_link_free(l);
-		} else {
-			accept_peer(bs, l, &f);
-		}
-		free(f.buf);
-	}
-}
-
 /* Liveness, on every turn: heartbeats out when due, silence in. */
 static void svc_on_tick(struct weft__bootstrap *bs, struct svc_loop *s)
 {
@@ -454,13 +398,17 @@ void *weft__bs_service_main(void *arg)
 			break;
 		if (s.pfd[0].revents)
 			svc_on_wake(bs);
+		/* New connections join the pending set until they identify themselves. */
 		if (s.pfd[1].revents)
-			svc_on_accept(bs);
+			weft__bs_pending_accept(bs->lfd, bs->pending, &bs->npending, bs->p.hs_timeout, NULL);
 		/* Peers: read everything available, write what the sockets take. */
 		for (int j = 2; j < s.k; j++)
 			if (s.who[j] >= 0 && s.pfd[j].revents)
 				svc_on_peer(bs, s.who[j], s.pfd[j].revents, s.next_hb);
-		svc_on_pending(bs);
+		/* Handshakes of lower ranks, and strangers: each advances, becomes a
+		 * peer, or is dropped (at its deadline, at the latest). */
+		weft__bs_pending_advance(bs->pending, &bs->npending, bs->secret, bs->id_nonce, bs->p.hs_timeout, NULL,
+					 accept_peer, bs);
 		svc_on_tick(bs, &s);
 	}
 	free(s.pfd);
