@@ -129,13 +129,8 @@ static void run_two(struct ab_run r[2])
 {
 	ck_assert_int_eq(weft_get_unique_id(&r[0].id), 0);
 	r[1].id = r[0].id;
-	pthread_t th[2];
-	for (int i = 0; i < 2; i++) {
-		r[i].rank = i;
-		ck_assert_int_eq(pthread_create(&th[i], NULL, rank_main, &r[i]), 0);
-	}
-	for (int i = 0; i < 2; i++)
-		pthread_join(th[i], NULL);
+	r[1].rank = 1;
+	ck_assert_int_eq(wt_run_threads(2, rank_main, r, sizeof(r[0])), 0);
 }
 
 START_TEST(loads_as_0_2)

@@ -203,11 +203,7 @@ START_TEST(thread_ranks_destroy_after_allreduce)
 		struct th_rank t[2] = {{.rank = 0}, {.rank = 1}};
 		ck_assert_int_eq(weft_get_unique_id(&t[0].id), 0);
 		t[1].id = t[0].id;
-		pthread_t th[2];
-		for (int r = 0; r < 2; r++)
-			ck_assert_int_eq(pthread_create(&th[r], NULL, th_main, &t[r]), 0);
-		for (int r = 0; r < 2; r++)
-			pthread_join(th[r], NULL);
+		ck_assert_int_eq(wt_run_threads(2, th_main, t, sizeof(t[0])), 0);
 		ck_assert_msg(t[0].rc == 0 && t[1].rc == 0, "iteration %d: ranks returned %d, %d", it, t[0].rc, t[1].rc);
 	}
 }

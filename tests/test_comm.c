@@ -109,11 +109,7 @@ static void *thread_rank(void *p)
 static int process_with_two_ranks(int rank, int n, void *arg)
 {
 	struct thr t[2] = {{.rank = 0}, {.rank = 1}};
-	pthread_t th[2];
-	for (int i = 0; i < 2; i++)
-		RCHECK(pthread_create(&th[i], NULL, thread_rank, &t[i]) == 0, "pthread_create");
-	for (int i = 0; i < 2; i++)
-		pthread_join(th[i], NULL);
+	RCHECK(wt_run_threads(2, thread_rank, t, sizeof(t[0])) == 0, "pthread_create");
 	RCHECK(t[0].rc == 0 && t[1].rc == 0, "thread ranks returned %d and %d", t[0].rc, t[1].rc);
 	return 0;
 }

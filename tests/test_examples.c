@@ -112,13 +112,8 @@ static void run_two_ranks(void *(*fn)(void *), struct sk_run runs[2])
 	memset(runs, 0, 2 * sizeof(runs[0]));
 	ck_assert_int_eq(weft_get_unique_id(&runs[0].id), 0);
 	runs[1].id = runs[0].id;
-	pthread_t t[2];
-	for (int i = 0; i < 2; i++) {
-		runs[i].rank = i;
-		ck_assert_int_eq(pthread_create(&t[i], NULL, fn, &runs[i]), 0);
-	}
-	for (int i = 0; i < 2; i++)
-		pthread_join(t[i], NULL);
+	runs[1].rank = 1;
+	ck_assert_int_eq(wt_run_threads(2, fn, runs, sizeof(runs[0])), 0);
 }
 
 START_TEST(skeleton_moves_data)

@@ -511,14 +511,10 @@ START_TEST(loaded_once_from_any_thread)
 {
 	char *g = case_dir("good");
 	ck_assert_int_eq(setenv("WEFT_PLUGIN_PATH", g, 1), 0);
-	pthread_t th[8];
 	int rc[8];
+	ck_assert_int_eq(wt_run_threads(8, load_thread, rc, sizeof(rc[0])), 0);
 	for (int i = 0; i < 8; i++)
-		ck_assert_int_eq(pthread_create(&th[i], NULL, load_thread, &rc[i]), 0);
-	for (int i = 0; i < 8; i++) {
-		pthread_join(th[i], NULL);
 		ck_assert_int_eq(rc[i], 0);
-	}
 	const struct weft__plugin_entry *const *e = NULL;
 	int n = weft__registry_entries(&e);
 	int good = 0;

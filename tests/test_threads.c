@@ -20,21 +20,6 @@
 #define CHUNK 4096
 #define ITERS 20
 
-#define TCHECK(cond, ...) \
-	do { \
-		if (!(cond)) { \
-			fprintf(stderr, "thread rank %d: %s:%d: %s: ", rank, __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__); \
-			fputc('\n', stderr); \
-			return 1; \
-		} \
-	} while (0)
-#define TOK(call) \
-	do { \
-		int rc_ = (call); \
-		TCHECK(rc_ == 0, "%s: %s", #call, weft_strerror(rc_)); \
-	} while (0)
-
 struct rank_arg {
 	int rank, nranks;
 	const struct weft_unique_id *id, *id2;
@@ -53,13 +38,9 @@ static void run_threads(int n, int (*body)(struct rank_arg *), const struct weft
 			const struct weft_unique_id *id2)
 {
 	struct rank_arg a[MAXR];
-	pthread_t th[MAXR];
-	for (int r = 0; r < n; r++) {
-		a[r] = (struct rank_arg){.rank = r, .nranks = n, .id = id, .id2 = id2, .body = body, .rc = -1};
-		ck_assert_int_eq(pthread_create(&th[r], NULL, rank_thread, &a[r]), 0);
-	}
 	for (int r = 0; r < n; r++)
-		pthread_join(th[r], NULL);
+		a[r] = (struct rank_arg){.rank = r, .nranks = n, .id = id, .id2 = id2, .body = body, .rc = -1};
+	ck_assert_int_eq(wt_run_threads(n, rank_thread, a, sizeof(a[0])), 0);
 	for (int r = 0; r < n; r++)
 		ck_assert_msg(a[r].rc == 0, "thread rank %d failed (%d)", r, a[r].rc);
 }
@@ -69,11 +50,11 @@ static int ports_and_colls(struct rank_arg *a)
 {
 	int rank = a->rank, n = a->nranks;
 	weft_comm_t *comm = NULL;
-	TOK(weft_comm_create(a->id, n, rank, &comm));
+	ROK(weft_comm_create(a->id, n, rank, &comm));
 	unsigned char *buf = calloc((size_t)n, 2 * CHUNK);
-	TCHECK(buf, "no memory");
+	RCHECK(buf, "no memory");
 	weft_mem_t *mem = NULL;
-	TOK(weft_mem_register(comm, buf, (size_t)n * 2 * CHUNK, WEFT_MEM_HOST, &mem));
+	ROK(weft_mem_register(comm, buf, (size_t)n * 2 * CHUNK, WEFT_MEM_HOST, &mem));
 	weft_rmem_t *rmem[MAXR] = {0};
 	weft_sem_t *sem[MAXR] = {0};
 	weft_rsem_t *rsem[MAXR] = {0};
@@ -83,11 +64,11 @@ static int ports_and_colls(struct rank_arg *a)
 	for (int p = 0; p < n; p++) {
 		if (p == rank)
 			continue;
-		TOK(weft_mem_exchange(mem, p, &rmem[p]));
-		TOK(weft_sem_create(comm, &sem[p]));
-		TOK(weft_sem_exchange(sem[p], p, &rsem[p]));
-		TOK(weft_connect(comm, p, "ofi", &conn[p]));
-		TOK(weft_port_create(conn[p], 0, &port[p]));
+		ROK(weft_mem_exchange(mem, p, &rmem[p]));
+		ROK(weft_sem_create(comm, &sem[p]));
+		ROK(weft_sem_exchange(sem[p], p, &rsem[p]));
+		ROK(weft_connect(comm, p, "ofi", &conn[p]));
+		ROK(weft_port_create(conn[p], 0, &port[p]));
 	}
 	for (int it = 1; it <= ITERS; it++) {
 		/* My send area: the first n chunks; the peers' receive area: rank's slot
@@ -96,44 +77,44 @@ static int ports_and_colls(struct rank_arg *a)
 		for (int p = 0; p < n; p++) {
 			if (p == rank)
 				continue;
-			TOK(weft_port_put(port[p], rmem[p], (uint64_t)(n + rank) * CHUNK, mem, (uint64_t)rank * CHUNK,
+			ROK(weft_port_put(port[p], rmem[p], (uint64_t)(n + rank) * CHUNK, mem, (uint64_t)rank * CHUNK,
 					  CHUNK));
-			TOK(weft_port_signal(port[p], rsem[p], (uint64_t)it));
+			ROK(weft_port_signal(port[p], rsem[p], (uint64_t)it));
 		}
 		for (int p = 0; p < n; p++) {
 			if (p == rank)
 				continue;
-			TOK(weft_sem_wait(sem[p], (uint64_t)it));
+			ROK(weft_sem_wait(sem[p], (uint64_t)it));
 			unsigned char want = (unsigned char)(it * 3 + p);
 			for (int i = 0; i < CHUNK; i++)
-				TCHECK(buf[(size_t)(n + p) * CHUNK + i] == want, "iteration %d: byte %d from rank %d", it, i,
+				RCHECK(buf[(size_t)(n + p) * CHUNK + i] == want, "iteration %d: byte %d from rank %d", it, i,
 				       p);
 		}
 		for (int p = 0; p < n; p++)
 			if (p != rank)
-				TOK(weft_port_flush(port[p]));
+				ROK(weft_port_flush(port[p]));
 		/* Nobody rewrites its send chunk before every peer has read: a barrier. */
-		TOK(weft_comm_barrier(comm));
+		ROK(weft_comm_barrier(comm));
 	}
 	float v[1024];
 	for (int it = 0; it < 5; it++) {
 		for (int i = 0; i < 1024; i++)
 			v[i] = (float)(rank + i);
-		TOK(weft_allreduce(v, v, 1024, WEFT_FLOAT32, WEFT_SUM, comm, NULL));
+		ROK(weft_allreduce(v, v, 1024, WEFT_FLOAT32, WEFT_SUM, comm, NULL));
 		for (int i = 0; i < 1024; i++)
-			TCHECK(v[i] == (float)(n * i + n * (n - 1) / 2), "allreduce element %d = %g", i, v[i]);
+			RCHECK(v[i] == (float)(n * i + n * (n - 1) / 2), "allreduce element %d = %g", i, v[i]);
 	}
 	for (int p = 0; p < n; p++) {
 		if (p == rank)
 			continue;
-		TOK(weft_port_destroy(port[p]));
-		TOK(weft_conn_close(conn[p]));
-		TOK(weft_rsem_release(rsem[p]));
-		TOK(weft_sem_destroy(sem[p]));
-		TOK(weft_rmem_release(rmem[p]));
+		ROK(weft_port_destroy(port[p]));
+		ROK(weft_conn_close(conn[p]));
+		ROK(weft_rsem_release(rsem[p]));
+		ROK(weft_sem_destroy(sem[p]));
+		ROK(weft_rmem_release(rmem[p]));
 	}
-	TOK(weft_mem_deregister(mem));
-	TOK(weft_comm_destroy(comm));
+	ROK(weft_mem_deregister(mem));
+	ROK(weft_comm_destroy(comm));
 	free(buf);
 	return 0;
 }
@@ -163,15 +144,15 @@ static int two_comms(struct rank_arg *a)
 {
 	int rank = a->rank;
 	struct side s[2] = {{.rank = rank, .n = a->nranks}, {.rank = rank, .n = a->nranks}};
-	TOK(weft_comm_create(a->id, a->nranks, rank, &s[0].comm));
-	TOK(weft_comm_create(a->id2, a->nranks, rank, &s[1].comm));
+	ROK(weft_comm_create(a->id, a->nranks, rank, &s[0].comm));
+	ROK(weft_comm_create(a->id2, a->nranks, rank, &s[1].comm));
 	pthread_t th;
-	TCHECK(pthread_create(&th, NULL, side_loop, &s[1]) == 0, "pthread_create");
+	RCHECK(pthread_create(&th, NULL, side_loop, &s[1]) == 0, "pthread_create");
 	side_loop(&s[0]);
 	pthread_join(th, NULL);
-	TCHECK(s[0].rc == 0 && s[1].rc == 0, "allreduce loops: %d, %d", s[0].rc, s[1].rc);
-	TOK(weft_comm_destroy(s[1].comm));
-	TOK(weft_comm_destroy(s[0].comm));
+	RCHECK(s[0].rc == 0 && s[1].rc == 0, "allreduce loops: %d, %d", s[0].rc, s[1].rc);
+	ROK(weft_comm_destroy(s[1].comm));
+	ROK(weft_comm_destroy(s[0].comm));
 	return 0;
 }
 
@@ -188,23 +169,23 @@ static int abort_wait(struct rank_arg *a)
 {
 	int rank = a->rank;
 	weft_comm_t *comm = NULL;
-	TOK(weft_comm_create(a->id, a->nranks, rank, &comm));
+	ROK(weft_comm_create(a->id, a->nranks, rank, &comm));
 	weft_sem_t *sem = NULL;
-	TOK(weft_sem_create(comm, &sem));
+	ROK(weft_sem_create(comm, &sem));
 	if (rank == 1) {
 		pthread_t th;
-		TCHECK(pthread_create(&th, NULL, abort_later, comm) == 0, "pthread_create");
+		RCHECK(pthread_create(&th, NULL, abort_later, comm) == 0, "pthread_create");
 		int rc = weft_sem_wait(sem, 1);
 		pthread_join(th, NULL);
-		TCHECK(rc == -WEFT_ERR_ABORTED, "sem_wait returned %d (%s)", rc, weft_strerror(rc));
-		TCHECK(weft_comm_barrier(comm) == -WEFT_ERR_ABORTED, "a call after abort");
+		RCHECK(rc == -WEFT_ERR_ABORTED, "sem_wait returned %d (%s)", rc, weft_strerror(rc));
+		RCHECK(weft_comm_barrier(comm) == -WEFT_ERR_ABORTED, "a call after abort");
 	} else {
 		/* Stays in a blocking exchange with rank 1 until rank 1 leaves. */
 		char c;
 		int rc = weft_comm_recv(comm, 1, 1, &c, 1);
-		TCHECK(rc < 0, "recv from the aborted rank returned %d", rc);
+		RCHECK(rc < 0, "recv from the aborted rank returned %d", rc);
 	}
-	TOK(weft_sem_destroy(sem));
+	ROK(weft_sem_destroy(sem));
 	weft_comm_destroy(comm);
 	return 0;
 }

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <ftw.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -213,6 +214,20 @@ static int bind_port(int port)
 		got = ntohs(a.sin_port);
 	close(fd);
 	return got;
+}
+
+int wt_run_threads(int n, void *(*fn)(void *), void *args, size_t size)
+{
+	pthread_t th[64];
+	int started = 0, err = n > 64 ? EINVAL : 0;
+	while (!err && started < n) {
+		err = pthread_create(&th[started], NULL, fn, (char *)args + (size_t)started * size);
+		if (!err)
+			started++;
+	}
+	for (int i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+	return err;
 }
 
 /* A port the kernel never hands out as an ephemeral one (below

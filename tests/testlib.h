@@ -20,6 +20,10 @@ int wt_fork_ranks(int nranks, wt_rank_fn fn, void *arg, int timeout_s);
  * (-1 for a rank killed at the timeout) instead of counting. */
 int wt_fork_ranks_status(int nranks, wt_rank_fn fn, void *arg, int timeout_s, int *status);
 
+/* Runs fn on n threads, thread i given (char *)args + i * size, and joins them
+ * all. Returns 0, or pthread_create's error once the threads started are joined. */
+int wt_run_threads(int n, void *(*fn)(void *), void *args, size_t size);
+
 /* A fresh directory under $TMPDIR (or /tmp), removed by wt_rmdir. Returns a
  * malloc'd path. */
 char *wt_mkdtemp(const char *tag);
