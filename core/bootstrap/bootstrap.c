@@ -467,12 +467,7 @@ static int bs_send(struct weft__bootstrap *bs, int peer, int cls, uint32_t tag, 
 			memcpy(d, buf, len);
 		*m = (struct msg){.key = (uint64_t)cls << 32 | tag, .len = len, .data = d};
 		pthread_mutex_lock(&bs->mu);
-		if (pe->rq_tail)
-			pe->rq_tail->next = m;
-		else
-			pe->rq_head = m;
-		pe->rq_tail = m;
-		pthread_cond_broadcast(&bs->cv);
+		weft__bs_rq_push_locked(bs, pe, m);
 		pthread_mutex_unlock(&bs->mu);
 		return 0;
 	}

@@ -39,6 +39,19 @@ void weft__bs_fail_locked(struct weft__bootstrap *bs, int err)
 	pthread_cond_broadcast(&bs->cv);
 }
 
+/* Queues a message received from pe (or sent to oneself) for recv; callers
+ * hold bs->mu. */
+void weft__bs_rq_push_locked(struct weft__bootstrap *bs, struct peer *pe, struct msg *m)
+{
+	m->next = NULL;
+	if (pe->rq_tail)
+		pe->rq_tail->next = m;
+	else
+		pe->rq_head = m;
+	pe->rq_tail = m;
+	pthread_cond_broadcast(&bs->cv);
+}
+
 void weft__bootstrap_fail(struct weft__bootstrap *bs, int err)
 {
 	if (!bs)
@@ -99,17 +112,9 @@ static void deliver(struct weft__bootstrap *bs, int i, struct frame *f)
 			free(f->buf);
 			return;
 		}
-		m->next = NULL;
-		m->key = (uint64_t)f->cls << 32 | f->tag;
-		m->len = f->len;
-		m->data = f->buf;
+		*m = (struct msg){.key = (uint64_t)f->cls << 32 | f->tag, .len = f->len, .data = f->buf};
 		f->buf = NULL;
-		if (pe->rq_tail)
-			pe->rq_tail->next = m;
-		else
-			pe->rq_head = m;
-		pe->rq_tail = m;
-		pthread_cond_broadcast(&bs->cv);
+		weft__bs_rq_push_locked(bs, pe, m);
 	} else if (f->type == T_BYE) {
 		WEFT_DEBUG("bootstrap: rank %d said goodbye", i);
 		pe->bye_rcvd = 1;

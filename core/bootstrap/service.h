@@ -62,6 +62,7 @@ struct weft__bootstrap {
 
 void weft__bs_wake(struct weft__bootstrap *bs);
 void weft__bs_fail_locked(struct weft__bootstrap *bs, int err);
+void weft__bs_rq_push_locked(struct weft__bootstrap *bs, struct peer *pe, struct msg *m);
 void *weft__bs_service_main(void *arg);
 
 #endif
