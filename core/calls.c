@@ -253,19 +253,32 @@ static void args_init(struct weft_coll_args *a, enum weft_collective coll, weft_
 	a->stream = stream;
 }
 
+/* allreduce, reduce_scatter and reduce, plain (premul 0: scalar unused) or
+ * pre-multiplied by scalar (op is then WEFT_SUM). count is per rank for
+ * reduce_scatter; root matters to reduce alone. */
+static int reduction(const char *fn, enum weft_collective kind, const void *sendbuf, void *recvbuf, size_t count,
+		     enum weft_datatype type, enum weft_redop op, int root, int premul, const void *scalar,
+		     enum weft_mem_type scalar_mem, weft_comm_t *comm, void *stream)
+{
+	struct weft_coll_args a;
+	int rc, rooted = kind == WEFT_COLL_REDUCE;
+	if ((rc = check_comm(comm, fn)) || (rc = check_type(type, fn)) || (rc = check_op(op, fn)) ||
+	    (rooted && (rc = check_rank(root, weft_comm_size(comm), fn, "root"))) ||
+	    (rc = check_buf(sendbuf, count, fn, "sendbuf")) ||
+	    ((!rooted || root == weft_comm_rank(comm)) && (rc = check_buf(recvbuf, count, fn, "recvbuf"))))
+		return rc;
+	args_init(&a, kind, comm, sendbuf, recvbuf, count, type, op, root, stream);
+	size_t parts = kind == WEFT_COLL_REDUCE_SCATTER ? (size_t)weft_comm_size(comm) : 1;
+	if ((premul && (rc = set_scalar(&a, scalar, scalar_mem, fn))) || (rc = bytes_of(count, type, parts, fn, &a.bytes)))
+		return rc;
+	return submit(comm, &a);
+}
+
 WEFT_API int weft_allreduce(const void *sendbuf, void *recvbuf, size_t count, enum weft_datatype type,
 			    enum weft_redop op, weft_comm_t *comm, void *stream)
 {
-	static const char fn[] = "weft_allreduce";
-	struct weft_coll_args a;
-	int rc;
-	if ((rc = check_comm(comm, fn)) || (rc = check_type(type, fn)) || (rc = check_op(op, fn)) ||
-	    (rc = check_buf(sendbuf, count, fn, "sendbuf")) || (rc = check_buf(recvbuf, count, fn, "recvbuf")))
-		return rc;
-	args_init(&a, WEFT_COLL_ALLREDUCE, comm, sendbuf, recvbuf, count, type, op, 0, stream);
-	if ((rc = bytes_of(count, type, 1, fn, &a.bytes)))
-		return rc;
-	return submit(comm, &a);
+	return reduction("weft_allreduce", WEFT_COLL_ALLREDUCE, sendbuf, recvbuf, count, type, op, 0, 0, NULL,
+			 WEFT_MEM_HOST, comm, stream);
 }
 
 WEFT_API int weft_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, enum weft_datatype type,
@@ -286,16 +299,8 @@ WEFT_API int weft_allgather(const void *sendbuf, void *recvbuf, size_t sendcount
 WEFT_API int weft_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, enum weft_datatype type,
 				 enum weft_redop op, weft_comm_t *comm, void *stream)
 {
-	static const char fn[] = "weft_reduce_scatter";
-	struct weft_coll_args a;
-	int rc;
-	if ((rc = check_comm(comm, fn)) || (rc = check_type(type, fn)) || (rc = check_op(op, fn)) ||
-	    (rc = check_buf(sendbuf, recvcount, fn, "sendbuf")) || (rc = check_buf(recvbuf, recvcount, fn, "recvbuf")))
-		return rc;
-	args_init(&a, WEFT_COLL_REDUCE_SCATTER, comm, sendbuf, recvbuf, recvcount, type, op, 0, stream);
-	if ((rc = bytes_of(recvcount, type, (size_t)weft_comm_size(comm), fn, &a.bytes)))
-		return rc;
-	return submit(comm, &a);
+	return reduction("weft_reduce_scatter", WEFT_COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, type, op, 0, 0,
+			 NULL, WEFT_MEM_HOST, comm, stream);
 }
 
 WEFT_API int weft_broadcast(const void *sendbuf, void *recvbuf, size_t count, enum weft_datatype type, int root,
@@ -318,68 +323,31 @@ WEFT_API int weft_broadcast(const void *sendbuf, void *recvbuf, size_t count, en
 WEFT_API int weft_reduce(const void *sendbuf, void *recvbuf, size_t count, enum weft_datatype type,
 			 enum weft_redop op, int root, weft_comm_t *comm, void *stream)
 {
-	static const char fn[] = "weft_reduce";
-	struct weft_coll_args a;
-	int rc;
-	if ((rc = check_comm(comm, fn)) || (rc = check_type(type, fn)) || (rc = check_op(op, fn)) ||
-	    (rc = check_rank(root, weft_comm_size(comm), fn, "root")) ||
-	    (rc = check_buf(sendbuf, count, fn, "sendbuf")) ||
-	    (root == weft_comm_rank(comm) && (rc = check_buf(recvbuf, count, fn, "recvbuf"))))
-		return rc;
-	args_init(&a, WEFT_COLL_REDUCE, comm, sendbuf, recvbuf, count, type, op, root, stream);
-	if ((rc = bytes_of(count, type, 1, fn, &a.bytes)))
-		return rc;
-	return submit(comm, &a);
+	return reduction("weft_reduce", WEFT_COLL_REDUCE, sendbuf, recvbuf, count, type, op, root, 0, NULL,
+			 WEFT_MEM_HOST, comm, stream);
 }
 
 WEFT_API int weft_allreduce_premul(const void *sendbuf, void *recvbuf, size_t count, enum weft_datatype type,
 				   const void *scalar, enum weft_mem_type scalar_mem, weft_comm_t *comm, void *stream)
 {
-	static const char fn[] = "weft_allreduce_premul";
-	struct weft_coll_args a;
-	int rc;
-	if ((rc = check_comm(comm, fn)) || (rc = check_type(type, fn)) ||
-	    (rc = check_buf(sendbuf, count, fn, "sendbuf")) || (rc = check_buf(recvbuf, count, fn, "recvbuf")))
-		return rc;
-	args_init(&a, WEFT_COLL_ALLREDUCE, comm, sendbuf, recvbuf, count, type, WEFT_SUM, 0, stream);
-	if ((rc = set_scalar(&a, scalar, scalar_mem, fn)) || (rc = bytes_of(count, type, 1, fn, &a.bytes)))
-		return rc;
-	return submit(comm, &a);
+	return reduction("weft_allreduce_premul", WEFT_COLL_ALLREDUCE, sendbuf, recvbuf, count, type, WEFT_SUM, 0, 1,
+			 scalar, scalar_mem, comm, stream);
 }
 
 WEFT_API int weft_reduce_scatter_premul(const void *sendbuf, void *recvbuf, size_t recvcount,
 					enum weft_datatype type, const void *scalar, enum weft_mem_type scalar_mem,
 					weft_comm_t *comm, void *stream)
 {
-	static const char fn[] = "weft_reduce_scatter_premul";
-	struct weft_coll_args a;
-	int rc;
-	if ((rc = check_comm(comm, fn)) || (rc = check_type(type, fn)) ||
-	    (rc = check_buf(sendbuf, recvcount, fn, "sendbuf")) || (rc = check_buf(recvbuf, recvcount, fn, "recvbuf")))
-		return rc;
-	args_init(&a, WEFT_COLL_REDUCE_SCATTER, comm, sendbuf, recvbuf, recvcount, type, WEFT_SUM, 0, stream);
-	if ((rc = set_scalar(&a, scalar, scalar_mem, fn)) ||
-	    (rc = bytes_of(recvcount, type, (size_t)weft_comm_size(comm), fn, &a.bytes)))
-		return rc;
-	return submit(comm, &a);
+	return reduction("weft_reduce_scatter_premul", WEFT_COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, type,
+			 WEFT_SUM, 0, 1, scalar, scalar_mem, comm, stream);
 }
 
 WEFT_API int weft_reduce_premul(const void *sendbuf, void *recvbuf, size_t count, enum weft_datatype type,
 				const void *scalar, enum weft_mem_type scalar_mem, int root, weft_comm_t *comm,
 				void *stream)
 {
-	static const char fn[] = "weft_reduce_premul";
-	struct weft_coll_args a;
-	int rc;
-	if ((rc = check_comm(comm, fn)) || (rc = check_type(type, fn)) ||
-	    (rc = check_rank(root, weft_comm_size(comm), fn, "root")) ||
-	    (rc = check_buf(sendbuf, count, fn, "sendbuf")) ||
-	    (root == weft_comm_rank(comm) && (rc = check_buf(recvbuf, count, fn, "recvbuf"))))
-		return rc;
-	args_init(&a, WEFT_COLL_REDUCE, comm, sendbuf, recvbuf, count, type, WEFT_SUM, root, stream);
-	if ((rc = set_scalar(&a, scalar, scalar_mem, fn)) || (rc = bytes_of(count, type, 1, fn, &a.bytes)))
-		return rc;
-	return submit(comm, &a);
+	return reduction("weft_reduce_premul", WEFT_COLL_REDUCE, sendbuf, recvbuf, count, type, WEFT_SUM, root, 1,
+			 scalar, scalar_mem, comm, stream);
 }
 
 WEFT_API int weft_alltoall(const void *sendbuf, void *recvbuf, size_t count, enum weft_datatype type,
