@@ -52,6 +52,28 @@ static int refused(struct nr_ctx *x, const char *what, ncclResult_t r, const cha
 			return 1;                            \
 	} while (0)
 
+/* Sets name to value (NULL: unsets it) for one call; returns its old value
+ * for env_restore, which puts it back (or unsets it) and frees it. */
+static char *env_swap(const char *name, const char *value)
+{
+	const char *old = getenv(name);
+	char *saved = old ? strdup(old) : NULL;
+	if (value)
+		setenv(name, value, 1);
+	else
+		unsetenv(name);
+	return saved;
+}
+
+static void env_restore(const char *name, char *saved)
+{
+	if (saved)
+		setenv(name, saved, 1);
+	else
+		unsetenv(name);
+	free(saved);
+}
+
 /* A comm handed back by a refused call: NULL, so a collective on it fails. */
 static int use_comm(struct nr_ctx *x, const char *fn, ncclComm_t c)
 {
@@ -68,16 +90,9 @@ static int c_get_unique_id(struct nr_ctx *x)
 {
 	ncclUniqueId id;
 	memset(&id, 0x5a, sizeof(id));
-	const char *old = getenv("WEFT_CORE_BOOTSTRAP_ADDR");
-	char *saved = old ? strdup(old) : NULL;
-	setenv("WEFT_CORE_BOOTSTRAP_ADDR", "not-an-address", 1);
+	char *saved = env_swap("WEFT_CORE_BOOTSTRAP_ADDR", "not-an-address");
 	ncclResult_t r = ncclGetUniqueId(&id);
-	if (saved) {
-		setenv("WEFT_CORE_BOOTSTRAP_ADDR", saved, 1);
-		free(saved);
-	} else {
-		unsetenv("WEFT_CORE_BOOTSTRAP_ADDR");
-	}
+	env_restore("WEFT_CORE_BOOTSTRAP_ADDR", saved);
 	NR_REFUSED(x, "ncclGetUniqueId with a bad bootstrap address", r, "weft_get_unique_id failed");
 	ncclComm_t c = x->live;
 	NR_REFUSED(x, "ncclCommInitRank with the id a refused ncclGetUniqueId left", ncclCommInitRank(&c, 1, id, 0),
@@ -181,14 +196,9 @@ static int c_window_register(struct nr_ctx *x)
 	static char buf[4096];
 	static char not_a_window[64];
 	ncclWindow_t w = (ncclWindow_t)(void *)not_a_window;
-	const char *fb = getenv("WEFT_NCCL_FALLBACK");
-	char *saved = fb ? strdup(fb) : NULL;
-	unsetenv("WEFT_NCCL_FALLBACK");
+	char *saved = env_swap("WEFT_NCCL_FALLBACK", NULL);
 	ncclResult_t r = ncclCommWindowRegister(x->live, buf, sizeof(buf), &w, NCCL_WIN_DEFAULT);
-	if (saved) {
-		setenv("WEFT_NCCL_FALLBACK", saved, 1);
-		free(saved);
-	}
+	env_restore("WEFT_NCCL_FALLBACK", saved);
 	NR_REFUSED(x, "ncclCommWindowRegister without a fallback", r, "WEFT_NCCL_FALLBACK");
 	NR_REQ(x, w == NULL, "a refused ncclCommWindowRegister left the window variable set");
 	NR_REFUSED(x, "ncclCommWindowDeregister of what a refused ncclCommWindowRegister left",
