@@ -367,6 +367,8 @@ struct weft_plugin_desc {
  * that stay valid until the process exits, or NULL to decline loading (log why
  * through core->log first). Called once per file, under the registry's lock. */
 typedef const struct weft_plugin_desc *const *(*weft_plugin_init_fn)(const struct weft_core_api *core);
+/* Declared here so that a plugin's definition is checked against it. */
+const struct weft_plugin_desc *const *weft_plugin_init(const struct weft_core_api *core);
 
 #if defined(__GNUC__)
 #define WEFT_PLUGIN_EXPORT __attribute__((visibility("default")))

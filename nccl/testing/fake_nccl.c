@@ -13,6 +13,8 @@
 #include "nccl.h"
 
 #define FAKE_API __attribute__((visibility("default")))
+
+FAKE_API void fake_nccl_stats(int *calls, int *foreign);
 #define FAKE_MAGIC 0x46414b45u /* "FAKE" */
 
 /* What a fake window and a fake comm hold: enough to prove that the shadow

@@ -3,6 +3,8 @@
  * misspelled one). */
 #include <weft/plugin.h>
 
+const struct weft_plugin_desc *const *weft_plugin_initialize(const struct weft_core_api *core);
+
 WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_initialize(const struct weft_core_api *core)
 {
 	return NULL;
