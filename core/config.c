@@ -20,18 +20,15 @@
 
 #include <weft/weft.h>
 
+#include "cfgtext.h"
 #include "config.h"
 #include "log.h"
 #include "rules.h"
 
 extern char **environ;
 
-/* A line longer than this is refused, naming the line: no sane config needs
- * more, and a bounded line keeps every later buffer bounded too. */
-#define CFG_LINE_MAX 4096
 /* A bigger file is almost surely the wrong file. */
 #define CFG_FILE_MAX (16u << 20)
-#define CFG_NAME_MAX 64
 #define CFG_ENV_MAX 160
 
 /* One key = value line of the file. */
@@ -88,15 +85,6 @@ static struct cfg_param *cfg_params;
 static int cfg_nparams, cfg_capparams;
 static int cfg_warned;
 
-/* Environment variables that belong to weft itself or to tests, never to a
- * parameter: the unknown-variable check leaves them alone and no parameter may
- * take their names. */
-static const char *const reserved_env[] = {
-	"WEFT_LOG_LEVEL", "WEFT_LOG_FILE", "WEFT_CONFIG", "WEFT_PLUGIN_PATH", "WEFT_REQUIRE_GPU",
-	"WEFT_REQUIRE_NETNS",
-};
-static const char *const reserved_env_prefix[] = {"WEFT_TEST_", "WEFT_NCCL_"};
-
 static const struct weft_param_decl core_params[] = {
 	{sizeof(struct weft_param_decl), "core", "bootstrap_timeout", WEFT_PARAM_DOUBLE, "30",
 	 "Seconds the rendezvous (every rank meeting the root) may take; it bounds only the rendezvous."},
@@ -137,164 +125,11 @@ static int grow(void **arr, int *cap, int need, size_t elem)
 	return 0;
 }
 
-static int valid_name(const char *s, int allow_underscore)
-{
-	if (!s || !*s || strlen(s) >= CFG_NAME_MAX)
-		return 0;
-	for (; *s; s++)
-		if (!(islower((unsigned char)*s) || isdigit((unsigned char)*s) || *s == '-' ||
-		      (allow_underscore && *s == '_')))
-			return 0;
-	return 1;
-}
-
-int weft__param_env_name(const char *section, const char *key, char *buf, size_t len)
-{
-	if (!section || !key || !buf)
-		return -EINVAL;
-	size_t need = 5 + strlen(section) + 1 + strlen(key) + 1;
-	if (need > len)
-		return -ENOSPC;
-	size_t o = 0;
-	memcpy(buf, "WEFT_", 5);
-	o = 5;
-	for (const char *s = section; *s; s++)
-		buf[o++] = *s == '-' ? '_' : (char)toupper((unsigned char)*s);
-	buf[o++] = '_';
-	for (const char *s = key; *s; s++)
-		buf[o++] = *s == '-' ? '_' : (char)toupper((unsigned char)*s);
-	buf[o] = '\0';
-	return 0;
-}
-
 /* The prefix WEFT_<SECTION>_ of a section's variables. */
 static void env_prefix(const char *section, char *buf, size_t len)
 {
 	if (weft__param_env_name(section, "", buf, len))
 		buf[0] = '\0';
-}
-
-static int is_reserved_env(const char *name, size_t len)
-{
-	for (size_t i = 0; i < sizeof(reserved_env) / sizeof(reserved_env[0]); i++)
-		if (strlen(reserved_env[i]) == len && strncmp(name, reserved_env[i], len) == 0)
-			return 1;
-	for (size_t i = 0; i < sizeof(reserved_env_prefix) / sizeof(reserved_env_prefix[0]); i++)
-		if (strncmp(name, reserved_env_prefix[i], strlen(reserved_env_prefix[i])) == 0)
-			return 1;
-	return 0;
-}
-
-static const char *type_name(enum weft_param_type t)
-{
-	switch (t) {
-	case WEFT_PARAM_INT: return "INT";
-	case WEFT_PARAM_SIZE: return "SIZE";
-	case WEFT_PARAM_BOOL: return "BOOL";
-	case WEFT_PARAM_DOUBLE: return "DOUBLE";
-	case WEFT_PARAM_STRING: return "STRING";
-	}
-	return "?";
-}
-
-/* Parses text as type into out (int64_t, uint64_t, int, double, const char *).
- * Returns 0, or -EINVAL with a short reason in *why. */
-static int parse_value(enum weft_param_type type, const char *text, void *out, const char **why)
-{
-	char buf[CFG_LINE_MAX + 1];
-	const char *s = text;
-	if (type == WEFT_PARAM_STRING) {
-		*(const char **)out = text;
-		return 0;
-	}
-	/* Blanks around a number are harmless; environment values keep them. */
-	while (isspace((unsigned char)*s))
-		s++;
-	size_t n = strlen(s);
-	while (n && isspace((unsigned char)s[n - 1]))
-		n--;
-	if (n >= sizeof(buf)) {
-		*why = "value too long";
-		return -EINVAL;
-	}
-	memcpy(buf, s, n);
-	buf[n] = '\0';
-	switch (type) {
-	case WEFT_PARAM_INT: {
-		const char *p = buf;
-		int neg = 0;
-		if (*p == '-' || *p == '+')
-			neg = *p++ == '-';
-		int base = 10;
-		if (p[0] == '0' && (p[1] == 'x' || p[1] == 'X')) {
-			base = 16;
-			p += 2;
-		}
-		/* Decimal or hex only: base 0 would read "010" as octal 8. */
-		if (!(base == 16 ? isxdigit((unsigned char)*p) : isdigit((unsigned char)*p))) {
-			*why = "not an integer";
-			return -EINVAL;
-		}
-		char *end;
-		errno = 0;
-		unsigned long long u = strtoull(p, &end, base);
-		if (*end) {
-			*why = "not an integer";
-			return -EINVAL;
-		}
-		if (errno == ERANGE || (!neg && u > (unsigned long long)INT64_MAX) ||
-		    (neg && u > (unsigned long long)INT64_MAX + 1ull)) {
-			*why = "integer out of range";
-			return -EINVAL;
-		}
-		int64_t v = neg ? (u == (unsigned long long)INT64_MAX + 1ull ? INT64_MIN : -(int64_t)u) : (int64_t)u;
-		*(int64_t *)out = v;
-		return 0;
-	}
-	case WEFT_PARAM_SIZE: {
-		uint64_t v;
-		if (weft__parse_size(buf, &v)) {
-			*why = "not a size (a non-negative integer with an optional K, M, G or T suffix)";
-			return -EINVAL;
-		}
-		*(uint64_t *)out = v;
-		return 0;
-	}
-	case WEFT_PARAM_BOOL: {
-		static const char *const t[] = {"1", "true", "yes", "on"};
-		static const char *const f[] = {"0", "false", "no", "off"};
-		for (int i = 0; i < 4; i++) {
-			if (strcasecmp(buf, t[i]) == 0) {
-				*(int *)out = 1;
-				return 0;
-			}
-			if (strcasecmp(buf, f[i]) == 0) {
-				*(int *)out = 0;
-				return 0;
-			}
-		}
-		*why = "not a boolean (1/0, true/false, yes/no, on/off)";
-		return -EINVAL;
-	}
-	case WEFT_PARAM_DOUBLE: {
-		char *end;
-		errno = 0;
-		double d = strtod(buf, &end);
-		if (!buf[0] || *end || end == buf) {
-			*why = "not a number";
-			return -EINVAL;
-		}
-		if (!isfinite(d) || errno == ERANGE) {
-			*why = "number out of range";
-			return -EINVAL;
-		}
-		*(double *)out = d;
-		return 0;
-	}
-	default:
-		*why = "unknown type";
-		return -EINVAL;
-	}
 }
 
 /* ------------------------------------------------------------ declarations */
@@ -314,7 +149,7 @@ static int declare_locked(const char *owner, const struct weft_param_decl *decl)
 		WEFT_ERROR("parameter declaration from %s: missing or too small", owner ? owner : "(nobody)");
 		return -EINVAL;
 	}
-	if (!valid_name(decl->section, 0) || !valid_name(decl->key, 1)) {
+	if (!weft__cfg_valid_name(decl->section, 0) || !weft__cfg_valid_name(decl->key, 1)) {
 		WEFT_ERROR("%s declares parameter '%s.%s': section must be [a-z0-9-]+ and key [a-z0-9_-]+, "
 			   "each under %d characters",
 			   owner, decl->section ? decl->section : "(null)", decl->key ? decl->key : "(null)",
@@ -328,7 +163,7 @@ static int declare_locked(const char *owner, const struct weft_param_decl *decl)
 	}
 	if (!decl->default_value && decl->type != WEFT_PARAM_STRING) {
 		WEFT_ERROR("%s declares parameter %s.%s of type %s without a default (only strings may be unset)",
-			   owner, decl->section, decl->key, type_name(decl->type));
+			   owner, decl->section, decl->key, weft__cfg_type_name(decl->type));
 		return -EINVAL;
 	}
 	if (decl->default_value) {
@@ -340,7 +175,7 @@ static int declare_locked(const char *owner, const struct weft_param_decl *decl)
 			const char *s;
 		} v;
 		const char *why = "";
-		if (parse_value(decl->type, decl->default_value, &v, &why)) {
+		if (weft__cfg_parse_value(decl->type, decl->default_value, &v, &why)) {
 			WEFT_ERROR("%s declares parameter %s.%s with default '%s': %s", owner, decl->section,
 				   decl->key, decl->default_value, why);
 			return -EINVAL;
@@ -349,7 +184,7 @@ static int declare_locked(const char *owner, const struct weft_param_decl *decl)
 	char env[CFG_ENV_MAX];
 	if (weft__param_env_name(decl->section, decl->key, env, sizeof(env)))
 		return -EINVAL; /* cannot happen: names are bounded above */
-	if (is_reserved_env(env, strlen(env))) {
+	if (weft__cfg_reserved_env(env, strlen(env))) {
 		WEFT_ERROR("%s declares parameter %s.%s, whose variable %s is reserved by weft", owner,
 			   decl->section, decl->key, env);
 		return -EINVAL;
@@ -421,40 +256,11 @@ static struct cfg_rules *rule_section(const char *name)
 	return NULL;
 }
 
-/* Cuts an inline comment: '#' or ';' that starts the text or follows a blank,
- * outside double quotes. */
-static void strip_comment(char *s)
-{
-	int inq = 0;
-	for (char *p = s; *p; p++) {
-		if (inq && *p == '\\' && p[1]) {
-			p++;
-			continue;
-		}
-		if (*p == '"')
-			inq = !inq;
-		else if (!inq && (*p == '#' || *p == ';') && (p == s || isspace((unsigned char)p[-1]))) {
-			*p = '\0';
-			return;
-		}
-	}
-}
-
-static char *trim(char *s)
-{
-	while (isspace((unsigned char)*s))
-		s++;
-	size_t n = strlen(s);
-	while (n && isspace((unsigned char)s[n - 1]))
-		s[--n] = '\0';
-	return s;
-}
-
 /* Parses one line (NUL-terminated, no newline). *section is the open section. */
 static int parse_line(const char *path, int lineno, char *line, char *section)
 {
-	strip_comment(line);
-	char *s = trim(line);
+	weft__cfg_strip_comment(line);
+	char *s = weft__cfg_trim(line);
 	if (!*s)
 		return 0;
 	if (*s == '[') {
@@ -468,8 +274,8 @@ static int parse_line(const char *path, int lineno, char *line, char *section)
 			return -WEFT_ERR_CONFIG;
 		}
 		*close = '\0';
-		char *name = trim(s + 1);
-		if (!valid_name(name, 0)) {
+		char *name = weft__cfg_trim(s + 1);
+		if (!weft__cfg_valid_name(name, 0)) {
 			cfg_error(path, lineno, "bad section header '[%s]': names are [a-z0-9-]+", name);
 			return -WEFT_ERR_CONFIG;
 		}
@@ -522,13 +328,13 @@ static int parse_line(const char *path, int lineno, char *line, char *section)
 		return -WEFT_ERR_CONFIG;
 	}
 	*eq = '\0';
-	char *key = trim(s);
-	char *val = trim(eq + 1);
+	char *key = weft__cfg_trim(s);
+	char *val = weft__cfg_trim(eq + 1);
 	if (!*key) {
 		cfg_error(path, lineno, "missing key before '='");
 		return -WEFT_ERR_CONFIG;
 	}
-	if (!valid_name(key, 1)) {
+	if (!weft__cfg_valid_name(key, 1)) {
 		cfg_error(path, lineno, "bad key '%s': keys are [a-z0-9_-]+", key);
 		return -WEFT_ERR_CONFIG;
 	}
@@ -552,7 +358,7 @@ static int parse_line(const char *path, int lineno, char *line, char *section)
 			cfg_error(path, lineno, "unterminated quoted value for '%s'", key);
 			return -WEFT_ERR_CONFIG;
 		}
-		if (*trim(r)) {
+		if (*weft__cfg_trim(r)) {
 			cfg_error(path, lineno, "text after the closing quote of '%s'", key);
 			return -WEFT_ERR_CONFIG;
 		}
@@ -827,15 +633,15 @@ int weft__param_get(const char *section, const char *key, enum weft_param_type t
 	const char *why = "";
 	if (!text) {
 		v.s = NULL; /* an unset string */
-	} else if (parse_value(type, text, &v, &why)) {
+	} else if (weft__cfg_parse_value(type, text, &v, &why)) {
 		if (!p->bad_logged) {
 			p->bad_logged = 1;
 			if (src == WEFT_PARAM_SRC_ENV)
 				WEFT_ERROR("%s='%s': %s (%s.%s is %s)", p->env, text, why, p->section, p->key,
-					   type_name(p->type));
+					   weft__cfg_type_name(p->type));
 			else
 				WEFT_ERROR("%s:%d: %s = '%s': %s (%s.%s is %s)", cfg_path, ent ? ent->lineno : 0,
-					   p->key, text, why, p->section, p->key, type_name(p->type));
+					   p->key, text, why, p->section, p->key, weft__cfg_type_name(p->type));
 		}
 		rc = -WEFT_ERR_CONFIG;
 		goto out_unlock;
@@ -887,24 +693,6 @@ int weft__config_section_lines(const char *section, const char *const **lines, c
 
 /* ------------------------------------------------------------ unknown names */
 
-/* The closest of n names to word, or NULL when none is close enough to be a typo. */
-static const char *closest(const char *word, const char *const *names, int n)
-{
-	const char *best = NULL;
-	int bestd = INT_MAX;
-	for (int i = 0; i < n; i++) {
-		int d = weft__edit_distance(word, names[i]);
-		if (d < bestd) {
-			bestd = d;
-			best = names[i];
-		}
-	}
-	int wl = (int)strlen(word);
-	if (best && bestd <= (wl > 12 ? 4 : 3) && bestd < wl)
-		return best;
-	return NULL;
-}
-
 static int section_known(const char *name, const char *const *known, int n)
 {
 	static const char *const builtin[] = {"core", "transport", "algorithm"};
@@ -931,7 +719,7 @@ static int known_list(const char *const *known, int n, const char ***out)
 	const char *builtin[] = {"core", "transport", "algorithm"};
 	for (int i = 0; i < 3 + n + cfg_nparams; i++) {
 		const char *s = i < 3 ? builtin[i] : i < 3 + n ? known[i - 3] : cfg_params[i - 3 - n].section;
-		if (!s || !valid_name(s, 0))
+		if (!s || !weft__cfg_valid_name(s, 0))
 			continue;
 		int dup = 0;
 		for (int k = 0; k < m; k++)
@@ -952,7 +740,7 @@ static void warn_env(const char **sections, int nsec)
 		const char *var = *ep;
 		const char *eq = strchr(var, '=');
 		size_t vlen = eq ? (size_t)(eq - var) : strlen(var);
-		if (vlen < 5 || strncmp(var, "WEFT_", 5) != 0 || is_reserved_env(var, vlen) || vlen >= CFG_ENV_MAX)
+		if (vlen < 5 || strncmp(var, "WEFT_", 5) != 0 || weft__cfg_reserved_env(var, vlen) || vlen >= CFG_ENV_MAX)
 			continue;
 		char name[CFG_ENV_MAX];
 		memcpy(name, var, vlen);
@@ -980,7 +768,7 @@ static void warn_env(const char **sections, int nsec)
 		for (int i = 0; i < cfg_nparams; i++)
 			if (strcmp(cfg_params[i].section, sec) == 0)
 				names[nn++] = cfg_params[i].env;
-		const char *sug = closest(name, names, nn);
+		const char *sug = weft__cfg_closest(name, names, nn);
 		if (sug)
 			WEFT_WARN("environment variable %s is not a parameter of [%s]; did you mean '%s'?", name, sec, sug);
 		else
@@ -1006,7 +794,7 @@ void weft__config_warn_unknown(const char *const *known_sections, int n)
 		const char *name = cfg_sections[i].name;
 		if (section_known(name, known_sections, n))
 			continue;
-		const char *sug = closest(name, secs, nsec);
+		const char *sug = weft__cfg_closest(name, secs, nsec);
 		if (sug)
 			WEFT_WARN("%s:%d: unknown section [%s]; did you mean '%s'?", cfg_path, cfg_sections[i].lineno,
 				  name, sug);
@@ -1023,7 +811,7 @@ void weft__config_warn_unknown(const char *const *known_sections, int n)
 		for (int k = 0; k < cfg_nparams; k++)
 			if (strcmp(cfg_params[k].section, e->section) == 0)
 				keys[nk++] = cfg_params[k].key;
-		const char *sug = closest(e->key, keys, nk);
+		const char *sug = weft__cfg_closest(e->key, keys, nk);
 		if (sug)
 			WEFT_WARN("%s:%d: unknown key '%s' in [%s]; did you mean '%s'?", cfg_path, e->lineno, e->key,
 				  e->section, sug);
@@ -1079,7 +867,7 @@ void weft__config_print(FILE *out)
 			const char *s;
 		} v;
 		const char *why = NULL;
-		int bad = text && parse_value(p->type, text, &v, &why) != 0;
+		int bad = text && weft__cfg_parse_value(p->type, text, &v, &why) != 0;
 		fprintf(out, "%s.%s = %s  (", p->section, p->key, text ? text : "(unset)");
 		if (src == WEFT_PARAM_SRC_ENV)
 			fprintf(out, "env %s", p->env);
@@ -1089,7 +877,7 @@ void weft__config_print(FILE *out)
 			fprintf(out, "default");
 		if (bad)
 			fprintf(out, "; INVALID: %s", why);
-		fprintf(out, ")\n    %s [%s, %s]\n", p->help, type_name(p->type), p->owner);
+		fprintf(out, ")\n    %s [%s, %s]\n", p->help, weft__cfg_type_name(p->type), p->owner);
 	}
 	free(sorted);
 	pthread_mutex_unlock(&cfg_lock);

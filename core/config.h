@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <weft/plugin.h>
 
+#include "cfgtext.h" /* weft__param_env_name */
+
 /* Loads the config file once: WEFT_CONFIG, else ~/.config/weft/weft.conf, else
  * /etc/weft.conf (a missing default file is not an error; a missing WEFT_CONFIG
  * file is). Returns 0, or -WEFT_ERR_CONFIG after logging "<file>:<line>: <what>".
@@ -29,10 +31,6 @@ int weft__param_declare(const char *owner, const struct weft_param_decl *decl);
  * returns -WEFT_ERR_CONFIG. Errors: -ENOENT (not declared), -EINVAL (type differs). */
 int weft__param_get(const char *section, const char *key, enum weft_param_type type, void *out,
 		    enum weft_param_source *source);
-
-/* The environment variable name of section/key: WEFT_<SECTION>_<KEY>, upper-cased,
- * '-' as '_'. Writes at most len bytes; returns 0 or -ENOSPC. */
-int weft__param_env_name(const char *section, const char *key, char *buf, size_t len);
 
 /* After every plugin is loaded: warns once about file sections and keys that
  * nothing declared, with the closest known name ("did you mean ...?"). Sections

@@ -1,0 +1,220 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The configuration's text: names, values, lines (see cfgtext.h). */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cfgtext.h"
+#include "rules.h"
+
+int weft__cfg_valid_name(const char *s, int allow_underscore)
+{
+	if (!s || !*s || strlen(s) >= CFG_NAME_MAX)
+		return 0;
+	for (; *s; s++)
+		if (!(islower((unsigned char)*s) || isdigit((unsigned char)*s) || *s == '-' ||
+		      (allow_underscore && *s == '_')))
+			return 0;
+	return 1;
+}
+
+int weft__param_env_name(const char *section, const char *key, char *buf, size_t len)
+{
+	if (!section || !key || !buf)
+		return -EINVAL;
+	size_t need = 5 + strlen(section) + 1 + strlen(key) + 1;
+	if (need > len)
+		return -ENOSPC;
+	size_t o = 0;
+	memcpy(buf, "WEFT_", 5);
+	o = 5;
+	for (const char *s = section; *s; s++)
+		buf[o++] = *s == '-' ? '_' : (char)toupper((unsigned char)*s);
+	buf[o++] = '_';
+	for (const char *s = key; *s; s++)
+		buf[o++] = *s == '-' ? '_' : (char)toupper((unsigned char)*s);
+	buf[o] = '\0';
+	return 0;
+}
+
+
+const char *weft__cfg_type_name(enum weft_param_type t)
+{
+	switch (t) {
+	case WEFT_PARAM_INT: return "INT";
+	case WEFT_PARAM_SIZE: return "SIZE";
+	case WEFT_PARAM_BOOL: return "BOOL";
+	case WEFT_PARAM_DOUBLE: return "DOUBLE";
+	case WEFT_PARAM_STRING: return "STRING";
+	}
+	return "?";
+}
+
+int weft__cfg_parse_value(enum weft_param_type type, const char *text, void *out, const char **why)
+{
+	char buf[CFG_LINE_MAX + 1];
+	const char *s = text;
+	if (type == WEFT_PARAM_STRING) {
+		*(const char **)out = text;
+		return 0;
+	}
+	/* Blanks around a number are harmless; environment values keep them. */
+	while (isspace((unsigned char)*s))
+		s++;
+	size_t n = strlen(s);
+	while (n && isspace((unsigned char)s[n - 1]))
+		n--;
+	if (n >= sizeof(buf)) {
+		*why = "value too long";
+		return -EINVAL;
+	}
+	memcpy(buf, s, n);
+	buf[n] = '\0';
+	switch (type) {
+	case WEFT_PARAM_INT: {
+		const char *p = buf;
+		int neg = 0;
+		if (*p == '-' || *p == '+')
+			neg = *p++ == '-';
+		int base = 10;
+		if (p[0] == '0' && (p[1] == 'x' || p[1] == 'X')) {
+			base = 16;
+			p += 2;
+		}
+		/* Decimal or hex only: base 0 would read "010" as octal 8. */
+		if (!(base == 16 ? isxdigit((unsigned char)*p) : isdigit((unsigned char)*p))) {
+			*why = "not an integer";
+			return -EINVAL;
+		}
+		char *end;
+		errno = 0;
+		unsigned long long u = strtoull(p, &end, base);
+		if (*end) {
+			*why = "not an integer";
+			return -EINVAL;
+		}
+		if (errno == ERANGE || (!neg && u > (unsigned long long)INT64_MAX) ||
+		    (neg && u > (unsigned long long)INT64_MAX + 1ull)) {
+			*why = "integer out of range";
+			return -EINVAL;
+		}
+		int64_t v = neg ? (u == (unsigned long long)INT64_MAX + 1ull ? INT64_MIN : -(int64_t)u) : (int64_t)u;
+		*(int64_t *)out = v;
+		return 0;
+	}
+	case WEFT_PARAM_SIZE: {
+		uint64_t v;
+		if (weft__parse_size(buf, &v)) {
+			*why = "not a size (a non-negative integer with an optional K, M, G or T suffix)";
+			return -EINVAL;
+		}
+		*(uint64_t *)out = v;
+		return 0;
+	}
+	case WEFT_PARAM_BOOL: {
+		static const char *const t[] = {"1", "true", "yes", "on"};
+		static const char *const f[] = {"0", "false", "no", "off"};
+		for (int i = 0; i < 4; i++) {
+			if (strcasecmp(buf, t[i]) == 0) {
+				*(int *)out = 1;
+				return 0;
+			}
+			if (strcasecmp(buf, f[i]) == 0) {
+				*(int *)out = 0;
+				return 0;
+			}
+		}
+		*why = "not a boolean (1/0, true/false, yes/no, on/off)";
+		return -EINVAL;
+	}
+	case WEFT_PARAM_DOUBLE: {
+		char *end;
+		errno = 0;
+		double d = strtod(buf, &end);
+		if (!buf[0] || *end || end == buf) {
+			*why = "not a number";
+			return -EINVAL;
+		}
+		if (!isfinite(d) || errno == ERANGE) {
+			*why = "number out of range";
+			return -EINVAL;
+		}
+		*(double *)out = d;
+		return 0;
+	}
+	default:
+		*why = "unknown type";
+		return -EINVAL;
+	}
+}
+
+
+void weft__cfg_strip_comment(char *s)
+{
+	int inq = 0;
+	for (char *p = s; *p; p++) {
+		if (inq && *p == '\\' && p[1]) {
+			p++;
+			continue;
+		}
+		if (*p == '"')
+			inq = !inq;
+		else if (!inq && (*p == '#' || *p == ';') && (p == s || isspace((unsigned char)p[-1]))) {
+			*p = '\0';
+			return;
+		}
+	}
+}
+
+char *weft__cfg_trim(char *s)
+{
+	while (isspace((unsigned char)*s))
+		s++;
+	size_t n = strlen(s);
+	while (n && isspace((unsigned char)s[n - 1]))
+		s[--n] = '\0';
+	return s;
+}
+
+
+const char *weft__cfg_closest(const char *word, const char *const *names, int n)
+{
+	const char *best = NULL;
+	int bestd = INT_MAX;
+	for (int i = 0; i < n; i++) {
+		int d = weft__edit_distance(word, names[i]);
+		if (d < bestd) {
+			bestd = d;
+			best = names[i];
+		}
+	}
+	int wl = (int)strlen(word);
+	if (best && bestd <= (wl > 12 ? 4 : 3) && bestd < wl)
+		return best;
+	return NULL;
+}
+
+/* Environment variables that belong to weft itself or to tests, never to a
+ * parameter: the unknown-variable check leaves them alone and no parameter may
+ * take their names. */
+static const char *const reserved_env[] = {
+	"WEFT_LOG_LEVEL", "WEFT_LOG_FILE", "WEFT_CONFIG", "WEFT_PLUGIN_PATH", "WEFT_REQUIRE_GPU",
+	"WEFT_REQUIRE_NETNS",
+};
+static const char *const reserved_env_prefix[] = {"WEFT_TEST_", "WEFT_NCCL_"};
+
+int weft__cfg_reserved_env(const char *name, size_t len)
+{
+	for (size_t i = 0; i < sizeof(reserved_env) / sizeof(reserved_env[0]); i++)
+		if (strlen(reserved_env[i]) == len && strncmp(name, reserved_env[i], len) == 0)
+			return 1;
+	for (size_t i = 0; i < sizeof(reserved_env_prefix) / sizeof(reserved_env_prefix[0]); i++)
+		if (strncmp(name, reserved_env_prefix[i], strlen(reserved_env_prefix[i])) == 0)
+			return 1;
+	return 0;
+}

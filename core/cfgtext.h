@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The configuration's text, without state: names, typed values, the file's
+ * lines and near-miss names. config.c keeps the state and the locking. */
+#ifndef WEFT_CORE_CFGTEXT_H
+#define WEFT_CORE_CFGTEXT_H
+
+#include <stddef.h>
+#include <weft/plugin.h>
+
+/* A line longer than this is refused, naming the line: no sane config needs
+ * more, and a bounded line keeps every later buffer bounded too. */
+#define CFG_LINE_MAX 4096
+#define CFG_NAME_MAX 64
+
+/* Whether s is a section or key name: [a-z0-9-] (and '_' when allowed),
+ * non-empty, shorter than CFG_NAME_MAX. */
+int weft__cfg_valid_name(const char *s, int allow_underscore);
+
+/* The environment variable name of section/key: WEFT_<SECTION>_<KEY>, upper-cased,
+ * '-' as '_'. Writes at most len bytes; returns 0 or -ENOSPC. */
+int weft__param_env_name(const char *section, const char *key, char *buf, size_t len);
+
+/* Whether the len bytes at name are an environment variable of weft itself or
+ * of its tests (WEFT_LOG_LEVEL, WEFT_TEST_..), which no parameter may take. */
+int weft__cfg_reserved_env(const char *name, size_t len);
+
+/* "INT", "SIZE", "BOOL", "DOUBLE" or "STRING". */
+const char *weft__cfg_type_name(enum weft_param_type t);
+
+/* Parses text as type into out (int64_t, uint64_t, int, double, const char *).
+ * Returns 0, or -EINVAL with a short reason in *why. */
+int weft__cfg_parse_value(enum weft_param_type type, const char *text, void *out, const char **why);
+
+/* Cuts an inline comment: '#' or ';' that starts the text or follows a blank,
+ * outside double quotes. */
+void weft__cfg_strip_comment(char *s);
+
+/* Strips blanks at both ends, in place; returns the first non-blank. */
+char *weft__cfg_trim(char *s);
+
+/* The closest of n names to word, or NULL when none is close enough to be a typo. */
+const char *weft__cfg_closest(const char *word, const char *const *names, int n);
+
+#endif
