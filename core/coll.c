@@ -67,8 +67,7 @@ const struct weft_prim_api *weft__coll_prim_api(void)
 /* Whether to ask tp's mem_query on every call: only where it can answer other
  * than host, that is where its probe declares another memory type or cannot
  * tell. shm's answers "host" or "not mine", both host here, and asking it
- * took two lock pairs and a segment walk per call (a visible part of a 1 KiB
- * allgather over shm). */
+ * costs two lock pairs and a segment walk per call, which small calls feel. */
 static int mem_query_use(struct weft__tp *tp)
 {
 	int use = __atomic_load_n(&tp->mem_query_use, __ATOMIC_RELAXED);

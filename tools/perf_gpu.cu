@@ -32,7 +32,8 @@
 #define BW_THREADS 512
 static const int bw_blocks[] = {16, 32, 64, 132, 264};
 #define NBLOCKS (int)(sizeof(bw_blocks) / sizeof(bw_blocks[0]))
-/* The anchors of issue 4 (../shared/anchors/h200x2-nccl-mscclpp.md), round trips. */
+/* The anchors' flag round trips between persistent kernels on two H200s,
+ * printed beside ours (quoted in docs/perf/2026-11-30-h200x2-ll-and-copy-engine.md). */
 #define ANCHOR_RELAXED_US 1.25
 #define ANCHOR_ACQREL_US 2.39
 

@@ -140,8 +140,8 @@ struct ag_plan {
 };
 
 /* a = b = src (our block goes to our slot and our output). Two memcpy calls:
- * the second reads src from cache, and libc's copy beat a fused 8-byte loop
- * that reads src once by 3x for a 512 KiB chunk (2-core VM, AVX-512 memcpy). */
+ * the second reads src from cache, and libc's vector copy beats a fused loop
+ * that reads src once (docs/perf/2026-11-30-vm2core-cpu-collectives-vs-openmpi-2.md). */
 static void copy2(char *a, char *b, const char *src, size_t n)
 {
 	memcpy(a, src, n);

@@ -702,14 +702,12 @@ static int in_memfd(const void *p, size_t len)
 	return hit;
 }
 
-/* Measured on shm (2-core VM, see docs/perf): with every pair fast and
- * every rank on a CPU of its own, the cached direct gather beats
- * publish-and-pull from 8K blocks up. Above 128K pull can be faster while
- * lines move cheaply between cores, but the VM spent whole runs in a state
- * where a line just written by one core reached the other at ~2 GB/s, and
- * pull was then 3-10x slower while the direct gather (no line goes from one
- * core to the other) stayed at Open MPI's level. Oversubscribed, pull wins
- * at every size. Elsewhere a per-call registration pays from direct_min up. */
+/* With every pair fast and every rank on a CPU of its own, the cached direct
+ * gather beats publish-and-pull from 8K blocks up: no line written by one
+ * core has to reach the other, which pull needs and which some hosts do
+ * slowly. Oversubscribed, pull wins at every size. Elsewhere a per-call
+ * registration pays from direct_min up
+ * (docs/perf/2026-11-30-vm2core-cpu-collectives-vs-openmpi-2.md, -4.md). */
 int ah_use_direct(struct ah_ctx *c, size_t block)
 {
 	if (ah_pull_ready(c) && c->cached_min)
@@ -719,9 +717,10 @@ int ah_use_direct(struct ah_ctx *c, size_t block)
 }
 
 /* Bytes of our part copied and put at a time where it goes in pieces (see
- * ah_direct_gather): within a core's L2 (1 MiB on the 2-core VM). On a
- * 2-rank 64 MiB allgather 512 KiB measured faster than 1 MiB, 2 MiB or one
- * piece; in place the part goes in one put (each put is a syscall for shm). */
+ * ah_direct_gather): small enough to stay in a core's L2 between the put and
+ * the copy (piece sizes compared in
+ * docs/perf/2026-11-30-vm2core-cpu-collectives-vs-openmpi-2.md); in place
+ * the part goes in one put (each put is a syscall for shm). */
 #define AH_DIRECT_PIECE ((size_t)512 * 1024)
 /* Smallest part that the cached direct gather puts from the input itself. */
 #define AH_DIRECT_SRC_MIN ((size_t)128 << 10)
@@ -863,16 +862,13 @@ int ah_direct_gather(struct ah_ctx *c, void *buf, size_t len, const size_t *off,
 		/* Cached (shm): the puts read src itself, registered and kept as
 		 * the output is, and our part is copied to its place after them,
 		 * the order of Open MPI's two-rank allgather (send from the input,
-		 * then the local copy), which measured 2-6% faster than copying
-		 * first for blocks of 512 KiB to 8 MiB (below 128 KiB, copying
-		 * first was faster). From nt_min bytes it goes in pieces, each
-		 * copied with streaming stores right after its puts read it into
-		 * cache: the copy then neither reads its destination nor evicts
-		 * what the next piece needs. On the AMD 2-core VM that was 2-14%
-		 * faster at 8-32 MiB blocks and 12% slower at 4 MiB; on the Intel
-		 * 2-core VM, by medians of 8 alternating rounds, 3-8% faster at
-		 * 2-4 MiB blocks and 37% at 1 MiB (hence the default of 1M;
-		 * docs/perf/2026-12-01-host-allreduce-tuning.md). */
+		 * then the local copy), faster than copying first for large
+		 * blocks. From nt_min bytes it goes in pieces, each copied with
+		 * streaming stores right after its puts read it into cache: the
+		 * copy then neither reads its destination nor evicts what the next
+		 * piece needs (both measured in
+		 * docs/perf/2026-11-30-vm2core-cpu-collectives-vs-openmpi-2.md; the
+		 * default of nt_min in docs/perf/2026-12-01-host-allreduce-tuning.md). */
 		if ((rc = src_registration(c, src, bytes[me])))
 			goto err_broken;
 		size_t piece = c->nt_min && bytes[me] >= c->nt_min ? AH_DIRECT_PIECE : bytes[me];
@@ -989,25 +985,20 @@ int ah_pull_ready(struct ah_ctx *c)
 	return ok;
 }
 
-/* Measured on the 2-core VM with 4 ranks (docs/perf/2026-12-01-vm2core-rsag-push-oversub.md):
- * in the state where lines written by one core reach the other slowly,
- * pushing each chunk into the reducer's slot beat publish-and-pull from 2 MiB
- * blocks (1.2-1.7x), while pulling lost to Open MPI there; in the other state
- * pulling was faster, and pushing still ahead of Open MPI. */
+/* Where lines written by one core reach another slowly, pushing each chunk
+ * into the reducer's slot beats publish-and-pull from rsag_push_min up; where
+ * they move fast, pulling is faster, and pushing still ahead of Open MPI
+ * (docs/perf/2026-12-01-vm2core-rsag-push-oversub.md). */
 int ah_rsag_pushes(struct ah_ctx *c, size_t block)
 {
 	return (!c->spin_all || c->rsag_push_always) && c->rsag_push_min && block >= c->rsag_push_min;
 }
 
-/* Measured (docs/perf/2026-12-01-vm2core-rsag-push-oversub.md): with 2 ranks
- * on the 2-core VM, pushing the one-shot allreduce's input into the peer's
- * slot took 1.0 and 1.35 us at 1 and 2 KiB where publish-and-pull took 1.2
- * and 1.75 (0.36-0.48 against 0.44-0.74 in the machine's other state); on a
- * 16-core host 1.1-1.5 against 1.4-2.6 at 1 KiB. With 4 and 8 ranks pulling
- * was faster there (8 ranks, 1 KiB: 3.2-3.9 against 5.0-7.6), and with more
- * ranks than CPUs too: so two ranks, each with a CPU. At 16-64 KiB pushing
- * was about 1.5x faster on an Intel 2-core VM and the 16-core host
- * (docs/perf/2026-12-01-host-allreduce-tuning.md): the limit is small_max's. */
+/* Pushing the one-shot allreduce's input into the peer's slot beats
+ * publish-and-pull with two ranks, each with a CPU, up to small_max; with 4
+ * and 8 ranks, or more ranks than CPUs, pulling wins
+ * (docs/perf/2026-12-01-vm2core-rsag-push-oversub.md,
+ * docs/perf/2026-12-01-host-allreduce-tuning.md). */
 int ah_oneshot_pushes(struct ah_ctx *c, size_t bytes)
 {
 	return c->nranks == 2 && c->spin_all && c->oneshot_push_max && bytes <= c->oneshot_push_max;

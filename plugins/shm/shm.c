@@ -118,8 +118,8 @@ static int shm_probe(struct weft_tp_device *devs, int *n)
 	snprintf(d->name, sizeof(d->name), "shm");
 	snprintf(d->link, sizeof(d->link), "shm");
 	/* A store to a mapped page plus the peer's load of it: a cache-line
-	 * transfer, well under a microsecond. Bandwidth: one memcpy stream on a
-	 * current server core, a conservative figure (measured 8-12 GB/s). */
+	 * transfer, well under a microsecond. Bandwidth: a conservative figure
+	 * for one memcpy stream (docs/perf/2026-11-30-vm2core-transports.md). */
 	d->latency_us = 0.2;
 	d->bandwidth_gbps = 8.0;
 	d->numa_node = -1;
