@@ -85,11 +85,13 @@ def run(world, rank, dev, group, tag, seed):
         if dtype in (torch.float32, torch.float16):
             # Pre-multiplied sums (FSDP's gradient divide factor): a Python
             # float (ncclScalarHostImmediate) and a device tensor
-            # (ncclScalarDevice); each product rounds to dtype, then the sum.
+            # (ncclScalarDevice); the scalar is taken in dtype, as NCCL does,
+            # each product rounds to dtype, then the sum.
             # Not bfloat16: PyTorch hands NCCL a float32 scalar for it, of
             # which NCCL's API (and so weft's) reads the 2 bytes of a bfloat16.
             for f in (0.25, 1.0 / 3.0):
-                want_ar = torch.stack([x * f for x in xs]).sum(0).to(dtype)
+                fd = torch.tensor(f, dtype=dtype)  # 1/3 is 0.33325 in float16
+                want_ar = torch.stack([(x * fd).to(dtype) for x in xs]).sum(0).to(dtype)
                 for kind, factor in (("host", f), ("device", torch.tensor(f, dtype=dtype, device=dev))):
                     op = dist._make_nccl_premul_sum(factor)
                     t = xs[rank].to(dev)
