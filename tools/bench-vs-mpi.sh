@@ -11,6 +11,10 @@
 #   COLLS      collectives (default "all_reduce all_gather")
 #   MINB MAXB FACTOR ITERS WARMUP   sweep (default 1K 64M 2 20 5)
 #   DTYPE      element type for both (default float)
+#   WEFT_PERF_OLD  a second weft-perf (an older build) run in the same rounds;
+#              the table then also compares the two builds point by point;
+#              WEFT_PERF_OLD_REV names its commit in env.txt (a binary's directory
+#              may sit in another checkout, so git cannot be asked)
 # Writes OUTDIR/table.md (also printed), OUTDIR/raw/*.log and OUTDIR/env.txt.
 # Exits non-zero when a run fails or reports wrong data.
 set -euo pipefail
@@ -34,6 +38,8 @@ die() {
 }
 
 [[ -x $perf ]] || die "weft-perf not found at $perf (build it, or set WEFT_PERF)"
+old=${WEFT_PERF_OLD:-}
+[[ -z $old || -x $old ]] || die "WEFT_PERF_OLD is not an executable: $old"
 command -v mpicc >/dev/null || die "mpicc not found (apt-get install libopenmpi-dev openmpi-bin)"
 command -v mpirun >/dev/null || die "mpirun not found (apt-get install openmpi-bin)"
 ((runs >= 1)) || die "RUNS must be at least 1"
@@ -52,6 +58,7 @@ mpicc -O2 -o "$mpi_bench" "$src/tools/mpi_bench.c" || die "mpicc failed on tools
 	echo "cpu: $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
 	echo "kernel: $(uname -r)"
 	echo "weft-perf: $perf"
+	[[ -z $old ]] || echo "old weft-perf: $old (commit ${WEFT_PERF_OLD_REV:-not given})"
 	echo "weft git: $(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$src" diff --quiet 2>/dev/null || echo ' (modified tree)')"
 	echo "mpi: $(mpirun --version 2>&1 | head -1)"
 	echo "weft environment: $(env | grep -E '^(WEFT_|FI_)' | sort | tr '\n' ' ')"
@@ -84,6 +91,8 @@ status=0
 for np in $nps; do
 	for coll in $colls; do
 		for ((i = 1; i <= runs; i++)); do
+			[[ -z $old ]] || run_one "$out/raw/old-$coll-np$np-run$i.log" "$old" --np "$np" \
+				--collective "$coll" "${sweep[@]}" || status=1
 			run_one "$out/raw/weft-$coll-np$np-run$i.log" "$perf" --np "$np" --collective "$coll" "${sweep[@]}" || status=1
 			run_one "$out/raw/mpi-$coll-np$np-run$i.log" "${mpirun_cmd[@]}" -np "$np" "$mpi_bench" \
 				--collective "$coll" "${sweep[@]}" || status=1
@@ -93,7 +102,7 @@ done
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "load at end: $load_end" >>"$out/env.txt"
 
-# median <tool> <coll> <np>: "size median_us runs min_us" per size over the runs'
+# median <tool> <coll> <np>: "size median_us runs min_us max_us" per size over the runs'
 # out-of-place time column (6th field of nccl-tests' rows).
 median() {
 	cat "$out"/raw/"$1-$2-np$3"-run*.log 2>/dev/null | awk '/^ *[0-9]/ && NF >= 13 {print $1, $6}' |
@@ -103,7 +112,7 @@ median() {
 			for (s in n) {
 				c = split(substr(v[s], 2), a, " ")
 				m = (c % 2) ? a[(c + 1) / 2] : (a[c / 2] + a[c / 2 + 1]) / 2
-				print s, m, c, a[1]
+				print s, m, c, a[1], a[c]
 			}
 		}' | sort -k1,1n
 }
@@ -131,6 +140,28 @@ median() {
 				       printf("| %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, r, $4, $5, q) }'
 		done
 	done
+	if [[ -n $old ]]; then
+		echo
+		echo "# new build vs old build"
+		echo
+		echo "new: $perf; old: $old, run in the same rounds. ok: the medians are within 5%,"
+		echo "or one build's median lies within the other's min..max over its $runs runs."
+		for np in $nps; do
+			for coll in $colls; do
+				echo
+				echo "## $coll, $np ranks"
+				echo
+				echo "| size (B) | old us | new us | new/old | old min..max | new min..max | ok |"
+				echo "|---:|---:|---:|---:|---:|---:|:---:|"
+				join -a1 -a2 -e - -o 0,1.2,2.2,1.4,1.5,2.4,2.5 <(median old "$coll" "$np" | sort -k1,1) \
+					<(median weft "$coll" "$np" | sort -k1,1) | sort -k1,1n |
+					awk '{ if ($2 == "-" || $3 == "-" || $2 <= 0) { r = "-"; ok = "no" } else {
+					         q = $3 / $2; r = sprintf("%.3f", q)
+					         ok = (q >= 0.95 && q <= 1.05) || ($3 >= $4 && $3 <= $5) || ($2 >= $6 && $2 <= $7) ? "yes" : "no" }
+					       printf("| %s | %s | %s | %s | %s..%s | %s..%s | %s |\n", $1, $2, $3, r, $4, $5, $6, $7, ok) }'
+			done
+		done
+	fi
 	echo
 	echo "Raw logs: $out/raw/; environment: $out/env.txt"
 } >"$out/table.md"
