@@ -1,12 +1,24 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Transport conformance suite: forks real ranks that drive one transport
  * through the public API only (include/weft/weft.h), so it runs against any
- * transport plugin: put of every size at odd offsets, signal ordering, flush,
- * port channels, bad arguments, a peer killed mid-transfer, abort.
- * WEFT_TEST_TRANSPORT names the transport (default "ofi"), WEFT_TEST_NRANKS the
- * rank count (default: 2, 3 and 4). Exits 77 when the transport is not loaded or
- * has no device to open here. */
+ * transport plugin: connect, put of every size at odd offsets, signal
+ * ordering, flush (also toward a target that is stopped, for remote
+ * completion), port channels, bad arguments, a peer killed mid-transfer,
+ * abort, and puts between CUDA buffers where a GPU is present.
+ *
+ * Two ways to run it:
+ *  - with no arguments, as a Check suite (the tree's ctest entries):
+ *    WEFT_TEST_TRANSPORT names the transport (default "ofi"), WEFT_TEST_NRANKS
+ *    the rank count (default: 2, 3 and 4); exits 77 when the transport cannot
+ *    connect two ranks here (not loaded, or no device to open);
+ *  - as the check binary of tools/weft-plugin-check.c, one check per run:
+ *      weft-conformance --list
+ *      weft-conformance --run CHECK --np N --target TRANSPORT [--result FILE]
+ *    --list prints "name<TAB>description" per check; --run exits 0 (pass),
+ *    1 (fail), 3 (a rank died by a signal) or 77 (skip), and writes the
+ *    one-line reason to FILE. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -15,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,13 +37,72 @@
 #include "testlib.h"
 
 #define MAX_RANKS 16
+#define MAX_NP 8          /* rank counts one Check run covers */
 #define RANKS_TIMEOUT 100 /* seconds for one forked run */
 #define PEER_TIMEOUT_S 3  /* WEFT_CORE_PEER_TIMEOUT set below */
 
 static const char *g_tp = "ofi";
-static int g_nranks[3] = {2, 3, 4};
+static int g_nranks[MAX_NP] = {2, 3, 4};
 static int g_nn = 3;
 static struct weft_unique_id g_id;
+
+/* What one check concluded. The status is the --run exit code. */
+enum { CF_PASS = 0, CF_FAIL = 1, CF_USAGE = 2, CF_CRASH = 3, CF_SKIP = WT_SKIP };
+struct cf_result {
+	int status;
+	char reason[1024];
+};
+
+/* ---------------------------------------------- the first failure of a run
+ * A rank that fails says why on stderr (as testlib's RCHECK does) and also
+ * in a page shared with the process that forked the ranks, so the check's
+ * one-line reason is the first failure seen, not a count of failed ranks. */
+struct cf_note {
+	int fail_claimed, skip_claimed;
+	char fail[1024], skip[1024];
+};
+static struct cf_note *g_note; /* set by cf_fork for the ranks it forks */
+
+static void cf_vnote(int rank, int skip, const char *where, const char *fmt, va_list ap)
+{
+	char msg[900];
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	fprintf(stderr, "rank %d: %s%s%s\n", rank, where, skip ? "skipped: " : "check failed: ", msg);
+	if (!g_note)
+		return;
+	int *claim = skip ? &g_note->skip_claimed : &g_note->fail_claimed;
+	if (__atomic_exchange_n(claim, 1, __ATOMIC_ACQ_REL) == 0)
+		snprintf(skip ? g_note->skip : g_note->fail, sizeof(g_note->fail), "rank %d: %s", rank, msg);
+}
+
+__attribute__((format(printf, 5, 6))) static void cf_note_fail(int rank, const char *file, int line,
+							      const char *cond, const char *fmt, ...)
+{
+	char where[256];
+	snprintf(where, sizeof(where), "%s:%d: (%s) ", file, line, cond);
+	va_list ap;
+	va_start(ap, fmt);
+	cf_vnote(rank, 0, where, fmt, ap);
+	va_end(ap);
+}
+
+__attribute__((format(printf, 2, 3))) static void cf_note_skip(int rank, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	cf_vnote(rank, 1, "", fmt, ap);
+	va_end(ap);
+}
+
+/* testlib's RCHECK, also recording the message for the check's reason. */
+#undef RCHECK
+#define RCHECK(cond, ...)                                                            \
+	do {                                                                         \
+		if (!(cond)) {                                                       \
+			cf_note_fail(rank, __FILE__, __LINE__, #cond, __VA_ARGS__); \
+			return 1;                                                    \
+		}                                                                    \
+	} while (0)
 
 /* ------------------------------------------------------------ helpers */
 static double now_s(void)
@@ -142,12 +214,241 @@ static int world_down(struct world *w)
 	return 0;
 }
 
-/* Runs fn on n forked ranks, with a fresh id (and bootstrap root) in this process. */
-static void run_ranks(int n, wt_rank_fn fn, void *arg)
+/* ------------------------------------------------------- forking ranks */
+/* Called by cf_fork between polls while the ranks run, so that the forking
+ * process can act on them (stop and continue one). stopped[r] is set when
+ * rank r reported a stop (SIGSTOP); pids[r] is 0 once rank r is reaped.
+ * Returns 0 to be called again, 1 when done watching, -1 after writing a
+ * failure into *res (the ranks are then killed). */
+typedef int (*cf_watch_fn)(void *arg, int n, const pid_t *pids, int *stopped, struct cf_result *res);
+
+#define CF_KILLED (-2) /* status of a rank the checker killed after a watcher failure */
+
+static void cf_kill_all(int n, pid_t *pids, int *status, int as)
 {
-	ck_assert_int_eq(weft_get_unique_id(&g_id), 0);
-	int bad = wt_fork_ranks(n, fn, arg, RANKS_TIMEOUT);
-	ck_assert_msg(bad == 0, "%d of %d ranks failed (transport %s)", bad, n, g_tp);
+	for (int r = 0; r < n; r++)
+		if (pids[r] > 0)
+			kill(pids[r], SIGKILL);
+	for (int r = 0; r < n; r++)
+		if (pids[r] > 0) {
+			waitpid(pids[r], NULL, 0);
+			pids[r] = 0;
+			status[r] = as;
+		}
+}
+
+/* Forks n ranks running fn and waits up to timeout_s for all, watching them
+ * with watch (may be NULL). status[r] is rank r's wait status, -1 when it was
+ * killed at the timeout, CF_KILLED after a watcher failure. 0, or -1 when
+ * fork failed (*res says so). */
+static int cf_fork(int n, wt_rank_fn fn, void *arg, int timeout_s, cf_watch_fn watch, void *warg, int *status,
+		   struct cf_result *res)
+{
+	pid_t pids[MAX_RANKS];
+	int stopped[MAX_RANKS] = {0};
+	fflush(NULL);
+	for (int r = 0; r < n; r++) {
+		status[r] = -1;
+		pid_t pid = fork();
+		if (pid == 0) {
+			/* A rank must never outlive the check that made it. */
+			alarm((unsigned)timeout_s + 5);
+			int rc = fn(r, n, arg);
+			fflush(NULL);
+			_exit(rc == 0 ? 0 : (rc < 0 ? 1 : rc & 0xff));
+		}
+		if (pid < 0) {
+			snprintf(res->reason, sizeof(res->reason), "fork: %s", strerror(errno));
+			res->status = CF_FAIL;
+			cf_kill_all(r, pids, status, CF_KILLED);
+			return -1;
+		}
+		pids[r] = pid;
+	}
+	int left = n, watching = watch != NULL;
+	double deadline = now_s() + timeout_s;
+	while (left > 0 && now_s() < deadline) {
+		for (int r = 0; r < n; r++) {
+			int st;
+			if (pids[r] <= 0 || waitpid(pids[r], &st, WNOHANG | WUNTRACED) != pids[r])
+				continue;
+			if (WIFSTOPPED(st)) {
+				stopped[r] = 1;
+				continue;
+			}
+			status[r] = st;
+			pids[r] = 0;
+			left--;
+		}
+		if (watching) {
+			int w = watch(warg, n, pids, stopped, res);
+			if (w != 0)
+				watching = 0;
+			if (w < 0) {
+				cf_kill_all(n, pids, status, CF_KILLED);
+				left = 0;
+			}
+		}
+		usleep(watching ? 200 : 2000);
+	}
+	for (int r = 0; r < n; r++)
+		if (pids[r] > 0)
+			fprintf(stderr, "rank %d did not finish within %d s; killing it\n", r, timeout_s);
+	cf_kill_all(n, pids, status, -1);
+	return 0;
+}
+
+static const char *cf_signame(int sig)
+{
+	switch (sig) {
+	case SIGSEGV: return "SIGSEGV";
+	case SIGBUS: return "SIGBUS";
+	case SIGABRT: return "SIGABRT";
+	case SIGILL: return "SIGILL";
+	case SIGFPE: return "SIGFPE";
+	case SIGKILL: return "SIGKILL";
+	case SIGTERM: return "SIGTERM";
+	case SIGINT: return "SIGINT";
+	case SIGQUIT: return "SIGQUIT";
+	case SIGPIPE: return "SIGPIPE";
+	case SIGALRM: return "SIGALRM";
+	case SIGTRAP: return "SIGTRAP";
+	case SIGSYS: return "SIGSYS";
+	case SIGXCPU: return "SIGXCPU";
+	default: return "a signal";
+	}
+}
+
+/* Turns the ranks' statuses into a verdict. In order: a rank that died by a
+ * signal (a crash, whatever else failed after it), a watcher's failure
+ * already in *res, the first failure a rank recorded, a rank that hung, a
+ * rank that exited non-zero silently, a skip. */
+static void cf_verdict(int n, const int *status, int victim, struct cf_result *res)
+{
+	int crashed = -1, hung = -1, exited = -1, skipped = -1;
+	for (int r = 0; r < n; r++) {
+		int st = status[r];
+		if (st == CF_KILLED || r == victim)
+			continue;
+		if (st == -1 || (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM)) {
+			if (hung < 0)
+				hung = r;
+		} else if (WIFSIGNALED(st)) {
+			if (crashed < 0)
+				crashed = r;
+		} else if (WEXITSTATUS(st) == WT_SKIP) {
+			if (skipped < 0)
+				skipped = r;
+		} else if (WEXITSTATUS(st) != 0 && exited < 0) {
+			exited = r;
+		}
+	}
+	char *why = res->reason;
+	size_t wl = sizeof(res->reason);
+	if (crashed >= 0) {
+		int sig = WTERMSIG(status[crashed]);
+		int k = snprintf(why, wl, "rank %d died of %s (signal %d)", crashed, cf_signame(sig), sig);
+		for (int r = crashed + 1; r < n && k > 0 && (size_t)k < wl; r++)
+			if (r != victim && status[r] != CF_KILLED && status[r] != -1 && WIFSIGNALED(status[r]) &&
+			    WTERMSIG(status[r]) != SIGALRM)
+				k += snprintf(why + k, wl - (size_t)k, "; rank %d of %s", r, cf_signame(WTERMSIG(status[r])));
+		res->status = CF_CRASH;
+	} else if (res->status != CF_PASS) {
+		/* the watcher's reason stands */
+	} else if (g_note && g_note->fail_claimed) {
+		snprintf(why, wl, "%s", g_note->fail);
+		res->status = CF_FAIL;
+	} else if (hung >= 0) {
+		snprintf(why, wl, "rank %d did not finish within %d s", hung, RANKS_TIMEOUT);
+		res->status = CF_FAIL;
+	} else if (exited >= 0) {
+		snprintf(why, wl, "rank %d exited %d", exited, WEXITSTATUS(status[exited]));
+		res->status = CF_FAIL;
+	} else if (skipped >= 0) {
+		snprintf(why, wl, "%s", g_note && g_note->skip_claimed ? g_note->skip : "a rank skipped");
+		res->status = CF_SKIP;
+	} else if (victim >= 0 && status[victim] != CF_KILLED &&
+		   (status[victim] == -1 || !WIFSIGNALED(status[victim]) || WTERMSIG(status[victim]) != SIGKILL)) {
+		snprintf(why, wl, "the victim, rank %d, did not die of SIGKILL (wait status 0x%x)", victim, status[victim]);
+		res->status = CF_FAIL;
+	}
+}
+
+/* Runs fn on n forked ranks, with a fresh id (and bootstrap root) in this
+ * process, and judges them: the check's status, with *res filled. victim is
+ * a rank expected to die of SIGKILL, or -1. */
+static int cf_ranks_watched(int n, wt_rank_fn fn, void *arg, cf_watch_fn watch, void *warg, int victim,
+			    struct cf_result *res)
+{
+	memset(res, 0, sizeof(*res));
+	if (weft_get_unique_id(&g_id) != 0) {
+		snprintf(res->reason, sizeof(res->reason), "weft_get_unique_id failed");
+		return res->status = CF_FAIL;
+	}
+	struct cf_note *note = mmap(NULL, sizeof(*note), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (note == MAP_FAILED) {
+		snprintf(res->reason, sizeof(res->reason), "mmap: %s", strerror(errno));
+		return res->status = CF_FAIL;
+	}
+	g_note = note;
+	int status[MAX_RANKS];
+	if (cf_fork(n, fn, arg, RANKS_TIMEOUT, watch, warg, status, res) == 0)
+		cf_verdict(n, status, victim, res);
+	g_note = NULL;
+	munmap(note, sizeof(*note));
+	return res->status;
+}
+
+static int cf_ranks(int n, wt_rank_fn fn, void *arg, struct cf_result *res)
+{
+	return cf_ranks_watched(n, fn, arg, NULL, NULL, -1, res);
+}
+
+/* ------------------------------------------------------------ connect */
+/* Every rank connects to every other through the transport. Errors that
+ * mean "this transport cannot run here" are a skip: not loaded or no context
+ * opened (no device), or no reach to a rank of another process. */
+static int rank_connect(int rank, int n, void *arg)
+{
+	weft_comm_t *comm;
+	ROK(weft_comm_create(&g_id, n, rank, &comm));
+	weft_conn_t *conn[MAX_RANKS] = {0};
+	for (int p = 0; p < n; p++) {
+		if (p == rank)
+			continue;
+		int rc = weft_connect(comm, p, g_tp, &conn[p]);
+		const char *why = NULL;
+		if (rc == -WEFT_ERR_PLUGIN)
+			why = "the transport is not loaded here, or it opened no context (no device?)";
+		else if (rc == -EHOSTUNREACH)
+			why = "it reaches no rank in another process of this host";
+		else if (rc == -WEFT_ERR_NO_DEVICE || rc == -ENODEV)
+			why = "no device of its kind here";
+		if (why) {
+			cf_note_skip(rank, "weft_connect to rank %d through '%s': %s: %s", p, g_tp, weft_strerror(rc), why);
+			weft_comm_destroy(comm);
+			return WT_SKIP;
+		}
+		RCHECK(rc == 0, "weft_connect to rank %d through '%s' returned %d (%s)", p, g_tp, rc, weft_strerror(rc));
+		const char *t = weft_conn_transport(conn[p]);
+		RCHECK(t && strcmp(t, g_tp) == 0, "connection to %d is carried by '%s', not '%s'", p, t ? t : "(null)",
+		       g_tp);
+		char desc[256];
+		rc = weft_conn_describe(conn[p], desc, sizeof(desc));
+		RCHECK(rc == 0 || rc == -ENOSYS, "weft_conn_describe returned %d", rc);
+		if (rc == 0 && rank == 0 && p == 1)
+			printf("conformance: %s connection: %s\n", g_tp, desc);
+	}
+	ROK(weft_comm_barrier(comm));
+	for (int p = 0; p < n; p++)
+		ROK(weft_conn_close(conn[p]));
+	ROK(weft_comm_destroy(comm));
+	return 0;
+}
+
+static int check_connect(int n, struct cf_result *res)
+{
+	return cf_ranks(n, rank_connect, NULL, res);
 }
 
 /* ------------------------------------------------------------ put sizes */
@@ -220,11 +521,11 @@ static int rank_put_sizes(int rank, int n, void *arg)
 	return rc;
 }
 
-START_TEST(put_sizes_all_peers)
+
+static int check_put_sizes(int n, struct cf_result *res)
 {
-	run_ranks(g_nranks[_i], rank_put_sizes, NULL);
+	return cf_ranks(n, rank_put_sizes, NULL, res);
 }
-END_TEST
 
 /* --------------------------------------------------- signal ordering */
 #define ORD_PUTS 256
@@ -326,19 +627,18 @@ static int rank_ordering(int rank, int n, void *argp)
 	return rc;
 }
 
-START_TEST(signal_orders_puts)
+
+static int check_signal_ordering(int n, struct cf_result *res)
 {
 	struct ord_arg a = {.use_port = 0};
-	run_ranks(g_nranks[_i], rank_ordering, &a);
+	return cf_ranks(n, rank_ordering, &a, res);
 }
-END_TEST
 
-START_TEST(port_put_signal_flush)
+static int check_port_ordering(int n, struct cf_result *res)
 {
 	struct ord_arg a = {.use_port = 1};
-	run_ranks(g_nranks[_i], rank_ordering, &a);
+	return cf_ranks(n, rank_ordering, &a, res);
 }
-END_TEST
 
 /* ------------------------------------------------------------ flush */
 #define FL_OPS 1024
@@ -456,19 +756,419 @@ static int rank_flush(int rank, int n, void *argp)
 	return rc;
 }
 
-START_TEST(flush_many_outstanding)
+
+static int check_flush(int n, struct cf_result *res)
 {
 	struct ord_arg a = {.use_port = 0};
-	run_ranks(g_nranks[_i], rank_flush, &a);
+	return cf_ranks(n, rank_flush, &a, res);
 }
-END_TEST
 
-START_TEST(port_flush_many_outstanding)
+static int check_port_flush(int n, struct cf_result *res)
 {
 	struct ord_arg a = {.use_port = 1};
-	run_ranks(g_nranks[_i], rank_flush, &a);
+	return cf_ranks(n, rank_flush, &a, res);
 }
-END_TEST
+
+/* ------------------------------------------- remote completion, target stopped
+ * Whether weft_flush (or a port flush) returning 0 means the data is in the
+ * target's memory, tested so that a transport that only handed the data to
+ * its network fails every time. Each rank's target region lies in memory
+ * shared with the checking process (MAP_SHARED, anonymous, mapped before the
+ * fork), so the data is compared through that mapping, not by the target.
+ * Round k: rank k puts to rank k+1 (mod n).
+ *   1. The target primes its region, says ready and waits on a semaphore
+ *      (weft_sem_wait progresses its transport while it waits).
+ *   2. The origin posts the first batch of puts and says so.
+ *   3. The checker stops the target (SIGSTOP), sees the stop (waitpid), and
+ *      says so: the target now lands nothing by itself.
+ *   4. The origin posts the second batch and flushes. The moment the flush
+ *      returns 0 it compares both batches through the mapping: all must be
+ *      there. A transport whose flush needs the target's progress keeps it
+ *      from returning until the checker continues the target (SIGCONT),
+ *      SF_STOP_S after the stop; then it must complete.
+ *   5. The origin signals the target, which checks the data again and
+ *      signals back; the checker starts the next round. */
+#define SF_REGION ((size_t)2 << 20)
+#define SF_CTL 4096
+#define SF_STOP_S 1.0
+#define SF_WAIT_S 30.0
+#define SF_NA 16
+#define SF_LEN_A 4099
+static const size_t sf_len_b[] = {1, 8, 4093, 65536, 1048577};
+#define SF_NB (sizeof(sf_len_b) / sizeof(sf_len_b[0]))
+#define SF_NPUTS (SF_NA + SF_NB)
+
+/* Flags in the shared page; each only grows, written by one side. */
+struct sf_ctl {
+	int round;       /* checker: the round the ranks may play; n when all are done */
+	int stopped;     /* checker: k+1 once round k's target is stopped */
+	int continued;   /* checker: k+1 just before round k's target is continued */
+	int failed;      /* checker: it gave up; ranks stop waiting */
+	int ready;       /* target: k+1 once its region is primed and it waits */
+	int posted;      /* origin: k+1 once the first batch is posted */
+	int flushed;     /* origin: k+1 once the flush returned */
+	int origin_done; /* origin: k+1 once the target's answer came */
+	int target_done; /* target: k+1 once it answered */
+	double t_flushed; /* origin: when the flush returned (CLOCK_MONOTONIC) */
+};
+
+struct sf_arg {
+	struct sf_ctl *ctl;
+	unsigned char *regions; /* n * SF_REGION, after the page of flags */
+	int use_port;
+};
+
+/* Where put i lands (and reads from): SF_NA before the stop, then SF_NB. */
+static void sf_layout(uint64_t off[SF_NPUTS], size_t len[SF_NPUTS])
+{
+	uint64_t at = GUARD;
+	for (size_t i = 0; i < SF_NPUTS; i++) {
+		len[i] = i < SF_NA ? SF_LEN_A : sf_len_b[i - SF_NA];
+		off[i] = at + 2 * (i % 4) + 1; /* odd offsets */
+		at = (off[i] + len[i] + GUARD + 63) & ~(uint64_t)63;
+	}
+}
+
+static uint64_t sf_seed(int k, int o)
+{
+	return 0x5f0000u ^ ((uint64_t)k << 8) ^ (uint64_t)o;
+}
+
+static int sf_get(const int *flag)
+{
+	return __atomic_load_n(flag, __ATOMIC_ACQUIRE);
+}
+
+static void sf_set(int *flag, int v)
+{
+	__atomic_store_n(flag, v, __ATOMIC_RELEASE);
+}
+
+/* Waits until *flag >= value: 0, or -ETIMEDOUT, or -ECANCELED when the
+ * checker gave up. */
+static int sf_wait(const int *flag, int value, const struct sf_ctl *ctl)
+{
+	double end = now_s() + SF_WAIT_S;
+	while (sf_get(flag) < value) {
+		if (sf_get(&ctl->failed))
+			return -ECANCELED;
+		if (now_s() > end)
+			return -ETIMEDOUT;
+		usleep(200);
+	}
+	return 0;
+}
+
+/* What the comparison found: bytes of the puts not (yet) at the target, the
+ * first of them, and guard bytes written. */
+struct sf_miss {
+	size_t bytes, total, first_put, first_byte, guard_at;
+	int guard_bad;
+};
+
+static void sf_compare(const unsigned char *region, uint64_t seed, struct sf_miss *m)
+{
+	uint64_t off[SF_NPUTS];
+	size_t len[SF_NPUTS];
+	sf_layout(off, len);
+	memset(m, 0, sizeof(*m));
+	uint64_t prev_end = 0;
+	for (size_t i = 0; i < SF_NPUTS; i++) {
+		for (uint64_t g = prev_end; g < off[i] && !m->guard_bad; g++)
+			if (region[g] != 0xa5) {
+				m->guard_bad = 1;
+				m->guard_at = (size_t)g;
+			}
+		prev_end = off[i] + len[i];
+		m->total += len[i];
+		const unsigned char *p = region + off[i];
+		long long at = check_pattern(p, len[i], seed, off[i]);
+		if (at < 0)
+			continue;
+		if (m->bytes == 0) {
+			m->first_put = i;
+			m->first_byte = (size_t)at;
+		}
+		for (size_t b = (size_t)at; b < len[i]; b++)
+			m->bytes += p[b] != pattern_byte(seed, off[i] + b);
+	}
+}
+
+/* Posts puts [from, to) of the layout toward one peer. */
+static int sf_put(int use_port, weft_conn_t *conn, weft_port_t *port, weft_rmem_t *dst, weft_mem_t *src,
+		  size_t from, size_t to)
+{
+	uint64_t off[SF_NPUTS];
+	size_t len[SF_NPUTS];
+	sf_layout(off, len);
+	int rc = 0;
+	for (size_t i = from; i < to && rc == 0; i++)
+		rc = use_port ? weft_port_put(port, dst, off[i], src, off[i], len[i])
+			      : weft_put(conn, dst, off[i], src, off[i], len[i]);
+	return rc;
+}
+
+/* Handles every rank needs for the rounds, toward each peer p: the peer's
+ * region, a token the origin raises at the target and one back. */
+struct sf_rank {
+	struct world w;
+	unsigned char *src;
+	weft_mem_t *msrc, *mdst;
+	weft_rmem_t *rdst[MAX_RANKS];
+	weft_sem_t *tok[MAX_RANKS], *back[MAX_RANKS];
+	weft_rsem_t *rtok[MAX_RANKS], *rback[MAX_RANKS];
+	weft_port_t *port[MAX_RANKS];
+};
+
+static int sf_signal(const struct sf_arg *a, struct sf_rank *s, int p, weft_rsem_t *sem, uint64_t v)
+{
+	return a->use_port ? weft_port_signal(s->port[p], sem, v) : weft_signal(s->w.conn[p], sem, v);
+}
+
+static int sf_flush(const struct sf_arg *a, struct sf_rank *s, int p)
+{
+	return a->use_port ? weft_port_flush(s->port[p]) : weft_flush(s->w.conn[p]);
+}
+
+/* The origin's part of round k toward target t. */
+static int sf_origin(int rank, int k, int t, const struct sf_arg *a, struct sf_rank *s)
+{
+	struct sf_ctl *ctl = a->ctl;
+	const unsigned char *region = a->regions + (size_t)t * SF_REGION;
+	uint64_t seed = sf_seed(k, rank);
+	fill_pattern(s->src, 0, SF_REGION, seed);
+	RCHECK(sf_wait(&ctl->ready, k + 1, ctl) == 0, "round %d: rank %d never got ready", k, t);
+	ROK(sf_put(a->use_port, s->w.conn[t], s->port[t], s->rdst[t], s->msrc, 0, SF_NA));
+	sf_set(&ctl->posted, k + 1);
+	RCHECK(sf_wait(&ctl->stopped, k + 1, ctl) == 0, "round %d: the checker did not stop rank %d", k, t);
+	ROK(sf_put(a->use_port, s->w.conn[t], s->port[t], s->rdst[t], s->msrc, SF_NA, SF_NPUTS));
+	int frc = sf_flush(a, s, t);
+	double tf = now_s();
+	/* Read the flag before comparing: 0 means the target had not been
+	 * continued when the flush returned, so it could not write since. */
+	int cont = sf_get(&ctl->continued) >= k + 1;
+	struct sf_miss m = {0};
+	if (frc == 0)
+		sf_compare(region, seed, &m);
+	ctl->t_flushed = tf;
+	sf_set(&ctl->flushed, k + 1);
+	RCHECK(frc == 0, "round %d: %s toward rank %d returned %d (%s)", k, a->use_port ? "weft_port_flush" : "weft_flush",
+	       t, frc, weft_strerror(frc));
+	if (m.bytes > 0) {
+		uint64_t off[SF_NPUTS];
+		size_t len[SF_NPUTS];
+		sf_layout(off, len);
+		RCHECK(m.bytes == 0,
+		       "%s returned 0 %s, but %zu of the %zu bytes put to rank %d were not in its memory (first: byte %zu "
+		       "of the %zu-byte put at offset %" PRIu64 ", posted %s the stop)",
+		       a->use_port ? "weft_port_flush" : "weft_flush",
+		       cont ? "after the target was continued" : "while the target was stopped", m.bytes, m.total, t,
+		       m.first_byte, len[m.first_put], off[m.first_put], m.first_put < SF_NA ? "before" : "after");
+	}
+	RCHECK(!m.guard_bad, "round %d: a put to rank %d wrote outside its bytes (at offset %zu)", k, t, m.guard_at);
+	ROK(sf_signal(a, s, t, s->rtok[t], (uint64_t)k + 1));
+	ROK(weft_sem_wait(s->back[t], (uint64_t)k + 1)); /* progresses this side until the answer */
+	sf_set(&ctl->origin_done, k + 1);
+	return 0;
+}
+
+/* The target's part of round k, puts coming from rank o. */
+static int sf_target(int rank, int k, int o, const struct sf_arg *a, struct sf_rank *s)
+{
+	struct sf_ctl *ctl = a->ctl;
+	unsigned char *region = a->regions + (size_t)rank * SF_REGION;
+	memset(region, 0xa5, SF_REGION);
+	sf_set(&ctl->ready, k + 1);
+	ROK(weft_sem_wait(s->tok[o], (uint64_t)k + 1)); /* stopped and continued in here */
+	struct sf_miss m;
+	sf_compare(region, sf_seed(k, o), &m);
+	RCHECK(m.bytes == 0 && !m.guard_bad, "round %d: the data from rank %d was not all there with its signal", k, o);
+	ROK(sf_signal(a, s, o, s->rback[o], (uint64_t)k + 1));
+	ROK(sf_flush(a, s, o)); /* nothing progresses this side after it */
+	sf_set(&ctl->target_done, k + 1);
+	return 0;
+}
+
+static int rank_stopped_flush(int rank, int n, void *argp)
+{
+	const struct sf_arg *a = argp;
+	struct sf_ctl *ctl = a->ctl;
+	struct sf_rank s;
+	memset(&s, 0, sizeof(s));
+	if (world_up(rank, n, &s.w))
+		return 1;
+	s.src = xalloc(SF_REGION);
+	RCHECK(s.src, "out of memory");
+	ROK(weft_mem_register(s.w.comm, s.src, SF_REGION, WEFT_MEM_HOST, &s.msrc));
+	ROK(weft_mem_register(s.w.comm, a->regions + (size_t)rank * SF_REGION, SF_REGION, WEFT_MEM_HOST, &s.mdst));
+	for (int p = 0; p < n; p++) {
+		if (p == rank)
+			continue;
+		ROK(weft_mem_exchange(s.mdst, p, &s.rdst[p]));
+		ROK(weft_sem_create(s.w.comm, &s.tok[p]));
+		ROK(weft_sem_create(s.w.comm, &s.back[p]));
+		ROK(weft_sem_exchange(s.tok[p], p, &s.rtok[p]));
+		ROK(weft_sem_exchange(s.back[p], p, &s.rback[p]));
+		if (a->use_port)
+			ROK(weft_port_create(s.w.conn[p], 0, &s.port[p]));
+	}
+	ROK(weft_comm_barrier(s.w.comm)); /* every rank registered and exchanged */
+	for (int k = 0; k < n; k++) {
+		int o = k, t = (k + 1) % n;
+		RCHECK(sf_wait(&ctl->round, k, ctl) == 0, "round %d never started", k);
+		if (rank == t && sf_target(rank, k, o, a, &s))
+			return 1;
+		if (rank == o && sf_origin(rank, k, t, a, &s))
+			return 1;
+	}
+	RCHECK(sf_wait(&ctl->round, n, ctl) == 0, "the rounds never ended");
+	ROK(weft_comm_barrier(s.w.comm));
+	for (int p = 0; p < n; p++) {
+		ROK(weft_port_destroy(s.port[p]));
+		ROK(weft_rsem_release(s.rtok[p]));
+		ROK(weft_rsem_release(s.rback[p]));
+		ROK(weft_sem_destroy(s.tok[p]));
+		ROK(weft_sem_destroy(s.back[p]));
+		ROK(weft_rmem_release(s.rdst[p]));
+	}
+	ROK(weft_mem_deregister(s.msrc));
+	ROK(weft_mem_deregister(s.mdst));
+	int rc = world_down(&s.w);
+	free(s.src);
+	return rc;
+}
+
+/* The checker's side: one round at a time, stop, wait, continue. */
+struct sf_watch {
+	struct sf_ctl *ctl;
+	const char *what;
+	int k, phase;
+	double t_phase, t_stop, t_cont;
+};
+
+static int sf_give_up(struct sf_watch *sw, struct cf_result *res, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int sf_give_up(struct sf_watch *sw, struct cf_result *res, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(res->reason, sizeof(res->reason), fmt, ap);
+	va_end(ap);
+	res->status = CF_FAIL;
+	sf_set(&sw->ctl->failed, 1);
+	return -1;
+}
+
+static int sf_watch_step(void *arg, int n, const pid_t *pids, int *stopped, struct cf_result *res)
+{
+	struct sf_watch *sw = arg;
+	struct sf_ctl *ctl = sw->ctl;
+	int k = sw->k, o = k, t = (k + 1) % n;
+	double now = now_s();
+	if (pids[o] <= 0 || pids[t] <= 0) {
+		/* A rank of the round ended early: its status says why. */
+		if (pids[t] > 0 && sw->phase >= 1 && sw->phase < 3)
+			kill(pids[t], SIGCONT);
+		sf_set(&ctl->failed, 1);
+		return 1;
+	}
+	if (sw->phase > 0 && sw->phase < 3 && now - sw->t_phase > SF_WAIT_S) {
+		kill(pids[t], SIGCONT);
+		return sf_give_up(sw, res, "round %d: rank %d %s within %.0f s", k, t,
+				  sw->phase == 1 ? "did not stop (SIGSTOP)" : "did not flush", SF_WAIT_S);
+	}
+	switch (sw->phase) {
+	case 0: /* both ranks set for the round (their own waits are bounded): stop the target */
+		if (sf_get(&ctl->ready) < k + 1 || sf_get(&ctl->posted) < k + 1)
+			return 0;
+		stopped[t] = 0;
+		kill(pids[t], SIGSTOP);
+		sw->phase = 1;
+		sw->t_phase = now;
+		return 0;
+	case 1: /* the stop is seen by waitpid: let the origin flush */
+		if (!stopped[t])
+			return 0;
+		sw->t_stop = now;
+		sf_set(&ctl->stopped, k + 1);
+		sw->phase = 2;
+		sw->t_phase = now;
+		return 0;
+	case 2: /* flushed, or SF_STOP_S passed: continue the target */
+		if (sf_get(&ctl->flushed) < k + 1 && now - sw->t_stop < SF_STOP_S)
+			return 0;
+		sf_set(&ctl->continued, k + 1); /* before the signal: see sf_origin */
+		kill(pids[t], SIGCONT);
+		sw->t_cont = now;
+		sw->phase = 3;
+		sw->t_phase = now;
+		return 0;
+	default: /* the round's answers */
+		if (sf_get(&ctl->flushed) < k + 1) {
+			if (now - sw->t_cont > SF_WAIT_S)
+				return sf_give_up(sw, res,
+						  "round %d: %s at rank %d did not return within %.0f s after rank %d was "
+						  "continued",
+						  k, sw->what, o, SF_WAIT_S, t);
+			return 0;
+		}
+		if (sf_get(&ctl->origin_done) < k + 1 || sf_get(&ctl->target_done) < k + 1) {
+			if (now - sw->t_phase > SF_WAIT_S)
+				return sf_give_up(sw, res, "round %d: the signals between ranks %d and %d did not arrive "
+						  "within %.0f s", k, o, t, SF_WAIT_S);
+			return 0;
+		}
+		double tf = ctl->t_flushed;
+		if (tf < sw->t_cont)
+			printf("conformance: %s, round %d (rank %d to %d): returned %.3f s after the stop, the target "
+			       "still stopped\n", sw->what, k, o, t, tf - sw->t_stop);
+		else
+			printf("conformance: %s, round %d (rank %d to %d): returned %.3f s after the target was "
+			       "continued (it waited for the target's progress)\n", sw->what, k, o, t, tf - sw->t_cont);
+		sw->k = ++k;
+		sw->phase = 0;
+		sw->t_phase = now;
+		sf_set(&ctl->round, k);
+		return k == n ? 1 : 0;
+	}
+}
+
+static int check_stopped_flush(int n, int use_port, struct cf_result *res)
+{
+	size_t len = SF_CTL + (size_t)n * SF_REGION;
+	void *map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (map == MAP_FAILED) {
+		memset(res, 0, sizeof(*res));
+		snprintf(res->reason, sizeof(res->reason), "mmap of %zu shared bytes: %s", len, strerror(errno));
+		return res->status = CF_FAIL;
+	}
+	struct sf_arg a = {.ctl = map, .regions = (unsigned char *)map + SF_CTL, .use_port = use_port};
+	struct sf_watch sw = {.ctl = map, .what = use_port ? "weft_port_flush" : "weft_flush", .t_phase = now_s()};
+	/* A stopped target is silent on the bootstrap: keep the peer timeout
+	 * well above the stop. */
+	const char *pt = getenv("WEFT_CORE_PEER_TIMEOUT");
+	char *saved = pt ? strdup(pt) : NULL;
+	if (!pt || atof(pt) < 10)
+		setenv("WEFT_CORE_PEER_TIMEOUT", "10", 1);
+	int st = cf_ranks_watched(n, rank_stopped_flush, &a, sf_watch_step, &sw, -1, res);
+	if (saved)
+		setenv("WEFT_CORE_PEER_TIMEOUT", saved, 1);
+	else
+		unsetenv("WEFT_CORE_PEER_TIMEOUT");
+	free(saved);
+	munmap(map, len);
+	return st;
+}
+
+static int check_flush_stopped(int n, struct cf_result *res)
+{
+	return check_stopped_flush(n, 0, res);
+}
+
+static int check_port_flush_stopped(int n, struct cf_result *res)
+{
+	return check_stopped_flush(n, 1, res);
+}
 
 /* ---------------------------------------------------------- bad input */
 static void put_le32(unsigned char *p, uint32_t v)
@@ -674,11 +1374,11 @@ static int rank_bad_args(int rank, int n, void *arg)
 	return 0;
 }
 
-START_TEST(bad_arguments)
+
+static int check_bad_args(int n, struct cf_result *res)
 {
-	run_ranks(g_nranks[_i], rank_bad_args, NULL);
+	return cf_ranks(n, rank_bad_args, NULL, res);
 }
-END_TEST
 
 /* -------------------------------------------------------- dead peer */
 /* The last rank dies by SIGKILL while its put is in flight. Every survivor is
@@ -742,19 +1442,11 @@ static int rank_killed(int rank, int n, void *arg)
 	return 0;
 }
 
-START_TEST(peer_killed_mid_transfer)
+
+static int check_peer_killed(int n, struct cf_result *res)
 {
-	int n = g_nranks[_i];
-	ck_assert_int_eq(weft_get_unique_id(&g_id), 0);
-	int st[MAX_RANKS];
-	ck_assert_int_eq(wt_fork_ranks_status(n, rank_killed, NULL, RANKS_TIMEOUT, st), 0);
-	for (int r = 0; r < n - 1; r++)
-		ck_assert_msg(st[r] != -1 && WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == 0,
-			      "survivor rank %d failed (status 0x%x)", r, st[r]);
-	ck_assert_msg(st[n - 1] != -1 && WIFSIGNALED(st[n - 1]) && WTERMSIG(st[n - 1]) == SIGKILL,
-		      "the victim did not die of SIGKILL (status 0x%x)", st[n - 1]);
+	return cf_ranks_watched(n, rank_killed, NULL, NULL, NULL, n - 1, res);
 }
-END_TEST
 
 /* ------------------------------------------------------------- abort */
 struct abort_arg {
@@ -802,38 +1494,284 @@ static int rank_abort(int rank, int n, void *arg)
 	return 0;
 }
 
-START_TEST(abort_unblocks_wait)
+
+static int check_abort(int n, struct cf_result *res)
 {
-	run_ranks(g_nranks[_i], rank_abort, NULL);
+	return cf_ranks(n, rank_abort, NULL, res);
+}
+
+/* --------------------------------------------------------- CUDA memory */
+/* Puts between CUDA buffers, in a ring, checked byte by byte after a copy
+ * back. The CUDA runtime is found at run time (each rank loads it: a process
+ * that initialized CUDA cannot use it in its forked children). Without a
+ * device the check skips, or fails under WEFT_REQUIRE_GPU=1. */
+#define CU_LEN ((size_t)(1u << 20) + 3)
+#define CU_H2D 1
+#define CU_D2H 2
+
+struct cu_rt {
+	int (*device_count)(int *);
+	int (*set_device)(int);
+	int (*malloc_)(void **, size_t);
+	int (*free_)(void *);
+	int (*memcpy_)(void *, const void *, size_t, int);
+	const char *(*error_string)(int);
+};
+
+/* 0, or -ENODEV with why filled (no runtime, or no device). */
+static int cu_load(struct cu_rt *rt, int *ndev, char *why, size_t len)
+{
+	static const char *const names[] = {"libcudart.so", "libcudart.so.13", "libcudart.so.12"};
+	void *h = NULL;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && !h; i++)
+		h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		snprintf(why, len, "no CUDA runtime (libcudart.so: %s)", dlerror());
+		return -ENODEV;
+	}
+	struct {
+		const char *sym;
+		void **slot;
+	} syms[] = {
+		{"cudaGetDeviceCount", (void **)&rt->device_count}, {"cudaSetDevice", (void **)&rt->set_device},
+		{"cudaMalloc", (void **)&rt->malloc_},              {"cudaFree", (void **)&rt->free_},
+		{"cudaMemcpy", (void **)&rt->memcpy_},              {"cudaGetErrorString", (void **)&rt->error_string},
+	};
+	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+		void *f = dlsym(h, syms[i].sym);
+		if (!f) {
+			snprintf(why, len, "the CUDA runtime lacks %s", syms[i].sym);
+			return -ENODEV;
+		}
+		memcpy(syms[i].slot, &f, sizeof(f));
+	}
+	int rc = rt->device_count(ndev);
+	if (rc != 0 || *ndev < 1) {
+		snprintf(why, len, "no CUDA device (cudaGetDeviceCount: %s)", rc ? rt->error_string(rc) : "0 devices");
+		return -ENODEV;
+	}
+	return 0;
+}
+
+static int rank_cuda(int rank, int n, void *arg)
+{
+	struct cu_rt rt;
+	char why[300];
+	int ndev = 0;
+	if (cu_load(&rt, &ndev, why, sizeof(why)) != 0) {
+		const char *req = getenv("WEFT_REQUIRE_GPU");
+		RCHECK(!(req && strcmp(req, "1") == 0), "WEFT_REQUIRE_GPU=1, but %s", why);
+		cf_note_skip(rank, "%s", why);
+		return WT_SKIP;
+	}
+	int cerr = rt.set_device(rank % ndev);
+	RCHECK(cerr == 0, "cudaSetDevice(%d): %s", rank % ndev, rt.error_string(cerr));
+	weft_comm_t *comm;
+	ROK(weft_comm_create(&g_id, n, rank, &comm));
+	int to = (rank + 1) % n, from = (rank - 1 + n) % n;
+	weft_conn_t *conn[MAX_RANKS] = {0};
+	for (int p = 0; p < n; p++) {
+		if (p == rank)
+			continue;
+		int rc = weft_connect_mem(comm, p, g_tp, WEFT_MEM_CUDA, &conn[p]);
+		if (rc == -ENOTSUP || rc == -EHOSTUNREACH || rc == -WEFT_ERR_PLUGIN) {
+			cf_note_skip(rank, "'%s' does not carry CUDA memory to rank %d here (weft_connect_mem: %s)", g_tp, p,
+				     weft_strerror(rc));
+			weft_comm_destroy(comm);
+			return WT_SKIP;
+		}
+		RCHECK(rc == 0, "weft_connect_mem(CUDA) to rank %d returned %d (%s)", p, rc, weft_strerror(rc));
+	}
+	void *dsrc = NULL, *ddst = NULL;
+	unsigned char *host = malloc(CU_LEN);
+	RCHECK(host, "out of memory");
+	cerr = rt.malloc_(&dsrc, CU_LEN);
+	if (cerr == 0)
+		cerr = rt.malloc_(&ddst, CU_LEN);
+	RCHECK(cerr == 0, "cudaMalloc of %zu bytes: %s", CU_LEN, rt.error_string(cerr));
+	uint64_t seed = 0xc0da0000u ^ (uint64_t)rank;
+	fill_pattern(host, 0, CU_LEN, seed);
+	cerr = rt.memcpy_(dsrc, host, CU_LEN, CU_H2D);
+	memset(host, 0xa5, CU_LEN);
+	if (cerr == 0)
+		cerr = rt.memcpy_(ddst, host, CU_LEN, CU_H2D);
+	RCHECK(cerr == 0, "cudaMemcpy to the device: %s", rt.error_string(cerr));
+	weft_mem_t *msrc = NULL, *mdst = NULL;
+	int rc = weft_mem_register(comm, dsrc, CU_LEN, WEFT_MEM_CUDA, &msrc);
+	if (rc == -ENOTSUP) {
+		cf_note_skip(rank, "no transport of the comm registers CUDA memory here (weft_mem_register: %s)",
+			     weft_strerror(rc));
+		weft_comm_destroy(comm);
+		return WT_SKIP;
+	}
+	RCHECK(rc == 0, "weft_mem_register(CUDA) returned %d (%s)", rc, weft_strerror(rc));
+	ROK(weft_mem_register(comm, ddst, CU_LEN, WEFT_MEM_CUDA, &mdst));
+	weft_rmem_t *rdst[MAX_RANKS] = {0};
+	weft_sem_t *sem[MAX_RANKS] = {0};
+	weft_rsem_t *rsem[MAX_RANKS] = {0};
+	for (int p = 0; p < n; p++) {
+		if (p == rank)
+			continue;
+		ROK(weft_mem_exchange(mdst, p, &rdst[p]));
+		ROK(weft_sem_create(comm, &sem[p]));
+		ROK(weft_sem_exchange(sem[p], p, &rsem[p]));
+	}
+	ROK(weft_comm_barrier(comm));
+	ROK(weft_put(conn[to], rdst[to], 1, msrc, 1, CU_LEN - 2));
+	ROK(weft_flush(conn[to]));
+	ROK(weft_signal(conn[to], rsem[to], 1));
+	ROK(weft_sem_wait(sem[from], 1));
+	cerr = rt.memcpy_(host, ddst, CU_LEN, CU_D2H);
+	RCHECK(cerr == 0, "cudaMemcpy from the device: %s", rt.error_string(cerr));
+	long long bad = check_pattern(host + 1, CU_LEN - 2, 0xc0da0000u ^ (uint64_t)from, 1);
+	RCHECK(bad < 0, "the put of CUDA memory from rank %d differs at byte %lld", from, bad);
+	RCHECK(host[0] == 0xa5 && host[CU_LEN - 1] == 0xa5, "the put of CUDA memory from rank %d wrote outside its bytes",
+	       from);
+	ROK(weft_comm_barrier(comm));
+	for (int p = 0; p < n; p++) {
+		ROK(weft_rsem_release(rsem[p]));
+		ROK(weft_sem_destroy(sem[p]));
+		ROK(weft_rmem_release(rdst[p]));
+		ROK(weft_conn_close(conn[p]));
+	}
+	ROK(weft_mem_deregister(msrc));
+	ROK(weft_mem_deregister(mdst));
+	ROK(weft_comm_destroy(comm));
+	rt.free_(dsrc);
+	rt.free_(ddst);
+	free(host);
+	return 0;
+}
+
+static int check_cuda(int n, struct cf_result *res)
+{
+	return cf_ranks(n, rank_cuda, NULL, res);
+}
+
+/* ------------------------------------------------------------ the checks */
+struct cf_check {
+	const char *name; /* what a result line names; weft-plugin-check --check matches it */
+	const char *desc;
+	int (*run)(int n, struct cf_result *res);
+};
+
+static const struct cf_check cf_checks[] = {
+	{"connect", "every rank connects to every other through the transport, which carries the connection",
+	 check_connect},
+	{"put/sizes", "puts of 1 B to 64 MiB at odd offsets to every peer land exactly, the bytes around intact",
+	 check_put_sizes},
+	{"put/signal ordering", "256 puts in scrambled order then a signal: all are visible once its token is",
+	 check_signal_ordering},
+	{"put/flush outstanding",
+	 "1024 unaligned puts, one flush: the source is reusable at once, and the data is at the target when "
+	 "told over the bootstrap",
+	 check_flush},
+	{"put/flush remote completion",
+	 "the target is stopped (SIGSTOP) around the puts; when weft_flush returns 0 the data must already be in "
+	 "its memory, compared through a shared mapping; it is continued after 1 s",
+	 check_flush_stopped},
+	{"port/signal ordering", "as put/signal ordering, through port channels and their proxy", check_port_ordering},
+	{"port/flush outstanding", "as put/flush outstanding, through port channels", check_port_flush},
+	{"port/flush remote completion", "as put/flush remote completion, with weft_port_put and weft_port_flush",
+	 check_port_flush_stopped},
+	{"bad arguments",
+	 "out-of-bounds puts, NULL handles, tokens that do not grow, malformed blobs: refused with the documented "
+	 "code, the comm still healthy",
+	 check_bad_args},
+	{"peer killed", "a rank killed mid-transfer: every wait and flush toward it fails within the peer timeout",
+	 check_peer_killed},
+	{"abort", "weft_comm_abort unblocks a semaphore wait with -WEFT_ERR_ABORTED", check_abort},
+	{"cuda/put", "puts between CUDA buffers where a GPU is present (skipped without one)", check_cuda},
+};
+#define CF_NCHECKS (sizeof(cf_checks) / sizeof(cf_checks[0]))
+
+/* One Check test per check and rank count: _i is check * MAX_NP + count index. */
+START_TEST(cf_case)
+{
+	const struct cf_check *c = &cf_checks[_i / MAX_NP];
+	int n = g_nranks[_i % MAX_NP];
+	struct cf_result r;
+	int st = c->run(n, &r);
+	if (st == CF_SKIP)
+		printf("conformance: %s np=%d skipped: %s\n", c->name, n, r.reason);
+	ck_assert_msg(st == CF_PASS || st == CF_SKIP, "%s np=%d: %s", c->name, n, r.reason);
 }
 END_TEST
 
-/* ------------------------------------------------------------- main */
-static int probe_rank(int rank, int n, void *arg)
-{
-	weft_comm_t *comm;
-	int rc = weft_comm_create(&g_id, n, rank, &comm);
-	if (rc != 0) {
-		fprintf(stderr, "rank %d: weft_comm_create: %s\n", rank, weft_strerror(rc));
-		return 1;
-	}
-	weft_conn_t *conn = NULL;
-	rc = weft_connect(comm, 1 - rank, g_tp, &conn);
-	weft_conn_close(conn);
-	weft_comm_destroy(comm);
-	if (rc == -WEFT_ERR_PLUGIN)
-		return WT_SKIP;
-	if (rc != 0)
-		fprintf(stderr, "rank %d: weft_connect(%s): %s\n", rank, g_tp, weft_strerror(rc));
-	return rc == 0 ? 0 : 1;
-}
-
-int main(void)
+static void setup_env(void)
 {
 	/* Short failure detection, a pinned address; the caller may override them. */
 	setenv("WEFT_CORE_PEER_TIMEOUT", "3", 0);
 	setenv("WEFT_CORE_BOOTSTRAP_TIMEOUT", "20", 0);
 	setenv("WEFT_CORE_BOOTSTRAP_ADDR", "127.0.0.1", 0);
+}
+
+static int usage(void)
+{
+	fprintf(stderr, "usage: weft-conformance                        (Check suite: WEFT_TEST_TRANSPORT, "
+			"WEFT_TEST_NRANKS)\n"
+			"       weft-conformance --list\n"
+			"       weft-conformance --run CHECK --np N --target TRANSPORT [--result FILE]\n");
+	return CF_USAGE;
+}
+
+/* --list and --run: the protocol tools/weft-plugin-check.c speaks. */
+static int protocol_main(int argc, char **argv)
+{
+	const char *run = NULL, *target = NULL, *result = NULL;
+	int np = 0;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (strcmp(a, "--list") == 0) {
+			for (size_t k = 0; k < CF_NCHECKS; k++)
+				printf("%s\t%s\n", cf_checks[k].name, cf_checks[k].desc);
+			return 0;
+		}
+		if (i + 1 >= argc)
+			return usage();
+		if (strcmp(a, "--run") == 0)
+			run = argv[++i];
+		else if (strcmp(a, "--target") == 0)
+			target = argv[++i];
+		else if (strcmp(a, "--result") == 0)
+			result = argv[++i];
+		else if (strcmp(a, "--np") == 0)
+			np = atoi(argv[++i]);
+		else
+			return usage();
+	}
+	if (!run || !target || np < 2 || np > MAX_RANKS)
+		return usage();
+	const struct cf_check *c = NULL;
+	for (size_t k = 0; k < CF_NCHECKS && !c; k++)
+		if (strcmp(cf_checks[k].name, run) == 0)
+			c = &cf_checks[k];
+	if (!c) {
+		fprintf(stderr, "weft-conformance: no check named '%s' (--list names them)\n", run);
+		return CF_USAGE;
+	}
+	g_tp = target;
+	printf("conformance: %s, transport '%s', %d ranks\n", c->name, g_tp, np);
+	struct cf_result r;
+	int st = c->run(np, &r);
+	printf("conformance: %s np=%d: %s%s%s\n", c->name, np,
+	       st == CF_PASS ? "passed" : st == CF_SKIP ? "skipped" : st == CF_CRASH ? "CRASHED" : "FAILED",
+	       st == CF_PASS ? "" : ": ", st == CF_PASS ? "" : r.reason);
+	if (result) {
+		FILE *f = fopen(result, "w");
+		if (f) {
+			fprintf(f, "%s\n", st == CF_PASS ? "" : r.reason);
+			fclose(f);
+		}
+	}
+	return st;
+}
+
+int main(int argc, char **argv)
+{
+	setup_env();
+	if (argc > 1)
+		return protocol_main(argc, argv);
 	const char *t = getenv("WEFT_TEST_TRANSPORT");
 	if (t && *t)
 		g_tp = t;
@@ -853,47 +1791,25 @@ int main(void)
 		printf(" %d", g_nranks[i]);
 	printf("\n");
 
-	/* Is the transport there at all? Two ranks try to connect through it. */
-	if (weft_get_unique_id(&g_id) != 0) {
-		fprintf(stderr, "conformance: weft_get_unique_id failed\n");
-		return 1;
+	/* Can the transport run here at all? Two ranks try to connect through it. */
+	struct cf_result r;
+	int st = check_connect(2, &r);
+	if (st == CF_SKIP) {
+		printf("conformance: SKIP: %s (weft-info lists what was found, what each transport sees, and why "
+		       "anything was rejected)\n",
+		       r.reason);
+		return WT_SKIP;
 	}
-	int st[2];
-	if (wt_fork_ranks_status(2, probe_rank, NULL, 60, st) != 0)
+	if (st != CF_PASS) {
+		fprintf(stderr, "conformance: two ranks could not connect through '%s': %s\n", g_tp, r.reason);
 		return 1;
-	for (int r = 0; r < 2; r++) {
-		if (st[r] != -1 && WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == WT_SKIP) {
-			printf("conformance: SKIP: transport '%s' is not loaded, or loaded but found no device to open "
-			       "(weft-info lists what was found, what each transport sees, and why anything was "
-			       "rejected)\n",
-			       g_tp);
-			return WT_SKIP;
-		}
-		if (st[r] == -1 || !WIFEXITED(st[r]) || WEXITSTATUS(st[r]) != 0) {
-			fprintf(stderr, "conformance: two ranks could not connect through '%s' (rank %d status 0x%x)\n",
-				g_tp, r, st[r]);
-			return 1;
-		}
 	}
 
-	/* One case per test, so CK_RUN_CASE=<name> runs one of them. */
+	/* One case per check, so CK_RUN_CASE=<name> runs one of them. */
 	Suite *s = suite_create("conformance");
-	const struct {
-		const char *name;
-		const TTest *test;
-	} cases[] = {
-		{"put_sizes", put_sizes_all_peers},
-		{"signal_ordering", signal_orders_puts},
-		{"flush", flush_many_outstanding},
-		{"port_ordering", port_put_signal_flush},
-		{"port_flush", port_flush_many_outstanding},
-		{"bad_arguments", bad_arguments},
-		{"peer_killed", peer_killed_mid_transfer},
-		{"abort", abort_unblocks_wait},
-	};
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		TCase *tc = tcase_create(cases[i].name);
-		tcase_add_loop_test(tc, cases[i].test, 0, g_nn);
+	for (size_t k = 0; k < CF_NCHECKS; k++) {
+		TCase *tc = tcase_create(cf_checks[k].name);
+		tcase_add_loop_test(tc, cf_case, (int)k * MAX_NP, (int)k * MAX_NP + g_nn);
 		tcase_set_timeout(tc, RANKS_TIMEOUT + 20);
 		suite_add_tcase(s, tc);
 	}
