@@ -83,6 +83,8 @@ struct weft__tp {
 #define WEFT__TAG_MEM (WEFT__TAG_RESERVED + 1)
 #define WEFT__TAG_CONN (WEFT__TAG_RESERVED + 2)
 #define WEFT__TAG_SEM (WEFT__TAG_RESERVED + 3)
+#define WEFT__TAG_SETUP_FAIL (WEFT__TAG_RESERVED + 4)   /* a setup failed here: waits on this rank end */
+#define WEFT__TAG_SETUP_STATUS (WEFT__TAG_RESERVED + 5) /* each rank's outcome of one setup */
 #define WEFT__TAG_FIN_BASE (WEFT__TAG_RESERVED + 0x1000) /* + a connection's number in its pair */
 #define WEFT__TAG_FIN_RANGE 0xE000u
 
@@ -161,6 +163,7 @@ struct weft_conn {
 	int nports; /* guarded by comm->port_lock */
 	uint32_t pair_seq; /* this connection's number among those of its pair */
 	int fin_sent;      /* closed, and the peer was told */
+	int orphan;        /* the peer never completed it (a cancelled setup): no fin is awaited */
 };
 
 struct weft_sem {

@@ -71,6 +71,20 @@ uint64_t weft__bootstrap_proc_id(const struct weft__bootstrap *bs, int rank);
 int weft__bootstrap_send(struct weft__bootstrap *bs, int peer, uint32_t tag, const void *buf, size_t len);
 int weft__bootstrap_recv(struct weft__bootstrap *bs, int peer, uint32_t tag, void *buf, size_t len);
 int weft__bootstrap_allgather(struct weft__bootstrap *bs, const void *mine, void *all, size_t each);
+/* recv that also gives the message's arrival number from peer, for purge. */
+int weft__bootstrap_recv_mark(struct weft__bootstrap *bs, int peer, uint32_t tag, void *buf, size_t len,
+			      uint64_t *mark);
+/* Drops every message from peer that arrived before the one numbered mark,
+ * except those tagged [keep_lo, keep_hi); returns how many it dropped. For the
+ * setup agreement (core/packs.c): what a failed setup left unread. */
+int weft__bootstrap_purge(struct weft__bootstrap *bs, int peer, uint64_t mark, uint32_t keep_lo, uint32_t keep_hi);
+/* A cancel scope, per thread: until weft__bootstrap_cancel_end, this thread's
+ * recvs on bs (any class) return -ECANCELED once a message tagged cancel_tag
+ * has arrived from any rank; that message stays queued. One scope per
+ * thread; used around a pack's setup so that one rank's failure releases the
+ * others from waits on it. */
+void weft__bootstrap_cancel_begin(struct weft__bootstrap *bs, uint32_t cancel_tag);
+void weft__bootstrap_cancel_end(void);
 int weft__bootstrap_barrier(struct weft__bootstrap *bs);
 
 /* 0 while healthy, else the error that broke it. Cheap: an atomic load. */

@@ -15,6 +15,7 @@
 #include "config.h"
 #include "dtype.h"
 #include "log.h"
+#include "packs.h"
 #include "registry.h"
 #include "rules.h"
 #include "topo.h"
@@ -103,9 +104,18 @@ enum weft_mem_type weft__coll_mem_type(weft_comm_t *comm, const void *buf)
  * Built once per process from the registry, which never changes after its
  * one load. Guarded by cat_once; read-only afterwards except the warned flags. */
 
+/* A loaded pack, with the ABI minor it was built for (what the core may read
+ * of its ops and hand it). */
+struct cat_pack {
+	const char *name;
+	const struct weft_algo_ops *ops;
+	unsigned abi_minor;
+};
+
 struct cat_algo {
 	const struct weft_algo *algo;
 	uint32_t redops; /* bit per enum weft_redop it may be handed */
+	int pack_idx;    /* into packs */
 	const char *pack;
 	const struct weft_core_api *core; /* the services table the pack's file was given */
 	char full[160]; /* "pack/algo" */
@@ -120,6 +130,8 @@ struct coll_rule {
 static pthread_once_t cat_once = PTHREAD_ONCE_INIT;
 static struct cat_algo *cat;
 static int ncat;
+static struct cat_pack *packs;
+static int npacks;
 static struct coll_rule *rules;
 static int nrules;
 static int cat_err; /* a config or memory error that makes every collective fail */
@@ -161,6 +173,14 @@ static void cat_build(void)
 		const struct weft_algo_ops *ops = e->ops;
 		if (!WEFT_HAS_OP(ops, struct weft_algo_ops, algos))
 			continue;
+		struct cat_pack *np = realloc(packs, (size_t)(npacks + 1) * sizeof(*np));
+		if (!np) {
+			cat_err = -ENOMEM;
+			return;
+		}
+		packs = np;
+		packs[npacks] = (struct cat_pack){.name = e->name, .ops = ops, .abi_minor = e->abi_minor};
+		npacks++;
 		for (int k = 0; ops->algos[k]; k++) {
 			const struct weft_algo *a = ops->algos[k];
 			if (!algo_well_formed(e->name, a))
@@ -183,6 +203,7 @@ static void cat_build(void)
 			if (e->abi_minor >= 3 && WEFT_HAS_FIELD(a, struct weft_algo, redops) && a->redops)
 				ca->redops = a->redops;
 			ca->pack = e->name;
+			ca->pack_idx = npacks - 1;
 			ca->core = e->core;
 			snprintf(ca->full, sizeof(ca->full), "%s/%s", e->name, a->name);
 			for (int j = 0; j < ncat; j++)
@@ -385,9 +406,19 @@ struct coll_inst {
 	int announced; /* the first use was logged */
 };
 
+/* A pack's own state on one comm (weft_algo_ops.comm_setup). */
+struct pack_inst {
+	int done; /* comm_setup ran and every rank's setup with it succeeded */
+	void *state;
+};
+
 struct weft__coll_comm {
 	struct coll_inst *inst; /* ncat entries */
+	struct pack_inst *pk;   /* npacks entries */
 	int last;               /* catalog index of the last algorithm used, or -1 */
+	uint32_t setup_seq;     /* setups agreed on this comm (packs.h) */
+	int topo_done;
+	struct weft__pack_topo topo;
 };
 
 static struct weft__coll_comm *comm_state(weft_comm_t *comm, int create)
@@ -395,7 +426,10 @@ static struct weft__coll_comm *comm_state(weft_comm_t *comm, int create)
 	struct weft__coll_comm *cc = __atomic_load_n(&comm->coll, __ATOMIC_ACQUIRE);
 	if (cc || !create)
 		return cc;
-	if (!(cc = calloc(1, sizeof(*cc))) || !(cc->inst = calloc(ncat > 0 ? (size_t)ncat : 1, sizeof(*cc->inst)))) {
+	if (!(cc = calloc(1, sizeof(*cc))) || !(cc->inst = calloc(ncat > 0 ? (size_t)ncat : 1, sizeof(*cc->inst))) ||
+	    !(cc->pk = calloc(npacks > 0 ? (size_t)npacks : 1, sizeof(*cc->pk)))) {
+		if (cc)
+			free(cc->inst);
 		free(cc);
 		return NULL;
 	}
@@ -405,10 +439,26 @@ static struct weft__coll_comm *comm_state(weft_comm_t *comm, int create)
 	struct weft__coll_comm *prev = NULL;
 	if (!__atomic_compare_exchange_n(&comm->coll, &prev, cc, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
 		free(cc->inst);
+		free(cc->pk);
 		free(cc);
 		return prev;
 	}
 	return cc;
+}
+
+/* Whether the core may call the pack's comm_setup: only one built for 0.3
+ * or later has the field. */
+static int pack_has_comm_setup(const struct cat_pack *p)
+{
+	return p->abi_minor >= 3 && WEFT_HAS_OP(p->ops, struct weft_algo_ops, comm_setup);
+}
+
+static void pack_teardown(const struct cat_pack *p, struct pack_inst *pk)
+{
+	if (pk->done && p->abi_minor >= 3 && WEFT_HAS_OP(p->ops, struct weft_algo_ops, comm_teardown))
+		p->ops->comm_teardown(pk->state);
+	pk->done = 0;
+	pk->state = NULL;
 }
 
 void weft__coll_comm_cleanup(weft_comm_t *comm)
@@ -424,7 +474,12 @@ void weft__coll_comm_cleanup(weft_comm_t *comm)
 		if (in->done && in->rc == 0 && WEFT_HAS_OP(cat[i].algo, struct weft_algo, teardown))
 			cat[i].algo->teardown(in->state);
 	}
+	/* Each pack after all of its algorithms, as weft_algo_ops promises. */
+	for (int i = npacks - 1; i >= 0; i--)
+		pack_teardown(&packs[i], &cc->pk[i]);
+	weft__pack_topo_free(&cc->topo);
 	free(cc->inst);
+	free(cc->pk);
 	free(cc);
 }
 
@@ -436,12 +491,35 @@ const char *weft__coll_last_algo(weft_comm_t *comm)
 	return cc && cc->last >= 0 ? cat[cc->last].full : NULL;
 }
 
-static int inst_setup(weft_comm_t *comm, struct weft__coll_comm *cc, int idx)
+/* Logs an agreed setup failure once per rank: at warn where it happened, at
+ * info where the rank only follows it. */
+static void setup_failed(const char *full, int rc, int agreed, int who)
+{
+	if (rc != 0 && rc != -ECANCELED)
+		WEFT_WARN("%s: setup failed: %s; every rank falls back to the next algorithm", full, weft_strerror(rc));
+	else
+		WEFT_INFO("%s: setup failed on rank %d: %s; falling back to the next algorithm", full, who,
+			  weft_strerror(agreed));
+}
+
+/* Sets up algorithm idx on comm (and its pack, the first time), collectively,
+ * and agrees the outcome with every rank. Returns 0, the agreed failure (every
+ * rank then tries the next algorithm), or with *fatal set the error that
+ * broke the comm during the agreement. */
+static int inst_setup(weft_comm_t *comm, struct weft__coll_comm *cc, int idx, int *fatal)
 {
 	struct coll_inst *in = &cc->inst[idx];
+	*fatal = 0;
 	if (in->done)
 		return in->rc;
 	const struct weft_algo *a = cat[idx].algo;
+	const struct cat_pack *p = &packs[cat[idx].pack_idx];
+	struct pack_inst *pk = &cc->pk[cat[idx].pack_idx];
+	int rc = 0;
+	if (!cc->topo_done) {
+		if ((rc = weft__pack_topo_make(comm, &cc->topo)) == 0)
+			cc->topo_done = 1;
+	}
 	struct weft_algo_comm ac = {
 		.size = sizeof(ac),
 		.comm = comm,
@@ -449,15 +527,47 @@ static int inst_setup(weft_comm_t *comm, struct weft__coll_comm *cc, int idx)
 		.nranks = weft_comm_size(comm),
 		.prim = &prim_api,
 		.core = cat[idx].core,
+		.pack_state = pk->state,
+		.nhosts = cc->topo.nhosts,
+		.peer_size = sizeof(struct weft_algo_peer),
+		.peers = cc->topo.peers,
 	};
-	void *state = NULL;
-	int rc = WEFT_HAS_OP(a, struct weft_algo, setup) ? a->setup(&ac, &state) : 0;
-	if (rc != 0)
-		WEFT_ERROR("%s: setup failed: %s", cat[idx].full, weft_strerror(rc));
+	void *state = NULL, *pstate = NULL;
+	int pack_made = 0, made = 0;
+	weft__pack_setup_begin(comm);
+	if (rc == 0 && !pk->done && pack_has_comm_setup(p) && (rc = p->ops->comm_setup(&ac, &pstate)) == 0) {
+		pack_made = 1;
+		pk->done = 1;
+		pk->state = ac.pack_state = pstate;
+	}
+	if (rc == 0 && WEFT_HAS_OP(a, struct weft_algo, setup))
+		made = (rc = a->setup(&ac, &state)) == 0;
+	weft__pack_setup_end();
+	/* Point-to-point calls are made by some ranks only, so their setups are
+	 * neither collective nor agreed. */
+	int agreed = rc, who = ac.rank, brc = 0;
+	if (a->coll != WEFT_COLL_SENDRECV)
+		brc = weft__pack_agree(comm, ++cc->setup_seq, rc, &agreed, &who);
+	if (brc != 0 || agreed != 0) {
+		/* What this rank made is undone, so that every rank stands where it
+		 * stood before (a new pack state included) and tries the next. */
+		if (made && WEFT_HAS_OP(a, struct weft_algo, teardown))
+			a->teardown(state);
+		if (pack_made)
+			pack_teardown(p, pk);
+		if (brc != 0) {
+			*fatal = 1;
+			return brc;
+		}
+		setup_failed(cat[idx].full, rc, agreed, who);
+		in->done = 1;
+		in->rc = agreed;
+		return agreed;
+	}
 	in->done = 1;
-	in->rc = rc;
-	in->state = rc == 0 ? state : NULL;
-	return rc;
+	in->rc = 0;
+	in->state = state;
+	return 0;
 }
 
 static void describe_call(const struct weft_coll_args *a, char *buf, size_t len)
@@ -500,8 +610,19 @@ int weft__coll_run(weft_comm_t *comm, const struct weft_coll_args *args)
 	for (int k = 0; k < ch.n; k++) {
 		int idx = ch.order[k];
 		const struct weft_algo *a = cat[idx].algo;
-		if ((rc = inst_setup(comm, cc, idx)) != 0)
-			return rc;
+		int fatal = 0;
+		if ((rc = inst_setup(comm, cc, idx, &fatal)) != 0) {
+			if (fatal)
+				return rc;
+			if (k == 0 && ch.required) {
+				describe_call(args, what, sizeof(what));
+				WEFT_ERROR("%s:%d: [algorithm] requires %s, whose setup failed for %s: %s",
+					   weft__config_path() ? weft__config_path() : "config", rules[ch.rule].r.lineno,
+					   cat[idx].full, what, weft_strerror(rc));
+				return rc;
+			}
+			continue;
+		}
 		void *state = cc->inst[idx].state;
 		if (WEFT_HAS_OP(a, struct weft_algo, supports) && a->supports(state, args) != 0) {
 			if (k == 0 && ch.rule >= 0) {

@@ -602,7 +602,7 @@ void weft__conn_await_fins(weft_comm_t *comm)
 		return;
 	for (struct weft__link *l = comm->closed.next; l != &comm->closed; l = l->next) {
 		weft_conn_t *conn = weft__container_of(l, weft_conn_t, link);
-		if (!conn->fin_sent)
+		if (!conn->fin_sent || conn->orphan)
 			continue;
 		uint32_t seq = 0;
 		int rc = weft__bootstrap_recv(comm->bs, conn->peer, fin_tag(conn), &seq, sizeof(seq));
@@ -613,6 +613,26 @@ void weft__conn_await_fins(weft_comm_t *comm)
 			break; /* a peer died or the comm was aborted: nobody else is awaited */
 	}
 	weft__progress_release(comm);
+}
+
+void weft__conn_pair_resync(weft_comm_t *comm, int peer, uint32_t theirs)
+{
+	pthread_mutex_lock(&comm->lock);
+	uint32_t mine = comm->pair_seq[peer];
+	if (mine != theirs) {
+		struct weft__link *lists[2] = {&comm->conns, &comm->closed};
+		for (int i = 0; i < 2; i++)
+			for (struct weft__link *l = lists[i]->next; l != lists[i]; l = l->next) {
+				weft_conn_t *conn = weft__container_of(l, weft_conn_t, link);
+				if (conn->peer == peer && conn->pair_seq >= theirs)
+					conn->orphan = 1;
+			}
+		comm->pair_seq[peer] = mine > theirs ? mine : theirs;
+	}
+	pthread_mutex_unlock(&comm->lock);
+	if (mine != theirs)
+		WEFT_INFO("rank %d and this rank counted %u and %u connections after a cancelled setup; resynced",
+			  peer, theirs, mine);
 }
 
 void weft__conn_close_all(weft_comm_t *comm)

@@ -19,5 +19,10 @@ int weft__conn_flush_once(weft_conn_t *conn, int retry);
 void weft__conn_retire_all(weft_comm_t *comm);
 void weft__conn_await_fins(weft_comm_t *comm);
 void weft__conn_close_all(weft_comm_t *comm);
+/* After a failed setup agreement (packs.c): peer made `theirs` connections
+ * with this rank. A cancelled connect may have completed on one side only;
+ * this rank's connections numbered from theirs up are then orphans, whose
+ * fin is never awaited, and both sides count on from the larger number. */
+void weft__conn_pair_resync(weft_comm_t *comm, int peer, uint32_t theirs);
 
 #endif

@@ -11,7 +11,7 @@
  * through NVSwitch), as NVML reports. It refines same-host: transports are
  * handed such a peer as same-host, and a device that reaches same-host peers
  * reaches these. */
-#define WEFT__PEER_SAME_GPU_LINK ((enum weft_peer_class)WEFT_PEER_CLASS_COUNT)
+#define WEFT__PEER_SAME_GPU_LINK WEFT_PEER_SAME_GPU_LINK /* plugin.h names it for packs */
 #define WEFT__PEER_CLASSES (WEFT_PEER_CLASS_COUNT + 1)
 
 /* "same-process", "same-host", "other-host", "same-gpu-link"; "?" otherwise. */

@@ -495,7 +495,41 @@ static int bs_send(struct weft__bootstrap *bs, int peer, int cls, uint32_t tag, 
 	return 0;
 }
 
+/* This thread's cancel scope (weft__bootstrap_cancel_begin). */
+static _Thread_local struct weft__bootstrap *cancel_bs;
+static _Thread_local uint64_t cancel_key;
+
+void weft__bootstrap_cancel_begin(struct weft__bootstrap *bs, uint32_t cancel_tag)
+{
+	cancel_bs = bs;
+	cancel_key = (uint64_t)CLS_USER << 32 | cancel_tag;
+}
+
+void weft__bootstrap_cancel_end(void)
+{
+	cancel_bs = NULL;
+}
+
+/* Whether a cancel message waits in any peer's queue; callers hold bs->mu. */
+static int cancelled_locked(const struct weft__bootstrap *bs)
+{
+	for (int r = 0; r < bs->nranks; r++)
+		for (const struct msg *m = bs->peers[r].rq_head; m; m = m->next)
+			if (m->key == cancel_key)
+				return 1;
+	return 0;
+}
+
+static int bs_recv_mark(struct weft__bootstrap *bs, int peer, int cls, uint32_t tag, void *buf, size_t len,
+			uint64_t *mark);
+
 static int bs_recv(struct weft__bootstrap *bs, int peer, int cls, uint32_t tag, void *buf, size_t len)
+{
+	return bs_recv_mark(bs, peer, cls, tag, buf, len, NULL);
+}
+
+static int bs_recv_mark(struct weft__bootstrap *bs, int peer, int cls, uint32_t tag, void *buf, size_t len,
+			uint64_t *mark)
 {
 	if (peer < 0 || peer >= bs->nranks || (len && !buf)) {
 		WEFT_ERROR("bootstrap: recv from rank %d of %d with %s buffer: invalid", peer, bs->nranks, buf ? "a" : "no");
@@ -524,6 +558,10 @@ static int bs_recv(struct weft__bootstrap *bs, int peer, int cls, uint32_t tag, 
 			rc = -WEFT_ERR_PEER;
 			break;
 		}
+		if (cancel_bs == bs && key != cancel_key && cancelled_locked(bs)) {
+			rc = -ECANCELED;
+			break;
+		}
 		pthread_cond_wait(&bs->cv, &bs->mu);
 	}
 	pthread_mutex_unlock(&bs->mu);
@@ -531,6 +569,8 @@ static int bs_recv(struct weft__bootstrap *bs, int peer, int cls, uint32_t tag, 
 		WEFT_ERROR("bootstrap: recv from rank %d (tag %u): that rank has closed its bootstrap", peer, tag);
 	if (!m)
 		return rc;
+	if (mark)
+		*mark = m->mark;
 	if (m->len != len) {
 		WEFT_ERROR("bootstrap: recv from rank %d (tag %u): message of %zu bytes, expected %zu", peer, tag, m->len,
 			   len);
@@ -555,6 +595,42 @@ int weft__bootstrap_recv(struct weft__bootstrap *bs, int peer, uint32_t tag, voi
 	if (!bs)
 		return -EINVAL;
 	return bs_recv(bs, peer, CLS_USER, tag, buf, len);
+}
+
+int weft__bootstrap_recv_mark(struct weft__bootstrap *bs, int peer, uint32_t tag, void *buf, size_t len,
+			      uint64_t *mark)
+{
+	if (!bs)
+		return -EINVAL;
+	return bs_recv_mark(bs, peer, CLS_USER, tag, buf, len, mark);
+}
+
+int weft__bootstrap_purge(struct weft__bootstrap *bs, int peer, uint64_t mark, uint32_t keep_lo, uint32_t keep_hi)
+{
+	if (!bs || peer < 0 || peer >= bs->nranks)
+		return -EINVAL;
+	int n = 0;
+	pthread_mutex_lock(&bs->mu);
+	struct peer *pe = &bs->peers[peer];
+	struct msg **pp = &pe->rq_head, *prev = NULL;
+	while (*pp) {
+		struct msg *m = *pp;
+		uint32_t t = (uint32_t)m->key;
+		int keep = m->mark >= mark || ((m->key >> 32) == CLS_USER && t >= keep_lo && t < keep_hi);
+		if (keep) {
+			prev = m;
+			pp = &m->next;
+			continue;
+		}
+		*pp = m->next;
+		if (pe->rq_tail == m)
+			pe->rq_tail = prev;
+		free(m->data);
+		free(m);
+		n++;
+	}
+	pthread_mutex_unlock(&bs->mu);
+	return n;
 }
 
 static int gather(struct weft__bootstrap *bs, int cls, const void *mine, void *all, size_t each)

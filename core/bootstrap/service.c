@@ -44,6 +44,7 @@ void weft__bs_fail_locked(struct weft__bootstrap *bs, int err)
 void weft__bs_rq_push_locked(struct weft__bootstrap *bs, struct peer *pe, struct msg *m)
 {
 	m->next = NULL;
+	m->mark = ++pe->rq_marks;
 	if (pe->rq_tail)
 		pe->rq_tail->next = m;
 	else

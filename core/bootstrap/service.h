@@ -17,6 +17,7 @@
 struct msg {
 	struct msg *next;
 	uint64_t key; /* class << 32 | tag */
+	uint64_t mark; /* arrival number from its peer, from 1 (weft__bootstrap_purge) */
 	size_t len;
 	uint8_t *data;
 };
@@ -27,6 +28,7 @@ struct peer {
 	int gone;           /* closed; nothing more will come */
 	int bye_rcvd, bye_sent, wr_shut;
 	struct msg *rq_head, *rq_tail;
+	uint64_t rq_marks; /* messages queued from this peer so far */
 	char addr[INET_ADDRSTRLEN];
 	uint16_t port;
 	uint32_t addr_be;

@@ -101,6 +101,25 @@ enum weft_peer_class {
 	WEFT_PEER_OTHER_HOST = 2,
 	WEFT_PEER_CLASS_COUNT
 };
+/* ABI 0.3: the core's refinement of same-host that packs see in
+ * weft_algo_peer (transports are handed such a peer as same-host): another
+ * process on this host whose GPU is joined to this rank's by NVLink or
+ * xGMI, directly or through a switch. */
+#define WEFT_PEER_SAME_GPU_LINK ((enum weft_peer_class)WEFT_PEER_CLASS_COUNT)
+
+/* ABI 0.3: what a transport can do beyond the required ops, so that packs
+ * ask for a property instead of a transport's name (weft_transport_ops.caps,
+ * weft_algo_route.caps). A transport built for 0.2 reads as 0: none. */
+/* Host memory a peer allocated through this transport's mem_alloc (and so
+ * any region of it the peer registers) can be mapped here by mem_map, and then
+ * read and written by this rank's CPU with plain loads and stores, not only
+ * through put (shm's segments). Other peer memory may still be unmappable. */
+#define WEFT_TP_CAP_HOST_MAPPABLE (1u << 0)
+/* put writes by address without pinning or registering pages with a
+ * device, so keeping a registration costs nothing and one may be cached
+ * across calls for as long as the memory stays mapped (shm's cross-memory
+ * writes). */
+#define WEFT_TP_CAP_UNPINNED_WRITES (1u << 1)
 
 /* A device a transport offers, as reported by probe (for topology and weft-info). */
 struct weft_tp_device {
@@ -202,6 +221,9 @@ struct weft_transport_ops {
 	/* Which memory type ptr is, as far as this transport knows (cudaPointerGetAttributes).
 	 * -ENOENT when it does not recognize the pointer. */
 	int (*mem_query)(void *tc, const void *ptr, enum weft_mem_type *type);
+	/* ABI 0.3: WEFT_TP_CAP_* bits of what this transport does; the core reads
+	 * it only from a plugin built for 0.3 or later. */
+	uint32_t caps;
 };
 
 /* ------------------------------------------------------- algorithm packs */
@@ -301,7 +323,25 @@ struct weft_prim_api {
 			   weft_conn_t **conn);
 };
 
-/* The pack's view of a communicator, given to setup. */
+/* ABI 0.3: one transport that reaches a peer, with what it can do. */
+struct weft_algo_route {
+	const char *transport; /* its name, as weft_connect takes it */
+	uint32_t caps;         /* WEFT_TP_CAP_* */
+};
+
+/* ABI 0.3: what a pack knows of one rank of its communicator
+ * (weft_algo_comm.peers). The values are the core's own: the peer class and
+ * routes are what weft_connect would use for host memory. */
+struct weft_algo_peer {
+	enum weft_peer_class peer_class; /* WEFT_PEER_SAME_GPU_LINK included; same-process for itself */
+	int host;                        /* index of its host: hosts numbered 0.. in order of their lowest rank */
+	int local_rank;                  /* its index among its host's ranks, in rank order */
+	int local_size;                  /* ranks on its host */
+	int nroutes;
+	const struct weft_algo_route *routes; /* the transports that reach it, in weft_connect's order */
+};
+
+/* The pack's view of a communicator, given to comm_setup and setup. */
 struct weft_algo_comm {
 	size_t size;
 	weft_comm_t *comm;
@@ -309,11 +349,27 @@ struct weft_algo_comm {
 	int nranks;
 	const struct weft_prim_api *prim;
 	const struct weft_core_api *core; /* the pack's own services (log, params) */
+	/* ABI 0.3 (read only where size covers them). */
+	void *pack_state;                    /* what the pack's comm_setup made; NULL without one */
+	int nhosts;
+	size_t peer_size;                    /* stride of peers[]: use weft_algo_peer_at */
+	const struct weft_algo_peer *peers;  /* nranks entries, valid until comm_teardown */
 };
+
+/* Rank r's entry of ac->peers, or NULL where the core gives none (0.2 core). */
+static inline const struct weft_algo_peer *weft_algo_peer_at(const struct weft_algo_comm *ac, int r)
+{
+	if (!ac || ac->size < offsetof(struct weft_algo_comm, peers) + sizeof(ac->peers) || !ac->peers || r < 0 ||
+	    r >= ac->nranks || ac->peer_size < sizeof(struct weft_algo_peer))
+		return NULL;
+	return (const struct weft_algo_peer *)(const void *)((const char *)ac->peers + (size_t)r * ac->peer_size);
+}
 
 /* One algorithm: what it serves and how to run it. The core calls setup once per
  * communicator, lazily, collectively (every rank at the same call), then execute
- * for each call it selects this algorithm for, and teardown at comm destroy. */
+ * for each call it selects this algorithm for, and teardown at comm destroy.
+ * Every rank's outcome of setup is agreed before the call goes on: where one
+ * failed, every rank falls back to the next algorithm (docs/plugin-abi.md). */
 struct weft_algo {
 	size_t size;
 	const char *name;            /* unique within its pack */
@@ -346,6 +402,15 @@ struct weft_algo_ops {
 	size_t size;
 	/* ABI 0.0 */
 	const struct weft_algo *const *algos; /* NULL-terminated */
+	/* ABI 0.3, both optional. The pack's per-communicator state: comm_setup
+	 * runs once per communicator, collectively, just before the first setup
+	 * of any of the pack's algorithms there, and its *pack_state reaches every
+	 * setup as ac->pack_state; comm_teardown runs at comm destroy after the
+	 * teardown of each of the pack's algorithms. A failed comm_setup fails
+	 * the pack's setups on that comm, agreed as a failed setup is
+	 * (docs/plugin-abi.md, section 8). */
+	int (*comm_setup)(const struct weft_algo_comm *ac, void **pack_state);
+	void (*comm_teardown)(void *pack_state);
 };
 
 /* ------------------------------------------------------------ descriptors */

@@ -152,6 +152,9 @@ static const struct weft_transport_ops shm_ops = {
 	.mem_alloc = shm_mem_alloc,
 	.mem_free = shm_mem_free,
 	.mem_query = shm_mem_query,
+	/* ABI 0.3: segments from mem_alloc map into peers; other memory is
+	 * written with process_vm_writev, which pins nothing. */
+	.caps = WEFT_TP_CAP_HOST_MAPPABLE | WEFT_TP_CAP_UNPINNED_WRITES,
 };
 
 static const struct weft_plugin_desc shm_desc = {

@@ -1,0 +1,188 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* A test pack of ABI 0.3 (tests/test_packs.c): one allreduce of int32 sums
+ * preferred over every other, with a per-communicator state (comm_setup).
+ * With WEFT_TEST_FAILSETUP_RANK=R its setup fails on rank R after a pause,
+ * while every other rank is connecting to R; without it, setup succeeds.
+ * Each rank appends what it saw to WEFT_TEST_FAILSETUP_DIR/rank<N>: its
+ * setup's outcome and time, the topology it was given, and its comm_setup
+ * and comm_teardown calls, so the test can check them. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <weft/plugin.h>
+
+struct fs_pack {
+	int rank;
+	int setups; /* algorithm setups that saw this state */
+};
+
+struct fs_state {
+	const struct weft_prim_api *prim;
+	weft_comm_t *comm;
+	int nranks;
+};
+
+static FILE *fs_open(int rank)
+{
+	const char *dir = getenv("WEFT_TEST_FAILSETUP_DIR");
+	if (!dir || !*dir)
+		return NULL;
+	char path[512];
+	snprintf(path, sizeof(path), "%s/rank%d", dir, rank);
+	return fopen(path, "a");
+}
+
+static long long fs_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static int fs_comm_setup(const struct weft_algo_comm *ac, void **pack_state)
+{
+	struct fs_pack *p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->rank = ac->rank;
+	FILE *f = fs_open(ac->rank);
+	if (f) {
+		fprintf(f, "comm_setup nhosts=%d\n", ac->nhosts);
+		for (int r = 0; r < ac->nranks; r++) {
+			const struct weft_algo_peer *pe = weft_algo_peer_at(ac, r);
+			if (!pe) {
+				fprintf(f, "peer %d none\n", r);
+				continue;
+			}
+			fprintf(f, "peer %d class=%d host=%d local_rank=%d local_size=%d routes=", r, (int)pe->peer_class,
+				pe->host, pe->local_rank, pe->local_size);
+			for (int k = 0; k < pe->nroutes; k++)
+				fprintf(f, "%s%s:%u", k ? "," : "", pe->routes[k].transport, pe->routes[k].caps);
+			fputc('\n', f);
+		}
+		fclose(f);
+	}
+	*pack_state = p;
+	return 0;
+}
+
+static void fs_comm_teardown(void *pack_state)
+{
+	struct fs_pack *p = pack_state;
+	FILE *f = fs_open(p->rank);
+	if (f) {
+		fprintf(f, "comm_teardown setups=%d\n", p->setups);
+		fclose(f);
+	}
+	free(p);
+}
+
+static int fs_setup(const struct weft_algo_comm *ac, void **state)
+{
+	struct fs_pack *p = ac->pack_state;
+	const char *fr = getenv("WEFT_TEST_FAILSETUP_RANK");
+	int fail_rank = fr && *fr ? atoi(fr) : -1;
+	int rc = 0;
+	weft_conn_t *conn = NULL;
+	if (p)
+		p->setups++;
+	if (fail_rank >= 0 && fail_rank < ac->nranks) {
+		if (ac->rank == fail_rank) {
+			/* Long enough that every other rank is inside its connect. */
+			struct timespec pause = {0, 300 * 1000 * 1000};
+			nanosleep(&pause, NULL);
+			rc = -EIO;
+		} else {
+			rc = ac->prim->connect(ac->comm, fail_rank, NULL, &conn);
+			if (rc == 0)
+				ac->prim->conn_close(conn);
+		}
+	}
+	FILE *f = fs_open(ac->rank);
+	if (f) {
+		fprintf(f, "setup %lld %d pack_state=%s\n", fs_now_ns(), rc, p ? "yes" : "no");
+		fclose(f);
+	}
+	if (rc != 0)
+		return rc;
+	struct fs_state *s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->prim = ac->prim;
+	s->comm = ac->comm;
+	s->nranks = ac->nranks;
+	*state = s;
+	return 0;
+}
+
+static int fs_supports(void *state, const struct weft_coll_args *a)
+{
+	(void)state;
+	return a->dtype == WEFT_INT32 && a->op == WEFT_SUM ? 0 : -ENOTSUP;
+}
+
+static int fs_execute(void *state, const struct weft_coll_args *a)
+{
+	struct fs_state *s = state;
+	size_t bytes = a->count * sizeof(int32_t);
+	int32_t *all = malloc(bytes * (size_t)s->nranks);
+	if (!all)
+		return -ENOMEM;
+	int rc = s->prim->comm_allgather(s->comm, a->sendbuf, all, bytes);
+	if (rc == 0) {
+		int32_t *out = a->recvbuf;
+		for (size_t i = 0; i < a->count; i++) {
+			uint32_t v = 0;
+			for (int r = 0; r < s->nranks; r++)
+				v += (uint32_t)all[(size_t)r * a->count + i];
+			out[i] = (int32_t)v;
+		}
+	}
+	free(all);
+	return rc;
+}
+
+static void fs_teardown(void *state)
+{
+	free(state);
+}
+
+static const struct weft_algo fs_allreduce = {
+	.size = sizeof(struct weft_algo),
+	.name = "allreduce-connect",
+	.coll = WEFT_COLL_ALLREDUCE,
+	.min_ranks = 2,
+	.mem_types = 1u << WEFT_MEM_HOST,
+	.priority = 1000,
+	.setup = fs_setup,
+	.supports = fs_supports,
+	.execute = fs_execute,
+	.teardown = fs_teardown,
+	.redops = 1u << WEFT_SUM,
+};
+
+static const struct weft_algo *const fs_algos[] = {&fs_allreduce, NULL};
+static const struct weft_algo_ops fs_ops = {
+	.size = sizeof(struct weft_algo_ops),
+	.algos = fs_algos,
+	.comm_setup = fs_comm_setup,
+	.comm_teardown = fs_comm_teardown,
+};
+static const struct weft_plugin_desc fs_desc = {
+	.size = sizeof(struct weft_plugin_desc),
+	.abi_major = WEFT_PLUGIN_ABI_MAJOR,
+	.abi_minor = WEFT_PLUGIN_ABI_MINOR,
+	.kind = WEFT_PLUGIN_ALGO_PACK,
+	.name = "failsetup",
+	.ops = &fs_ops,
+};
+static const struct weft_plugin_desc *const fs_descs[] = {&fs_desc, NULL};
+
+WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const struct weft_core_api *core)
+{
+	return weft_core_api_usable(core) ? fs_descs : NULL;
+}
