@@ -72,11 +72,10 @@ struct ah_peer {
 	uint64_t free_sent;      /* the last "slot free" token sent to the peer */
 };
 
-/* Per-communicator state, shared by every algorithm of the pack (refcounted). */
+/* Per-communicator state, shared by every algorithm of the pack: the pack's
+ * comm_setup makes it and comm_teardown frees it (ABI 0.3). */
 struct ah_ctx {
-	struct ah_ctx *next;
 	weft_comm_t *comm;
-	int refs;
 	int rank, nranks;
 	const struct weft_prim_api *prim;
 	size_t chunk;     /* bytes per slot, a multiple of 64 */
@@ -132,8 +131,8 @@ struct ah_ctx {
 	void **rx_dst;
 };
 
-int ah_ctx_get(const struct weft_algo_comm *ac, struct ah_ctx **out);
-void ah_ctx_put(struct ah_ctx *c);
+int ah_comm_setup(const struct weft_algo_comm *ac, void **pack_state);
+void ah_comm_teardown(void *pack_state);
 /* Connects to a peer (both ranks call it; pairs are set up in ascending order of
  * (lower rank, higher rank) so that no cycle of waits can form). */
 int ah_ensure_peer(struct ah_ctx *c, int peer);

@@ -280,18 +280,13 @@ static int premul_then(void *state, const struct weft_coll_args *a,
 	return run(state, &b);
 }
 
+/* Every algorithm runs on the pack's per-communicator context. */
 static int ah_setup(const struct weft_algo_comm *ac, void **state)
 {
-	struct ah_ctx *c;
-	int rc = ah_ctx_get(ac, &c);
-	if (rc == 0)
-		*state = c;
-	return rc;
-}
-
-static void ah_teardown(void *state)
-{
-	ah_ctx_put(state);
+	if (ac->size < offsetof(struct weft_algo_comm, pack_state) + sizeof(ac->pack_state) || !ac->pack_state)
+		return -EINVAL;
+	*state = ac->pack_state;
+	return 0;
 }
 
 /* ----------------------------------------------------------- allreduce */
@@ -684,7 +679,7 @@ out_free:
 		.setup = ah_setup,                                                      \
 		.supports = ah_supports,                                                \
 		.execute = fn,                                                          \
-		.teardown = ah_teardown,                                                \
+		.teardown = NULL,                                                       \
 		.redops = AH_REDOPS,                                                    \
 	}
 
@@ -723,6 +718,8 @@ void ah_algos_configure(uint64_t small_max)
 static const struct weft_algo_ops ah_ops = {
 	.size = sizeof(struct weft_algo_ops),
 	.algos = ah_algos,
+	.comm_setup = ah_comm_setup,
+	.comm_teardown = ah_comm_teardown,
 };
 
 static const struct weft_plugin_desc ah_desc = {

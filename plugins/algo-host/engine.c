@@ -4,7 +4,6 @@
  * round engine that moves chunks through slots with flow control. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <pthread.h>
 #include <sys/random.h>
 #include <sched.h>
 #include <sys/uio.h>
@@ -31,8 +30,6 @@ const char *ah_strerror(int rc)
 	return strerror(e);
 }
 
-static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct ah_ctx *ctx_list; /* one per communicator, keyed by its pointer */
 
 /* Scratch and staging come from the core's allocator when a transport of the
  * comm offers host memory that peers can map (shm's segments): a put is then
@@ -209,7 +206,6 @@ static int ctx_create(const struct weft_algo_comm *ac, struct ah_ctx **out)
 	c->rank = ac->rank;
 	c->nranks = ac->nranks;
 	c->prim = ac->prim;
-	c->refs = 1;
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	c->spin = ncpu > 0 && c->nranks <= ncpu;
 	int rc = read_params(c);
@@ -265,43 +261,21 @@ err_free:
 	return rc;
 }
 
-int ah_ctx_get(const struct weft_algo_comm *ac, struct ah_ctx **out)
+int ah_comm_setup(const struct weft_algo_comm *ac, void **pack_state)
 {
 	if (!ac || !ac->comm || !ac->prim || ac->nranks < 1 || ac->rank < 0 || ac->rank >= ac->nranks)
 		return -EINVAL;
-	pthread_mutex_lock(&ctx_lock);
-	struct ah_ctx *c = ctx_list;
-	while (c && c->comm != ac->comm)
-		c = c->next;
-	int rc = 0;
-	if (c) {
-		c->refs++;
-	} else if ((rc = ctx_create(ac, &c)) == 0) {
-		c->next = ctx_list;
-		ctx_list = c;
-	}
-	pthread_mutex_unlock(&ctx_lock);
+	struct ah_ctx *c = NULL;
+	int rc = ctx_create(ac, &c);
 	if (rc == 0)
-		*out = c;
+		*pack_state = c;
 	return rc;
 }
 
-void ah_ctx_put(struct ah_ctx *c)
+void ah_comm_teardown(void *pack_state)
 {
-	if (!c)
-		return;
-	pthread_mutex_lock(&ctx_lock);
-	int last = --c->refs == 0;
-	if (last) {
-		struct ah_ctx **pp = &ctx_list;
-		while (*pp && *pp != c)
-			pp = &(*pp)->next;
-		if (*pp)
-			*pp = c->next;
-	}
-	pthread_mutex_unlock(&ctx_lock);
-	if (last)
-		ctx_free(c);
+	if (pack_state)
+		ctx_free(pack_state);
 }
 
 /* Reads 8 bytes at ptr without trusting that it is host memory: a device
