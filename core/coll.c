@@ -545,15 +545,17 @@ static int inst_setup(weft_comm_t *comm, struct weft__coll_comm *cc, int idx, in
 	weft__pack_setup_end();
 	/* Point-to-point calls are made by some ranks only, so their setups are
 	 * neither collective nor agreed. */
-	int agreed = rc, who = ac.rank, brc = 0;
+	int agreed = rc, who = ac.rank, brc = 0, all_made = 0;
 	if (a->coll != WEFT_COLL_SENDRECV)
-		brc = weft__pack_agree(comm, ++cc->setup_seq, rc, &agreed, &who);
+		brc = weft__pack_agree(comm, ++cc->setup_seq, rc, pack_made, &agreed, &who, &all_made);
 	if (brc != 0 || agreed != 0) {
 		/* What this rank made is undone, so that every rank stands where it
-		 * stood before (a new pack state included) and tries the next. */
+		 * stood before and tries the next. A pack state that every rank
+		 * made stays (its teardown may be collective, as algo-gpu's is);
+		 * one that only some made goes where it was made. */
 		if (made && WEFT_HAS_OP(a, struct weft_algo, teardown))
 			a->teardown(state);
-		if (pack_made)
+		if (pack_made && (brc != 0 || !all_made))
 			pack_teardown(p, pk);
 		if (brc != 0) {
 			*fatal = 1;

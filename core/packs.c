@@ -101,9 +101,10 @@ struct agree_msg {
 	uint32_t seq;
 	int32_t rc;
 	uint32_t pairs; /* connections the sender made with the receiver so far */
+	uint32_t made;  /* its pack's comm_setup ran in this setup and succeeded */
 };
 
-int weft__pack_agree(weft_comm_t *comm, uint32_t seq, int rc, int *agreed, int *who)
+int weft__pack_agree(weft_comm_t *comm, uint32_t seq, int rc, int made, int *agreed, int *who, int *all_made)
 {
 	int n = comm->nranks, me = comm->rank, brc = 0;
 	struct weft__bootstrap *bs = comm->bs;
@@ -126,12 +127,13 @@ int weft__pack_agree(weft_comm_t *comm, uint32_t seq, int rc, int *agreed, int *
 	for (int i = 1; i < n && brc == 0; i++) {
 		int to = (me + i) % n;
 		pthread_mutex_lock(&comm->lock);
-		struct agree_msg m = {.seq = seq, .rc = rc, .pairs = comm->pair_seq[to]};
+		struct agree_msg m = {.seq = seq, .rc = rc, .pairs = comm->pair_seq[to], .made = made != 0};
 		pthread_mutex_unlock(&comm->lock);
 		brc = weft__bootstrap_send(bs, to, WEFT__TAG_SETUP_STATUS, &m, sizeof(m));
 	}
 	all[me].seq = seq;
 	all[me].rc = rc;
+	all[me].made = made != 0;
 	for (int i = 1; i < n && brc == 0; i++) {
 		int from = (me - i + n) % n;
 		brc = weft__bootstrap_recv_mark(bs, from, WEFT__TAG_SETUP_STATUS, &all[from], sizeof(all[from]),
@@ -165,6 +167,10 @@ int weft__pack_agree(weft_comm_t *comm, uint32_t seq, int rc, int *agreed, int *
 			weft__conn_pair_resync(comm, r, all[r].pairs);
 		}
 	}
+	int every = 1;
+	for (int r = 0; r < n; r++)
+		every &= all[r].made != 0;
+	*all_made = every;
 	*agreed = first >= 0 ? all[first].rc : 0;
 	*who = first;
 	free(all);

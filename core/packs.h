@@ -32,11 +32,12 @@ void weft__pack_setup_end(void);
 /* The outcome of one setup, agreed by every rank of comm: this rank's rc in,
  * 0 out when every rank's setup succeeded; else the first failing rank's
  * code, with *who that rank (-ECANCELED ranks only followed another's
- * failure). A failure also drops what the failed setups left unread on the
- * bootstrap and resyncs connection counts, so that the next setup starts
- * clean. seq numbers this comm's setups (the same on every rank). Returns
- * through *agreed; the function's own result is 0, or the bootstrap's error
- * when a peer died or the comm was aborted meanwhile. */
-int weft__pack_agree(weft_comm_t *comm, uint32_t seq, int rc, int *agreed, int *who);
+ * failure). made: this rank's pack comm_setup ran in this setup and
+ * succeeded; *all_made: it did on every rank. A failure also drops what the
+ * failed setups left unread on the bootstrap and resyncs connection counts,
+ * so that the next setup starts clean. seq numbers this comm's setups (the
+ * same on every rank). The function's own result is 0, or the bootstrap's
+ * error when a peer died or the comm was aborted meanwhile. */
+int weft__pack_agree(weft_comm_t *comm, uint32_t seq, int rc, int made, int *agreed, int *who, int *all_made);
 
 #endif

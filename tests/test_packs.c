@@ -88,6 +88,7 @@ static void pk_env(const char *rules, const char *fail_rank)
 		ck_assert_int_eq(setenv("WEFT_TEST_FAILSETUP_RANK", fail_rank, 1), 0);
 	else
 		unsetenv("WEFT_TEST_FAILSETUP_RANK");
+	unsetenv("WEFT_TEST_FAILSETUP_IN");
 	setenv("WEFT_CORE_BOOTSTRAP_ADDR", "127.0.0.1", 0);
 	ck_assert_int_eq(weft_get_unique_id(&g_id), 0);
 }
@@ -154,6 +155,36 @@ START_TEST(setup_failure_falls_back)
 }
 END_TEST
 
+/* The pack's comm_setup fails on rank 1: the others, connecting to it from
+ * their algorithm setup, fall back too, and tear down the pack state they
+ * made, since not every rank has one. */
+START_TEST(comm_setup_failure_falls_back)
+{
+	const int n = 3;
+	pk_env("", "1");
+	ck_assert_int_eq(setenv("WEFT_TEST_FAILSETUP_IN", "comm", 1), 0);
+	struct pk_job j = {.expect_rc = 0, .algo_prefix = "algo-host/"};
+	ck_assert_int_eq(wt_fork_ranks(n, rank_main, &j, PK_TIMEOUT_S), 0);
+	char *rec1 = pk_record(1);
+	long long t_fail = 0, t;
+	int rc;
+	ck_assert_msg(sscanf(rec1, "comm_setup_failed %lld", &t_fail) == 1 && pk_count(rec1, "setup ") == 0,
+		      "rank 1 should have failed its comm_setup only:\n%s", rec1);
+	free(rec1);
+	for (int r = 0; r < n; r += 2) {
+		char *text = pk_record(r);
+		pk_setup_line(text, r, &t, &rc);
+		ck_assert_msg(rc == -ECANCELED && t - t_fail < 1000000000LL,
+			      "rank %d: setup ended with %d %.3f s after rank 1 failed:\n%s", r, rc,
+			      (double)(t - t_fail) * 1e-9, text);
+		ck_assert_msg(pk_count(text, "comm_setup ") == 1 && pk_count(text, "comm_teardown setups=1") == 1,
+			      "rank %d: expected one comm_setup and one comm_teardown:\n%s", r, text);
+		free(text);
+	}
+	wt_rmdir(g_dir);
+}
+END_TEST
+
 START_TEST(required_setup_failure_fails_everywhere)
 {
 	pk_env("[algorithm]\nrequire failsetup/allreduce-connect when coll=allreduce\n", "1");
@@ -204,6 +235,7 @@ int main(void)
 	TCase *tc = tcase_create("packs");
 	tcase_set_timeout(tc, 150);
 	tcase_add_loop_test(tc, setup_failure_falls_back, 0, 3);
+	tcase_add_test(tc, comm_setup_failure_falls_back);
 	tcase_add_test(tc, required_setup_failure_fails_everywhere);
 	tcase_add_test(tc, pack_state_and_topology);
 	suite_add_tcase(s, tc);

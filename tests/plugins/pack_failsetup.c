@@ -2,7 +2,8 @@
 /* A test pack of ABI 0.3 (tests/test_packs.c): one allreduce of int32 sums
  * preferred over every other, with a per-communicator state (comm_setup).
  * With WEFT_TEST_FAILSETUP_RANK=R its setup fails on rank R after a pause,
- * while every other rank is connecting to R; without it, setup succeeds.
+ * while every other rank is connecting to R (with WEFT_TEST_FAILSETUP_IN=comm
+ * its comm_setup fails there instead); without it, setup succeeds.
  * Each rank appends what it saw to WEFT_TEST_FAILSETUP_DIR/rank<N>: its
  * setup's outcome and time, the topology it was given, and its comm_setup
  * and comm_teardown calls, so the test can check them. */
@@ -43,8 +44,34 @@ static long long fs_now_ns(void)
 	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/* The rank whose setup fails (-1: none), and whether comm_setup is where. */
+static int fs_fail_rank(int nranks, int *in_comm)
+{
+	const char *fr = getenv("WEFT_TEST_FAILSETUP_RANK"), *in = getenv("WEFT_TEST_FAILSETUP_IN");
+	int r = fr && *fr ? atoi(fr) : -1;
+	*in_comm = in && strcmp(in, "comm") == 0;
+	return r >= 0 && r < nranks ? r : -1;
+}
+
+static void fs_pause(void)
+{
+	/* Long enough that every other rank is inside its connect. */
+	struct timespec pause = {0, 300 * 1000 * 1000};
+	nanosleep(&pause, NULL);
+}
+
 static int fs_comm_setup(const struct weft_algo_comm *ac, void **pack_state)
 {
+	int in_comm;
+	if (fs_fail_rank(ac->nranks, &in_comm) == ac->rank && in_comm) {
+		fs_pause();
+		FILE *f = fs_open(ac->rank);
+		if (f) {
+			fprintf(f, "comm_setup_failed %lld\n", fs_now_ns());
+			fclose(f);
+		}
+		return -EIO;
+	}
 	struct fs_pack *p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
@@ -84,17 +111,14 @@ static void fs_comm_teardown(void *pack_state)
 static int fs_setup(const struct weft_algo_comm *ac, void **state)
 {
 	struct fs_pack *p = ac->pack_state;
-	const char *fr = getenv("WEFT_TEST_FAILSETUP_RANK");
-	int fail_rank = fr && *fr ? atoi(fr) : -1;
+	int in_comm, fail_rank = fs_fail_rank(ac->nranks, &in_comm);
 	int rc = 0;
 	weft_conn_t *conn = NULL;
 	if (p)
 		p->setups++;
-	if (fail_rank >= 0 && fail_rank < ac->nranks) {
+	if (fail_rank >= 0) {
 		if (ac->rank == fail_rank) {
-			/* Long enough that every other rank is inside its connect. */
-			struct timespec pause = {0, 300 * 1000 * 1000};
-			nanosleep(&pause, NULL);
+			fs_pause();
 			rc = -EIO;
 		} else {
 			rc = ac->prim->connect(ac->comm, fail_rank, NULL, &conn);
