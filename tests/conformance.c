@@ -214,6 +214,46 @@ static int world_down(struct world *w)
 	return 0;
 }
 
+/* ------------------------------------------------- crashes stay crashes
+ * Libraries that plugins pull in may catch SIGSEGV and its kin to print a
+ * backtrace and exit(1) (UCX's libucs does, as does libpsm2 under
+ * libfabric), which would make a crash look like a plain failure. In a rank
+ * the executable's own sigaction and signal, which those libraries bind to
+ * (the binary exports them: ENABLE_EXPORTS), keep the default action of
+ * these signals, so the rank dies by the signal and the check names it. */
+static int g_keep_crashes;
+
+static int crash_signal(int sig)
+{
+	return sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGABRT;
+}
+
+int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+	int (*real)(int, const struct sigaction *, struct sigaction *);
+	void *sym = dlsym(RTLD_NEXT, "sigaction");
+	if (!sym) {
+		errno = ENOSYS;
+		return -1;
+	}
+	memcpy(&real, &sym, sizeof(real));
+	if (g_keep_crashes && act && crash_signal(sig) && act->sa_handler != SIG_DFL)
+		return real(sig, NULL, old); /* refused quietly: the caller sees success */
+	return real(sig, act, old);
+}
+
+sighandler_t signal(int sig, sighandler_t handler)
+{
+	struct sigaction sa, old;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = handler;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(sig, &sa, &old) != 0)
+		return SIG_ERR;
+	return old.sa_handler;
+}
+
 /* ------------------------------------------------------- forking ranks */
 /* Called by cf_fork between polls while the ranks run, so that the forking
  * process can act on them (stop and continue one). stopped[r] is set when
@@ -253,6 +293,7 @@ static int cf_fork(int n, wt_rank_fn fn, void *arg, int timeout_s, cf_watch_fn w
 		if (pid == 0) {
 			/* A rank must never outlive the check that made it. */
 			alarm((unsigned)timeout_s + 5);
+			g_keep_crashes = 1;
 			int rc = fn(r, n, arg);
 			fflush(NULL);
 			_exit(rc == 0 ? 0 : (rc < 0 ? 1 : rc & 0xff));
