@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <weft/info.h>
+
 #include "base.h"
 #include "coll.h"
 #include "config.h"
@@ -671,6 +673,34 @@ WEFT_API int weft__coll_execute(weft_comm_t *comm, const struct weft_coll_args *
 }
 
 /* ------------------------------------------------------------ weft-info */
+
+int weft__coll_catalog(struct weft_info_algo *out, int max)
+{
+	int rc = cat_load();
+	if (rc != 0)
+		return rc;
+	for (int i = 0; i < ncat && i < max && out; i++) {
+		const struct weft_algo *a = cat[i].algo;
+		out[i] = (struct weft_info_algo){
+			.size = sizeof(out[i]),
+			.pack = cat[i].pack,
+			.name = a->name,
+			.coll = (int)a->coll,
+			.min_bytes = a->min_bytes,
+			.max_bytes = a->max_bytes,
+			.max_peer_bytes = WEFT_HAS_FIELD(a, struct weft_algo, max_peer_bytes) ? a->max_peer_bytes : 0,
+			.min_ranks = a->min_ranks,
+			.max_ranks = a->max_ranks,
+			.mem_types = a->mem_types,
+			.redops = a->coll == WEFT_COLL_ALLREDUCE || a->coll == WEFT_COLL_REDUCE ||
+						  a->coll == WEFT_COLL_REDUCE_SCATTER
+					  ? cat[i].redops
+					  : 0,
+			.priority = a->priority,
+		};
+	}
+	return ncat;
+}
 
 static void fmt_size(uint64_t b, char *buf, size_t len)
 {

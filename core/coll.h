@@ -43,6 +43,10 @@ void weft__coll_print_choices(FILE *out, int nranks, enum weft_mem_type mem);
  * reach (other memory types). Same errors as the public calls. */
 WEFT_API int weft__coll_execute(weft_comm_t *comm, const struct weft_coll_args *args);
 
+/* weft_info_algorithms (include/weft/info.h). */
+struct weft_info_algo;
+int weft__coll_catalog(struct weft_info_algo *out, int max);
+
 /* "pack/algo" of the algorithm that served the last collective on comm, or NULL
  * when none ran. The string lives until exit. Thread safety: one thread per comm. */
 const char *weft__coll_last_algo(weft_comm_t *comm);

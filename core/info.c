@@ -88,6 +88,13 @@ WEFT_API void weft_info_print_algorithm_choice(FILE *out, int nranks, enum weft_
 	weft__coll_print_choices(out, nranks, mem);
 }
 
+WEFT_API int weft_info_algorithms(struct weft_info_algo *out, int max)
+{
+	if (max < 0 || (max > 0 && !out))
+		return -EINVAL;
+	return weft__coll_catalog(out, max);
+}
+
 WEFT_API const char *weft_info_last_algorithm(weft_comm_t *comm)
 {
 	return weft__coll_last_algo(comm);

@@ -7,7 +7,8 @@
  *   tried again, and the pack's state made for it is torn down;
  * - where a rule requires that algorithm, every rank returns the failure;
  * - comm_setup's state reaches setup, comm_teardown runs once at destroy,
- *   and the topology (classes, hosts, local ranks, routes) is the core's. */
+ *   and the topology (classes, hosts, local ranks, routes) is the core's;
+ * - weft_info_algorithms lists the pack's algorithm as it declares it. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdint.h>
@@ -229,6 +230,38 @@ START_TEST(pack_state_and_topology)
 }
 END_TEST
 
+/* weft_info_algorithms shows the test pack as it declares itself. */
+START_TEST(info_lists_algorithms)
+{
+	pk_env("", NULL);
+	int n = weft_info_algorithms(NULL, 0);
+	ck_assert_int_gt(n, 1);
+	struct weft_info_algo *a = calloc((size_t)n, sizeof(*a));
+	ck_assert_ptr_nonnull(a);
+	ck_assert_int_eq(weft_info_algorithms(a, n), n);
+	int found = 0, host = 0;
+	for (int i = 0; i < n; i++) {
+		ck_assert_uint_eq(a[i].size, sizeof(a[i]));
+		if (strcmp(a[i].pack, "algo-host") == 0)
+			host++;
+		if (strcmp(a[i].pack, "failsetup") != 0)
+			continue;
+		found++;
+		ck_assert_str_eq(a[i].name, "allreduce-connect");
+		ck_assert_int_eq(a[i].coll, WEFT_COLL_ALLREDUCE);
+		ck_assert_int_eq(a[i].min_ranks, 2);
+		ck_assert_int_eq(a[i].priority, 1000);
+		ck_assert_uint_eq(a[i].mem_types, 1u << WEFT_MEM_HOST);
+		ck_assert_uint_eq(a[i].redops, 1u << WEFT_SUM);
+	}
+	ck_assert_int_eq(found, 1);
+	ck_assert_int_gt(host, 0);
+	ck_assert_int_eq(weft_info_algorithms(NULL, 1), -EINVAL);
+	free(a);
+	wt_rmdir(g_dir);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("packs");
@@ -238,6 +271,7 @@ int main(void)
 	tcase_add_test(tc, comm_setup_failure_falls_back);
 	tcase_add_test(tc, required_setup_failure_fails_everywhere);
 	tcase_add_test(tc, pack_state_and_topology);
+	tcase_add_test(tc, info_lists_algorithms);
 	suite_add_tcase(s, tc);
 	return wt_run_suite(s);
 }

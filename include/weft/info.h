@@ -77,6 +77,26 @@ WEFT_API int weft_info_print_transport_choice(FILE *out, weft_comm_t *comm, int 
  * with buffers of memory type mem, and why (weft-info --select). */
 WEFT_API void weft_info_print_algorithm_choice(FILE *out, int nranks, enum weft_mem_type mem);
 
+/* One algorithm of a loaded pack, as it declares itself (plugin.h's struct
+ * weft_algo; 0 limits mean none), for tools that check or show packs. */
+struct weft_info_algo {
+	size_t size;               /* written by weft_info_algorithms: sizeof this struct */
+	const char *pack;          /* the pack's name */
+	const char *name;          /* the algorithm's, unique within its pack */
+	int coll;                  /* enum weft_collective (plugin.h) */
+	unsigned long long min_bytes, max_bytes, max_peer_bytes;
+	int min_ranks, max_ranks;
+	unsigned mem_types;        /* bit (1u << enum weft_mem_type) */
+	unsigned redops;           /* bit (1u << enum weft_redop) the core may hand it */
+	int priority;
+};
+
+/* Every algorithm of the loaded packs, in catalog order: fills out[0 ..
+ * min(count, max)) and returns the count (loading first when needed), or a
+ * negative error (-WEFT_ERR_CONFIG, -ENOMEM). Strings live until exit.
+ * Thread safety: any thread. */
+WEFT_API int weft_info_algorithms(struct weft_info_algo *out, int max);
+
 /* "pack/algorithm" of the algorithm that served comm's last collective, or
  * NULL when none ran. Lives until exit. Thread safety: one thread per comm. */
 WEFT_API const char *weft_info_last_algorithm(weft_comm_t *comm);
