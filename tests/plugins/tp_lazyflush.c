@@ -86,6 +86,7 @@ struct lf_endpoint {
 	size_t rh_got;
 	char *rdst;
 	size_t rleft;
+	int rdrop; /* the payload is for a region no longer registered: read and dropped */
 };
 
 struct lf_context {
@@ -452,8 +453,19 @@ static int lf_take_header(struct lf_endpoint *e)
 	}
 	const struct lf_region *r = lf_find(e->tc, h->id);
 	uint64_t n = h->type == LF_PUT ? h->arg : sizeof(uint64_t);
-	if ((h->type != LF_PUT && h->type != LF_SIG) || !r || h->off > r->len || n > r->len - h->off)
-		return lf_fail(e, -WEFT_ERR_PROTOCOL, "malformed message (unknown type, region or bounds)");
+	if ((h->type != LF_PUT && h->type != LF_SIG) || (r && (h->off > r->len || n > r->len - h->off)))
+		return lf_fail(e, -WEFT_ERR_PROTOCOL, "malformed message (unknown type, or out of bounds)");
+	if (!r) {
+		/* Its flush let the origin go on before this landed, and the target
+		 * has deregistered the region since: the late bytes are dropped. */
+		static char scratch[65536];
+		if (h->type == LF_PUT && n > 0) {
+			e->rdst = scratch;
+			e->rleft = (size_t)n;
+			e->rdrop = 1;
+		}
+		return 0;
+	}
 	if (h->type == LF_SIG) {
 		__atomic_store_n((uint64_t *)(void *)(r->base + h->off), h->arg, __ATOMIC_RELEASE);
 		struct lf_hdr ack = {.type = LF_ACK, .arg = h->seq};
@@ -472,6 +484,8 @@ static int lf_recv_some(struct lf_endpoint *e)
 		ssize_t n;
 		if (e->rdst) {
 			size_t want = e->rleft < budget ? e->rleft : budget;
+			if (e->rdrop && want > 65536)
+				want = 65536;
 			n = recv(e->fd, e->rdst, want, MSG_DONTWAIT);
 		} else {
 			n = recv(e->fd, (char *)&e->rh + e->rh_got, sizeof(e->rh) - e->rh_got, MSG_DONTWAIT);
@@ -490,10 +504,12 @@ static int lf_recv_some(struct lf_endpoint *e)
 			return lf_fail(e, -WEFT_ERR_PEER, "the peer closed its connection mid-message");
 		budget -= (size_t)n < budget ? (size_t)n : budget;
 		if (e->rdst) {
-			e->rdst += n;
+			if (!e->rdrop)
+				e->rdst += n;
 			e->rleft -= (size_t)n;
 			if (e->rleft == 0) {
 				e->rdst = NULL;
+				e->rdrop = 0;
 				struct lf_hdr ack = {.type = LF_ACK, .arg = e->rh.seq};
 				int rc = lf_queue(e, &ack);
 				if (rc != 0)
