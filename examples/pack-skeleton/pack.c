@@ -277,7 +277,7 @@ static void sp_teardown(void *state)
 }
 
 /* Every reduction weft names, the pre-multiplied sum included (ABI 0.3). */
-#define SP_REDOPS                                                                                          \
+#define SP_REDOPS                                                                                        \
 	((1u << WEFT_SUM) | (1u << WEFT_PROD) | (1u << WEFT_MIN) | (1u << WEFT_MAX) | (1u << WEFT_AVG) | \
 	 (1u << WEFT_PREMUL_SUM))
 
