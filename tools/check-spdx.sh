@@ -11,7 +11,7 @@ while IFS= read -r f; do
 	case $f in
 	docs/* | fuzz/corpus/*) continue ;;
 	*.c | *.h | *.cu | *.hip | *.map | *.sh | *.cmake | *.py | *.supp | *.in | */CMakeLists.txt | CMakeLists.txt | .ci/run | \
-		tools/weft-plugin-check | .clang-format) ;;
+		.clang-format) ;;
 	*) continue ;;
 	esac
 	[[ -f $f ]] || continue
