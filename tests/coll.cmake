@@ -1,11 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
 # Collective layer (core/coll.c) and the algo-host pack.
-# test_algo_select: no processes: algo-host's conversions and reductions (its
-# reduce.c built in) and algorithm selection through weft__coll_print_choices,
-# with the pack loaded from the build tree.
+# test_algo_select: no processes: names, parsers and algorithm selection
+# through weft__coll_print_choices, with the pack loaded from the build tree
+# (its reductions are the kit's: tests/kit.cmake).
 if(TARGET weft-plugin-algo-host)
   weft_add_test(test_algo_select
-    SOURCES test_algo_select.c ${PROJECT_SOURCE_DIR}/plugins/algo-host/reduce.c
+    SOURCES test_algo_select.c
     LABELS unit TIMEOUT 120 LIBS m)
   add_dependencies(test_algo_select weft-plugin-algo-host)
 endif()

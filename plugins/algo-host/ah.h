@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <weft/kit.h>
 #include <weft/plugin.h>
 
 #define AH_NAME "algo-host"
@@ -35,8 +36,18 @@
 /* The services table weft_plugin_init received; valid until exit. */
 extern const struct weft_core_api *ah_core;
 
-/* A name for an error code (weft.h codes and errno values). */
-const char *ah_strerror(int rc);
+/* The pack's parameters, section [algo-host] or WEFT_ALGO_HOST_<KEY>: the
+ * rows of algos.c declare them (their defaults live there only) and
+ * weft_kit_params_load reads them into this struct. */
+struct ah_params {
+	size_t chunk, scratch, small_max, direct_min, cached_min, cached_max;
+	size_t oneshot_push_max, nt_min, rsag_push_min;
+	uint64_t poll_us;
+	int map, pull, nudge, cached_oversub, rsag_push_always;
+	const char *transport;
+};
+extern const struct weft_kit_param ah_param_rows[];
+extern const size_t ah_nparams;
 
 #define AH_LOG(level, ...) ah_core->log(ah_core->self, level, __VA_ARGS__)
 
@@ -178,22 +189,8 @@ int ah_oneshot_pushes(struct ah_ctx *c, size_t bytes);
 typedef int (*ah_fill_fn)(void *arg, struct ah_ctx *c, uint64_t t, char *slot);
 int ah_pull_run(struct ah_ctx *c, uint64_t rounds, ah_fill_fn fill, ah_plan_fn consume, void *arg);
 
-/* Reductions (reduce.c). */
-int ah_reduce_supported(enum weft_datatype t, enum weft_redop op);
-/* dst[i] = dst[i] op src[i]; AVG sums (ah_finish divides). */
-void ah_reduce(enum weft_datatype t, enum weft_redop op, void *dst, const void *src, size_t n);
-/* dst[i] = a[i] op b[i] (dst may be a or b); -ENOTSUP for the types it leaves
- * to ah_reduce (8-bit, 16-bit floats), having done nothing. */
-int ah_reduce3(enum weft_datatype t, enum weft_redop op, void *dst, const void *a, const void *b, size_t n);
-/* For AVG: dst[i] /= nranks (integers: integer division). Otherwise nothing. */
-void ah_finish(enum weft_datatype t, enum weft_redop op, void *dst, size_t n, int nranks);
-/* dst[i] = src[i] * scalar (one element of t's encoding) for a pre-multiplied
- * sum; dst may be src. -ENOTSUP for the types ah_reduce_supported refuses. */
-int ah_scale(enum weft_datatype t, void *dst, const void *src, const unsigned char *scalar, size_t n);
-float ah_half_to_float(uint16_t h);
-uint16_t ah_float_to_half(float f);
-float ah_bf16_to_float(uint16_t h);
-uint16_t ah_float_to_bf16(float f);
+/* Reductions: weft_kit_reduce and its kin (include/weft/kit.h), every type
+ * and operation; a pre-multiplied sum is weft_kit_scale, then a sum. */
 
 /* The algorithms (algos.c) and the table of them. */
 extern const struct weft_algo *const ah_algos[];

@@ -49,7 +49,7 @@ static void reduce_ordered(struct ah_ctx *c, enum weft_datatype t, enum weft_red
 		 * only if nothing later needs it (rank 0 or 1). */
 		const char *in0 = c->rank == 0 ? own : c->rx_ptr[0];
 		const char *in1 = c->rank == 1 ? own : c->rx_ptr[1];
-		if (ah_reduce3(t, op, dst, in0, in1, n) == 0)
+		if (weft_kit_reduce3(t, op, dst, in0, in1, n) == 0)
 			k0 = 2;
 	}
 	if (own == dst && c->rank >= k0 && c->rank != 0) {
@@ -62,10 +62,10 @@ static void reduce_ordered(struct ah_ctx *c, enum weft_datatype t, enum weft_red
 			if (src != dst)
 				memcpy(dst, src, bytes);
 		} else {
-			ah_reduce(t, op, dst, src, n);
+			weft_kit_reduce(t, op, dst, src, n);
 		}
 	}
-	ah_finish(t, op, dst, n, c->nranks);
+	weft_kit_finish(t, op, dst, n, c->nranks);
 }
 
 static struct ah_ctx *ready_ctx(void *state, int *rc)
@@ -240,7 +240,7 @@ static int ah_supports(void *state, const struct weft_coll_args *a)
 {
 	if (a->mem_type != WEFT_MEM_HOST || !esize(a->dtype))
 		return -ENOTSUP;
-	if (reducing(a->coll) && !ah_reduce_supported(a->dtype, a->op))
+	if (reducing(a->coll) && !weft_kit_reduce_supported(a->dtype, a->op))
 		return -ENOTSUP;
 	if (a->op == WEFT_PREMUL_SUM && reducing(a->coll) && a->scalar_mem != WEFT_MEM_HOST)
 		return -ENOTSUP;
@@ -273,7 +273,7 @@ static int premul_then(void *state, const struct weft_coll_args *a,
 		}
 		dst = c->premul;
 	}
-	int rc = ah_scale(a->dtype, dst, a->sendbuf, a->scalar_host, n);
+	int rc = weft_kit_scale(a->dtype, dst, a->sendbuf, a->scalar_host, n);
 	if (rc)
 		return rc;
 	b.sendbuf = dst;
@@ -733,59 +733,54 @@ static const struct weft_plugin_desc ah_desc = {
 
 static const struct weft_plugin_desc *const ah_descs[] = {&ah_desc, NULL};
 
-static const struct weft_param_decl ah_params[] = {
-	{sizeof(struct weft_param_decl), AH_NAME, "chunk", WEFT_PARAM_SIZE, "512K",
-	 "Bytes per pipeline chunk (one slot of a peer's scratch area); larger messages move in chunks of this size."},
-	{sizeof(struct weft_param_decl), AH_NAME, "scratch", WEFT_PARAM_SIZE, "4M",
-	 "Bytes of receive slots per peer, registered once per communicator (at least two chunks)."},
-	{sizeof(struct weft_param_decl), AH_NAME, "small_max", WEFT_PARAM_SIZE, "16K",
-	 "Largest allreduce the one-shot algorithm serves on 2 ranks; on n ranks small_max / (n - 1), since each rank reads every peer's input. 0 turns it off."},
-	{sizeof(struct weft_param_decl), AH_NAME, "map", WEFT_PARAM_BOOL, "1",
-	 "Copy chunks straight into a peer's scratch where the transport maps it into this process (shm); 0 always puts through staging."},
-	{sizeof(struct weft_param_decl), AH_NAME, "direct_min", WEFT_PARAM_SIZE, "4M",
-	 "Smallest block (bytes per rank) that allgather and allreduce's allgather phase write straight into the peers' output buffers, registered for the call; 0 never."},
-	{sizeof(struct weft_param_decl), AH_NAME, "cached_min", WEFT_PARAM_SIZE, "8K",
-	 "Where every pair of ranks maps each other (shm) and has a CPU, smallest block that allgather and allreduce's allgather phase write straight into the peers' outputs, keeping the output buffer's registration for the next call on it; 0 never does (direct_min applies)."},
-	{sizeof(struct weft_param_decl), AH_NAME, "cached_max", WEFT_PARAM_SIZE, "0",
-	 "Largest block the cached direct gather serves (see cached_min); larger ones publish and pull. 0: no limit."},
-	{sizeof(struct weft_param_decl), AH_NAME, "nudge", WEFT_PARAM_BOOL, "1",
-	 "When two ranks of a comm with a CPU per rank wait on the same CPU, the higher one moves to another CPU it may use (its affinity mask is narrowed and restored at once)."},
-	{sizeof(struct weft_param_decl), AH_NAME, "cached_oversub", WEFT_PARAM_BOOL, "0",
-	 "Use the cached direct gather also when ranks outnumber CPUs (slower there; for tests)."},
-	{sizeof(struct weft_param_decl), AH_NAME, "poll_us", WEFT_PARAM_SIZE, "20000",
-	 "Microseconds a wait for a peer whose scratch is mapped polls its token (spinning, then yielding the CPU) before the core's sleeping wait takes over; 0 never polls."},
-	{sizeof(struct weft_param_decl), AH_NAME, "oneshot_push_max", WEFT_PARAM_SIZE, "16K",
-	 "On two ranks that map each other, each with a CPU, largest allreduce that allreduce-oneshot pushes into the peers' slots instead of publishing and pulling; 0 never."},
-	{sizeof(struct weft_param_decl), AH_NAME, "nt_min", WEFT_PARAM_SIZE, "1M",
-	 "Out of place, smallest block that the cached direct gather puts in pieces, copying each piece to its own place with streaming stores after its puts; 0 never (one put, then one memcpy)."},
-	{sizeof(struct weft_param_decl), AH_NAME, "rsag_push_min", WEFT_PARAM_SIZE, "2M",
-	 "Where ranks outnumber CPUs and every pair maps each other, smallest block (bytes per rank) that allreduce-rsag pushes into the peers' slots instead of publishing and pulling; 0 never."},
-	{sizeof(struct weft_param_decl), AH_NAME, "rsag_push_always", WEFT_PARAM_BOOL, "0",
-	 "Apply rsag_push_min also where every rank has a CPU (slower there; for tests)."},
-	{sizeof(struct weft_param_decl), AH_NAME, "pull", WEFT_PARAM_BOOL, "1",
-	 "Where every pair of ranks maps each other's scratch, allreduce and allgather publish each chunk once in the rank's own slot and peers read it there; 0 always pushes."},
-	{sizeof(struct weft_param_decl), AH_NAME, "transport", WEFT_PARAM_STRING, NULL,
-	 "Transport the pack connects through (e.g. ofi); unset lets the core choose per peer."},
+const struct weft_kit_param ah_param_rows[] = {
+	WEFT_KIT_P_SIZE("chunk", struct ah_params, chunk, "512K", 0, SIZE_MAX,
+			"Bytes per pipeline chunk (one slot of a peer's scratch area); larger messages move in chunks of this size."),
+	WEFT_KIT_P_SIZE("scratch", struct ah_params, scratch, "4M", 0, SIZE_MAX,
+			"Bytes of receive slots per peer, registered once per communicator (at least two chunks)."),
+	WEFT_KIT_P_SIZE("small_max", struct ah_params, small_max, "16K", 0, SIZE_MAX,
+			"Largest allreduce the one-shot algorithm serves on 2 ranks; on n ranks small_max / (n - 1), since each rank reads every peer's input. 0 turns it off."),
+	WEFT_KIT_P_BOOL("map", struct ah_params, map, "1",
+			"Copy chunks straight into a peer's scratch where the transport maps it into this process (shm); 0 always puts through staging."),
+	WEFT_KIT_P_SIZE("direct_min", struct ah_params, direct_min, "4M", 0, SIZE_MAX,
+			"Smallest block (bytes per rank) that allgather and allreduce's allgather phase write straight into the peers' output buffers, registered for the call; 0 never."),
+	WEFT_KIT_P_SIZE("cached_min", struct ah_params, cached_min, "8K", 0, SIZE_MAX,
+			"Where every pair of ranks maps each other (shm) and has a CPU, smallest block that allgather and allreduce's allgather phase write straight into the peers' outputs, keeping the output buffer's registration for the next call on it; 0 never does (direct_min applies)."),
+	WEFT_KIT_P_SIZE("cached_max", struct ah_params, cached_max, "0", 0, SIZE_MAX,
+			"Largest block the cached direct gather serves (see cached_min); larger ones publish and pull. 0: no limit."),
+	WEFT_KIT_P_BOOL("nudge", struct ah_params, nudge, "1",
+			"When two ranks of a comm with a CPU per rank wait on the same CPU, the higher one moves to another CPU it may use (its affinity mask is narrowed and restored at once)."),
+	WEFT_KIT_P_BOOL("cached_oversub", struct ah_params, cached_oversub, "0",
+			"Use the cached direct gather also when ranks outnumber CPUs (slower there; for tests)."),
+	WEFT_KIT_P_SIZE("poll_us", struct ah_params, poll_us, "20000", 0, UINT64_MAX,
+			"Microseconds a wait for a peer whose scratch is mapped polls its token (spinning, then yielding the CPU) before the core's sleeping wait takes over; 0 never polls."),
+	WEFT_KIT_P_SIZE("oneshot_push_max", struct ah_params, oneshot_push_max, "16K", 0, SIZE_MAX,
+			"On two ranks that map each other, each with a CPU, largest allreduce that allreduce-oneshot pushes into the peers' slots instead of publishing and pulling; 0 never."),
+	WEFT_KIT_P_SIZE("nt_min", struct ah_params, nt_min, "1M", 0, SIZE_MAX,
+			"Out of place, smallest block that the cached direct gather puts in pieces, copying each piece to its own place with streaming stores after its puts; 0 never (one put, then one memcpy)."),
+	WEFT_KIT_P_SIZE("rsag_push_min", struct ah_params, rsag_push_min, "2M", 0, SIZE_MAX,
+			"Where ranks outnumber CPUs and every pair maps each other, smallest block (bytes per rank) that allreduce-rsag pushes into the peers' slots instead of publishing and pulling; 0 never."),
+	WEFT_KIT_P_BOOL("rsag_push_always", struct ah_params, rsag_push_always, "0",
+			"Apply rsag_push_min also where every rank has a CPU (slower there; for tests)."),
+	WEFT_KIT_P_BOOL("pull", struct ah_params, pull, "1",
+			"Where every pair of ranks maps each other's scratch, allreduce and allgather publish each chunk once in the rank's own slot and peers read it there; 0 always pushes."),
+	WEFT_KIT_P_STRING("transport", struct ah_params, transport, NULL, NULL,
+			  "Transport the pack connects through (e.g. ofi); unset lets the core choose per peer."),
 };
+const size_t ah_nparams = WEFT_KIT_NROWS(ah_param_rows);
 
 WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const struct weft_core_api *core)
 {
 	if (!core || core->size < offsetof(struct weft_core_api, free) + sizeof(core->free))
 		return NULL;
 	ah_core = core;
-	for (size_t i = 0; i < sizeof(ah_params) / sizeof(ah_params[0]); i++) {
-		int rc = core->param_declare(core->self, &ah_params[i]);
-		if (rc && rc != -EEXIST) {
-			AH_LOG(WEFT_LOG_ERROR, "cannot declare parameter %s: %s", ah_params[i].key, ah_strerror(rc));
-			return NULL;
-		}
-	}
-	uint64_t small_max; /* declared above: its default comes from there */
-	int rc = core->param_get(core->self, AH_NAME, "small_max", WEFT_PARAM_SIZE, &small_max, NULL);
-	if (rc) {
-		AH_LOG(WEFT_LOG_ERROR, "parameter small_max: %d; the pack declines to load", rc);
+	if (weft_kit_params_declare(core, AH_NAME, ah_param_rows, ah_nparams))
+		return NULL; /* logged, naming the parameter */
+	struct ah_params p; /* the rows' defaults, or what the user set */
+	if (weft_kit_params_load(core, AH_NAME, ah_param_rows, ah_nparams, &p)) {
+		AH_LOG(WEFT_LOG_ERROR, "the pack declines to load");
 		return NULL;
 	}
-	ah_algos_configure(small_max);
+	ah_algos_configure(p.small_max);
 	return ah_descs;
 }

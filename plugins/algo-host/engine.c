@@ -18,18 +18,6 @@
 
 #include "ah.h"
 
-const char *ah_strerror(int rc)
-{
-	/* The core's weft_strerror is out of reach (plugins link no core symbol). */
-	static const char *const own[] = {"plugin error", "ABI mismatch", "configuration error", "peer failed",
-					  "aborted", "protocol error", "authentication failed", "transport error",
-					  "no device", "ranks disagree"};
-	int e = rc < 0 ? -rc : rc;
-	if (e >= WEFT_ERR_FIRST && (size_t)(e - WEFT_ERR_FIRST) < sizeof(own) / sizeof(own[0]))
-		return own[e - WEFT_ERR_FIRST];
-	return strerror(e);
-}
-
 
 /* Scratch and staging come from the core's allocator when a transport of the
  * comm offers host memory that peers can map (shm's segments): a put is then
@@ -47,7 +35,8 @@ static void *ah_alloc_area(struct ah_ctx *c, size_t bytes, int *from_tp)
 			return p; /* zero-filled */
 		}
 		if (rc != -ENOTSUP && rc != -ENOSYS)
-			AH_LOG(WEFT_LOG_DEBUG, "mem_alloc of %zu bytes: %s; using plain memory", bytes, ah_strerror(rc));
+			AH_LOG(WEFT_LOG_DEBUG, "mem_alloc of %zu bytes: %s; using plain memory", bytes,
+			       weft_kit_strerror(rc));
 		p = NULL;
 	}
 	/* Page alignment keeps registration cheap for transports that pin pages. */
@@ -65,48 +54,29 @@ static void ah_free_area(struct ah_ctx *c, void *p, int from_tp)
 		free(p);
 }
 
-/* Parameters of [algo-host]: every key read here is declared (algos.c's
- * ah_params), so param_get always has a value: the environment's, the config
- * file's, or the declaration's default, which is the only place defaults live. */
-static uint64_t param_u64(const char *key)
-{
-	uint64_t v = 0;
-	ah_core->param_get(ah_core->self, AH_NAME, key, WEFT_PARAM_SIZE, &v, NULL);
-	return v;
-}
-
-static size_t param_size(const char *key)
-{
-	uint64_t v = param_u64(key);
-	return v > SIZE_MAX ? SIZE_MAX : (size_t)v;
-}
-
-static int param_bool(const char *key)
-{
-	int v = 0;
-	ah_core->param_get(ah_core->self, AH_NAME, key, WEFT_PARAM_BOOL, &v, NULL);
-	return v;
-}
-
+/* Parameters of [algo-host]: every key is a row of algos.c's ah_param_rows,
+ * whose defaults are the only ones. */
 static int read_params(struct ah_ctx *c)
 {
-	c->pull = param_bool("pull");
+	struct ah_params p;
+	int rc = weft_kit_params_load(ah_core, AH_NAME, ah_param_rows, ah_nparams, &p);
+	if (rc)
+		return rc;
+	c->pull = p.pull;
 	c->pull_ok = -1;
-	uint64_t poll_us = param_u64("poll_us");
-	c->poll_ns = poll_us > UINT64_MAX / 1000 ? UINT64_MAX : poll_us * 1000;
-	c->map = param_bool("map");
-	c->direct_min = param_size("direct_min");
-	c->cached_min = param_size("cached_min");
-	c->cached_max = param_size("cached_max");
-	c->cached_oversub = param_bool("cached_oversub");
-	c->rsag_push_min = param_size("rsag_push_min");
-	c->rsag_push_always = param_bool("rsag_push_always");
-	c->oneshot_push_max = param_size("oneshot_push_max");
-	c->nt_min = param_size("nt_min");
-	c->nudge = param_bool("nudge");
-	uint64_t chunk = param_u64("chunk"), scratch = param_u64("scratch");
-	const char *tp = NULL;
-	ah_core->param_get(ah_core->self, AH_NAME, "transport", WEFT_PARAM_STRING, &tp, NULL);
+	c->poll_ns = p.poll_us > UINT64_MAX / 1000 ? UINT64_MAX : p.poll_us * 1000;
+	c->map = p.map;
+	c->direct_min = p.direct_min;
+	c->cached_min = p.cached_min;
+	c->cached_max = p.cached_max;
+	c->cached_oversub = p.cached_oversub;
+	c->rsag_push_min = p.rsag_push_min;
+	c->rsag_push_always = p.rsag_push_always;
+	c->oneshot_push_max = p.oneshot_push_max;
+	c->nt_min = p.nt_min;
+	c->nudge = p.nudge;
+	uint64_t chunk = p.chunk, scratch = p.scratch;
+	const char *tp = p.transport;
 	uint64_t want = chunk;
 	chunk &= ~(uint64_t)63;
 	if (chunk < 4096)
@@ -158,7 +128,8 @@ static void ctx_free(struct ah_ctx *c)
 	if (mapped && c->prim->comm_status(c->comm) == 0) {
 		int rc = c->prim->comm_barrier(c->comm);
 		if (rc)
-			AH_LOG(WEFT_LOG_WARN, "teardown: the ranks did not meet (%s); freeing anyway", ah_strerror(rc));
+			AH_LOG(WEFT_LOG_WARN, "teardown: the ranks did not meet (%s); freeing anyway",
+			       weft_kit_strerror(rc));
 	}
 	if (c->peers)
 		for (int p = 0; p < c->nranks; p++)
@@ -243,12 +214,12 @@ static int ctx_create(const struct weft_algo_comm *ac, struct ah_ctx **out)
 	/* One registration each for the life of the communicator, never per call. */
 	rc = c->prim->mem_register(c->comm, c->scratch_base, c->hdr + c->area * n, WEFT_MEM_HOST, &c->scratch_mem);
 	if (rc) {
-		AH_LOG(WEFT_LOG_ERROR, "cannot register %zu bytes of scratch: %s", c->area * n, ah_strerror(rc));
+		AH_LOG(WEFT_LOG_ERROR, "cannot register %zu bytes of scratch: %s", c->area * n, weft_kit_strerror(rc));
 		goto err_free;
 	}
 	rc = c->prim->mem_register(c->comm, c->staging, c->area * n, WEFT_MEM_HOST, &c->staging_mem);
 	if (rc) {
-		AH_LOG(WEFT_LOG_ERROR, "cannot register %zu bytes of staging: %s", c->area * n, ah_strerror(rc));
+		AH_LOG(WEFT_LOG_ERROR, "cannot register %zu bytes of staging: %s", c->area * n, weft_kit_strerror(rc));
 		goto err_free;
 	}
 	AH_LOG(WEFT_LOG_DEBUG, "context for %d ranks: %u slots of %zu bytes per peer, transport %s", c->nranks,
@@ -321,7 +292,8 @@ static int map_peer(struct ah_ctx *c, int peer)
 	memcpy(&theirs, in, 8);
 	memcpy(boot, in + 8, AH_BOOT_ID);
 	if (rc) {
-		AH_LOG(WEFT_LOG_ERROR, "cannot exchange the scratch canary with rank %d: %s", peer, ah_strerror(rc));
+		AH_LOG(WEFT_LOG_ERROR, "cannot exchange the scratch canary with rank %d: %s", peer,
+		       weft_kit_strerror(rc));
 		return rc;
 	}
 	void *ptr = NULL;
@@ -332,12 +304,12 @@ static int map_peer(struct ah_ctx *c, int peer)
 	rc = pr->rmem_device_ptr(p->conn, p->rscratch, &ptr);
 	if (rc || !ptr) {
 		AH_LOG(WEFT_LOG_DEBUG, "rank %d's scratch is not mapped here (%s): puts go through staging", peer,
-		       rc ? ah_strerror(rc) : "no address");
+		       rc ? weft_kit_strerror(rc) : "no address");
 		return 0;
 	}
 	if ((rc = probe_read(ptr, &seen)) || seen != theirs) {
 		AH_LOG(WEFT_LOG_DEBUG, "rank %d's scratch mapping is not host-usable here (%s): puts go through staging",
-		       peer, rc ? ah_strerror(rc) : "canary differs");
+		       peer, rc ? weft_kit_strerror(rc) : "canary differs");
 		return 0;
 	}
 	p->rmap = (char *)ptr + c->hdr + (size_t)c->rank * c->area;
@@ -361,7 +333,8 @@ static int pair_mode(struct ah_ctx *c, int peer)
 	if (rc == 0)
 		rc = pr->comm_recv(c->comm, peer, AH_TAG_CANARY, &theirs, 1);
 	if (rc) {
-		AH_LOG(WEFT_LOG_ERROR, "cannot agree on the channel mode with rank %d: %s", peer, ah_strerror(rc));
+		AH_LOG(WEFT_LOG_ERROR, "cannot agree on the channel mode with rank %d: %s", peer,
+		       weft_kit_strerror(rc));
 		return rc;
 	}
 	if (!mine || !theirs)
@@ -391,14 +364,14 @@ int ah_ensure_peer(struct ah_ctx *c, int peer)
 	int rc = pr->connect(c->comm, peer, c->transport, &p->conn);
 	if (rc) {
 		AH_LOG(WEFT_LOG_ERROR, "cannot connect to rank %d%s%s: %s", peer, c->transport ? " over " : "",
-		       c->transport ? c->transport : "", ah_strerror(rc));
+		       c->transport ? c->transport : "", weft_kit_strerror(rc));
 		goto err_release;
 	}
 	if ((rc = pr->mem_exchange(c->scratch_mem, peer, &p->rscratch)) ||
 	    (rc = pr->sem_create(c->comm, &p->data_sem)) || (rc = pr->sem_create(c->comm, &p->free_sem)) ||
 	    (rc = pr->sem_exchange(p->data_sem, peer, &p->data_rsem)) ||
 	    (rc = pr->sem_exchange(p->free_sem, peer, &p->free_rsem))) {
-		AH_LOG(WEFT_LOG_ERROR, "cannot set up channels with rank %d: %s", peer, ah_strerror(rc));
+		AH_LOG(WEFT_LOG_ERROR, "cannot set up channels with rank %d: %s", peer, weft_kit_strerror(rc));
 		goto err_release;
 	}
 	if ((rc = map_peer(c, peer)) || (rc = pair_mode(c, peer)))
@@ -742,7 +715,7 @@ static int src_registration(struct ah_ctx *c, const void *src, size_t len)
 	c->src_mem = NULL;
 	int rc = pr->mem_register(c->comm, (void *)(uintptr_t)src, len, WEFT_MEM_HOST, &c->src_mem);
 	if (rc) {
-		AH_LOG(WEFT_LOG_ERROR, "cannot register the %zu-byte input buffer: %s", len, ah_strerror(rc));
+		AH_LOG(WEFT_LOG_ERROR, "cannot register the %zu-byte input buffer: %s", len, weft_kit_strerror(rc));
 		return rc;
 	}
 	c->src_ptr = src;
@@ -783,7 +756,8 @@ int ah_direct_gather(struct ah_ctx *c, void *buf, size_t len, const size_t *off,
 		mem = c->dir_mem;
 	} else {
 		if ((rc = pr->mem_register(c->comm, buf, len, WEFT_MEM_HOST, &mem))) {
-			AH_LOG(WEFT_LOG_ERROR, "cannot register the %zu-byte output buffer: %s", len, ah_strerror(rc));
+			AH_LOG(WEFT_LOG_ERROR, "cannot register the %zu-byte output buffer: %s", len,
+			       weft_kit_strerror(rc));
 			return rc;
 		}
 		if (cached) {
@@ -816,7 +790,7 @@ int ah_direct_gather(struct ah_ctx *c, void *buf, size_t len, const size_t *off,
 			/* Ascending peers: the global (lower, higher) order of ah_ensure_all. */
 			if ((rc = pr->mem_exchange(mem, p, &pp->rdirect))) {
 				AH_LOG(WEFT_LOG_ERROR, "cannot exchange the output buffer with rank %d: %s", p,
-				       ah_strerror(rc));
+				       weft_kit_strerror(rc));
 				c->broken = rc;
 				return rc;
 			}
@@ -827,7 +801,7 @@ int ah_direct_gather(struct ah_ctx *c, void *buf, size_t len, const size_t *off,
 		for (int p = 0; p < n; p++) {
 			if (p != me && (rc = pr->mem_exchange(mem, p, &c->peers[p].rdirect))) {
 				AH_LOG(WEFT_LOG_ERROR, "cannot exchange the output buffer with rank %d: %s", p,
-				       ah_strerror(rc));
+				       weft_kit_strerror(rc));
 				goto err_release;
 			}
 		}
@@ -909,7 +883,7 @@ int ah_direct_gather(struct ah_ctx *c, void *buf, size_t len, const size_t *off,
 
 err_broken:
 	AH_LOG(WEFT_LOG_ERROR, "transfer failed: %s; the pack refuses further calls on this communicator",
-	       ah_strerror(rc));
+	       weft_kit_strerror(rc));
 	c->broken = rc;
 	if (cached)
 		return rc; /* ctx_free releases what is kept */
@@ -950,7 +924,7 @@ int ah_pull_ready(struct ah_ctx *c)
 		spin_all &= all[p] >> 1;
 	}
 	if (rc) {
-		AH_LOG(WEFT_LOG_ERROR, "cannot agree on the publish-and-pull mode: %s", ah_strerror(rc));
+		AH_LOG(WEFT_LOG_ERROR, "cannot agree on the publish-and-pull mode: %s", weft_kit_strerror(rc));
 		c->broken = rc;
 	}
 	c->spin_all = ok && spin_all;
@@ -1027,7 +1001,7 @@ int ah_pull_run(struct ah_ctx *c, uint64_t rounds, ah_fill_fn fill, ah_plan_fn c
 
 err:
 	AH_LOG(WEFT_LOG_ERROR, "transfer failed: %s; the pack refuses further calls on this communicator",
-	       ah_strerror(rc));
+	       weft_kit_strerror(rc));
 	c->broken = rc;
 	return rc;
 }
@@ -1100,7 +1074,7 @@ err:
 	/* Our counters and the peers' no longer agree: refuse further calls on this
 	 * communicator rather than deliver wrong data. */
 	AH_LOG(WEFT_LOG_ERROR, "transfer failed: %s; the pack refuses further calls on this communicator",
-	       ah_strerror(rc));
+	       weft_kit_strerror(rc));
 	c->broken = rc;
 	return rc;
 }
