@@ -12,26 +12,21 @@
 
 const struct weft_core_api *shm_core;
 
-static const struct weft_param_decl shm_params[] = {
-	{sizeof(struct weft_param_decl), "shm", "map", WEFT_PARAM_BOOL, "1",
-	 "map peers' shared-memory segments and write them with memcpy (0: every write uses cross-memory attach)"},
-	{sizeof(struct weft_param_decl), "shm", "cma", WEFT_PARAM_BOOL, "1",
-	 "write regions that are not in a segment with process_vm_writev (cross-memory attach)"},
-	{sizeof(struct weft_param_decl), "shm", "ptracer_any", WEFT_PARAM_BOOL, "1",
-	 "under Yama ptrace_scope=1, let peer processes of this user write this one with CMA (PR_SET_PTRACER_ANY)"},
+/* The parameters of [shm], read at each open. */
+struct shm_settings {
+	int map, cma, ptracer_any;
 };
 
-static int get_bool(const char *key, bool *out)
-{
-	int v = 0;
-	int rc = shm_core->param_get(shm_core->self, "shm", key, WEFT_PARAM_BOOL, &v, NULL);
-	if (rc < 0) {
-		SHM_ERR("cannot read parameter shm.%s: %d", key, rc);
-		return rc;
-	}
-	*out = v != 0;
-	return 0;
-}
+static const struct weft_kit_param shm_params[] = {
+	WEFT_KIT_P_BOOL("map", struct shm_settings, map, "1",
+			"map peers' shared-memory segments and write them with memcpy (0: every write uses cross-memory "
+			"attach)"),
+	WEFT_KIT_P_BOOL("cma", struct shm_settings, cma, "1",
+			"write regions that are not in a segment with process_vm_writev (cross-memory attach)"),
+	WEFT_KIT_P_BOOL("ptracer_any", struct shm_settings, ptracer_any, "1",
+			"under Yama ptrace_scope=1, let peer processes of this user write this one with CMA "
+			"(PR_SET_PTRACER_ANY)"),
+};
 
 /* Yama's ptrace_scope 1 lets a process attach only to its descendants, and
  * process_vm_writev needs attach rights: ranks are siblings, so each one
@@ -58,11 +53,11 @@ static int shm_open_ctx(const struct weft_tp_open_args *args, void **tc)
 {
 	if (!args || !tc || args->size < offsetof(struct weft_tp_open_args, nranks) + sizeof(args->nranks))
 		return -EINVAL;
-	bool map, cma, ptracer;
-	int rc;
-	if ((rc = get_bool("map", &map)) < 0 || (rc = get_bool("cma", &cma)) < 0 ||
-	    (rc = get_bool("ptracer_any", &ptracer)) < 0)
+	struct shm_settings set;
+	int rc = weft_kit_params_load(shm_core, "shm", shm_params, WEFT_KIT_NROWS(shm_params), &set);
+	if (rc < 0)
 		return rc;
+	bool map = set.map, cma = set.cma, ptracer = set.ptracer_any;
 	if (!map && !cma) {
 		SHM_ERR("shm.map=0 and shm.cma=0 leave no way to write a peer's memory");
 		return -WEFT_ERR_CONFIG;
@@ -173,11 +168,7 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 	if (!weft_core_api_usable(core))
 		return NULL;
 	shm_core = core;
-	size_t bad = 0;
-	int rc = weft_plugin_declare_params(core, shm_params, sizeof(shm_params) / sizeof(shm_params[0]), &bad);
-	if (rc != 0) {
-		SHM_ERR("cannot declare parameter shm.%s: %d", shm_params[bad].key, rc);
-		return NULL;
-	}
+	if (weft_kit_params_declare(core, "shm", shm_params, WEFT_KIT_NROWS(shm_params)) < 0)
+		return NULL; /* logged, naming the parameter */
 	return shm_descs;
 }

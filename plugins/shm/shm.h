@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <weft/kit.h>
 #include <weft/plugin.h>
 
 extern const struct weft_core_api *shm_core;
@@ -81,25 +82,5 @@ int shm_signal(void *ep, void *rmh, uint64_t roff, uint64_t value);
 int shm_flush(void *ep);
 int shm_progress(void *tc);
 int shm_ep_describe(void *ep, char *buf, size_t len);
-
-/* Little-endian field access for the wire formats. */
-static inline void shm_put_u32(unsigned char *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-static inline void shm_put_u64(unsigned char *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-static inline uint32_t shm_get_u32(const unsigned char *p)
-{
-	return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-}
-static inline uint64_t shm_get_u64(const unsigned char *p)
-{
-	return (uint64_t)shm_get_u32(p) | ((uint64_t)shm_get_u32(p + 4) << 32);
-}
 
 #endif /* WEFT_SHM_H */

@@ -58,11 +58,11 @@ int shm_endpoint(void *tc, const struct weft_tp_peer *peer, void *addr, size_t *
 	e->peer = peer->rank;
 	unsigned char *p = addr;
 	memset(p, 0, SHM_ADDR_BYTES);
-	shm_put_u32(p, SHM_ADDR_MAGIC);
-	shm_put_u32(p + 4, SHM_ADDR_VERSION);
-	shm_put_u32(p + 8, (uint32_t)ctx->pid);
-	shm_put_u32(p + 12, (uint32_t)getuid());
-	shm_put_u64(p + 16, pidns_ino());
+	weft_kit_le_put32(p, SHM_ADDR_MAGIC);
+	weft_kit_le_put32(p + 4, SHM_ADDR_VERSION);
+	weft_kit_le_put32(p + 8, (uint32_t)ctx->pid);
+	weft_kit_le_put32(p + 12, (uint32_t)getuid());
+	weft_kit_le_put64(p + 16, pidns_ino());
 	boot_id((char *)p + 24);
 	ctx->neps++;
 	*len = SHM_ADDR_BYTES;
@@ -80,25 +80,25 @@ int shm_connect(void *ep, const void *peer_addr, size_t len)
 		SHM_ERR("connect: the endpoint for rank %d is connected already", e->peer);
 		return -EINVAL;
 	}
-	if (len != SHM_ADDR_BYTES || shm_get_u32(p) != SHM_ADDR_MAGIC || shm_get_u32(p + 4) != SHM_ADDR_VERSION) {
+	if (len != SHM_ADDR_BYTES || weft_kit_le_get32(p) != SHM_ADDR_MAGIC || weft_kit_le_get32(p + 4) != SHM_ADDR_VERSION) {
 		SHM_ERR("connect: rank %d sent a malformed address (%zu bytes)", e->peer, len);
 		return -WEFT_ERR_PROTOCOL;
 	}
-	uint32_t pid = shm_get_u32(p + 8);
+	uint32_t pid = weft_kit_le_get32(p + 8);
 	char mine[SHM_BOOT_ID];
 	boot_id(mine);
 	if (pid == 0 || pid > 4194304 || p[24 + SHM_BOOT_ID - 1] != '\0') {
 		SHM_ERR("connect: rank %d sent a malformed address (pid %u)", e->peer, pid);
 		return -WEFT_ERR_PROTOCOL;
 	}
-	if (memcmp(mine, p + 24, SHM_BOOT_ID) != 0 || shm_get_u64(p + 16) != pidns_ino()) {
+	if (memcmp(mine, p + 24, SHM_BOOT_ID) != 0 || weft_kit_le_get64(p + 16) != pidns_ino()) {
 		SHM_ERR("connect: rank %d runs under another kernel or pid namespace (boot id %.36s, here %.36s): "
 			"shm cannot reach it", e->peer, (const char *)p + 24, mine);
 		return -EHOSTUNREACH;
 	}
-	if (shm_get_u32(p + 12) != (uint32_t)getuid())
+	if (weft_kit_le_get32(p + 12) != (uint32_t)getuid())
 		SHM_WARN("connect: rank %d runs as uid %u, this rank as %u: mapping and CMA will likely be refused",
-			 e->peer, shm_get_u32(p + 12), (unsigned)getuid());
+			 e->peer, weft_kit_le_get32(p + 12), (unsigned)getuid());
 	if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) {
 		SHM_ERR("connect: rank %d's process %u is gone", e->peer, pid);
 		return -WEFT_ERR_PEER;

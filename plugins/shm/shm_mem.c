@@ -228,17 +228,17 @@ int shm_mem_serialize(void *tc, void *mh, void *buf, size_t *len)
 	}
 	unsigned char *p = buf;
 	memset(p, 0, SHM_BLOB_BYTES);
-	shm_put_u32(p, SHM_BLOB_MAGIC);
-	shm_put_u32(p + 4, SHM_BLOB_VERSION);
-	shm_put_u32(p + 8, m->seg_id ? SHM_BLOB_SEG : 0);
-	shm_put_u32(p + 12, (uint32_t)ctx->pid);
-	shm_put_u64(p + 16, (uint64_t)(uintptr_t)m->base);
-	shm_put_u64(p + 24, (uint64_t)m->len);
+	weft_kit_le_put32(p, SHM_BLOB_MAGIC);
+	weft_kit_le_put32(p + 4, SHM_BLOB_VERSION);
+	weft_kit_le_put32(p + 8, m->seg_id ? SHM_BLOB_SEG : 0);
+	weft_kit_le_put32(p + 12, (uint32_t)ctx->pid);
+	weft_kit_le_put64(p + 16, (uint64_t)(uintptr_t)m->base);
+	weft_kit_le_put64(p + 24, (uint64_t)m->len);
 	if (m->seg_id) {
-		shm_put_u64(p + 32, m->seg_id);
-		shm_put_u32(p + 40, (uint32_t)m->seg_fd);
-		shm_put_u64(p + 48, (uint64_t)m->seg_len);
-		shm_put_u64(p + 56, (uint64_t)m->seg_off);
+		weft_kit_le_put64(p + 32, m->seg_id);
+		weft_kit_le_put32(p + 40, (uint32_t)m->seg_fd);
+		weft_kit_le_put64(p + 48, (uint64_t)m->seg_len);
+		weft_kit_le_put64(p + 56, (uint64_t)m->seg_off);
 	}
 	*len = SHM_BLOB_BYTES;
 	return 0;
@@ -302,14 +302,14 @@ int shm_mem_import(void *tc, int peer, const void *buf, size_t len, void **rmh)
 		return -EINVAL;
 	if (len != SHM_BLOB_BYTES)
 		BAD("%zu bytes, expected %d", len, SHM_BLOB_BYTES);
-	if (shm_get_u32(p) != SHM_BLOB_MAGIC)
-		BAD("magic 0x%08x, expected 0x%08x", shm_get_u32(p), SHM_BLOB_MAGIC);
-	if (shm_get_u32(p + 4) != SHM_BLOB_VERSION)
-		BAD("version %u, this plugin reads version %d", shm_get_u32(p + 4), SHM_BLOB_VERSION);
-	uint32_t flags = shm_get_u32(p + 8), pid = shm_get_u32(p + 12);
-	uint64_t base = shm_get_u64(p + 16), rlen = shm_get_u64(p + 24);
-	uint64_t seg_id = shm_get_u64(p + 32), seg_len = shm_get_u64(p + 48), seg_off = shm_get_u64(p + 56);
-	uint32_t seg_fd = shm_get_u32(p + 40);
+	if (weft_kit_le_get32(p) != SHM_BLOB_MAGIC)
+		BAD("magic 0x%08x, expected 0x%08x", weft_kit_le_get32(p), SHM_BLOB_MAGIC);
+	if (weft_kit_le_get32(p + 4) != SHM_BLOB_VERSION)
+		BAD("version %u, this plugin reads version %d", weft_kit_le_get32(p + 4), SHM_BLOB_VERSION);
+	uint32_t flags = weft_kit_le_get32(p + 8), pid = weft_kit_le_get32(p + 12);
+	uint64_t base = weft_kit_le_get64(p + 16), rlen = weft_kit_le_get64(p + 24);
+	uint64_t seg_id = weft_kit_le_get64(p + 32), seg_len = weft_kit_le_get64(p + 48), seg_off = weft_kit_le_get64(p + 56);
+	uint32_t seg_fd = weft_kit_le_get32(p + 40);
 	if (flags & ~SHM_BLOB_SEG)
 		BAD("unknown flags 0x%x", flags);
 	if (pid == 0 || pid > SHM_PID_MAX)
@@ -319,8 +319,8 @@ int shm_mem_import(void *tc, int peer, const void *buf, size_t len, void **rmh)
 	if (base + rlen < base || base + rlen > ((uint64_t)1 << 57))
 		BAD("region 0x%llx+%llu is outside any user address space", (unsigned long long)base,
 		    (unsigned long long)rlen);
-	if (shm_get_u32(p + 44) != 0)
-		BAD("reserved field is 0x%x, expected 0", shm_get_u32(p + 44));
+	if (weft_kit_le_get32(p + 44) != 0)
+		BAD("reserved field is 0x%x, expected 0", weft_kit_le_get32(p + 44));
 	if (flags & SHM_BLOB_SEG) {
 		if (seg_id == 0)
 			BAD("segment id 0");
