@@ -21,25 +21,9 @@
 
 const struct weft_core_api *ofi_core;
 
-static const struct weft_param_decl ofi_params[] = {
-	{sizeof(struct weft_param_decl), "ofi", "provider", WEFT_PARAM_STRING, NULL,
-	 "libfabric provider for every peer (overrides provider_local and provider_remote)"},
-	{sizeof(struct weft_param_decl), "ofi", "provider_local", WEFT_PARAM_STRING, "shm",
-	 "libfabric provider for peers on the same host"},
-	{sizeof(struct weft_param_decl), "ofi", "provider_remote", WEFT_PARAM_STRING, "tcp",
-	 "libfabric provider for peers on other hosts"},
-	{sizeof(struct weft_param_decl), "ofi", "addr", WEFT_PARAM_STRING, NULL,
-	 "numeric IP address the IP providers (tcp, udp, sockets) bind to; default: the bootstrap's address"},
-	{sizeof(struct weft_param_decl), "ofi", "iface", WEFT_PARAM_STRING, NULL,
-	 "libfabric domain (interface) name the IP providers must use, e.g. lo or eth0"},
-	{sizeof(struct weft_param_decl), "ofi", "max_inflight", WEFT_PARAM_INT, "256",
-	 "puts and signals outstanding per endpoint before put and signal return -EAGAIN"},
-	{sizeof(struct weft_param_decl), "ofi", "signal_order", WEFT_PARAM_STRING, "auto",
-	 "how a signal stays behind earlier puts: auto, ordered (provider write ordering) or wait (hold until delivered)"},
-};
-
 /* Settings read from the parameters once per open (or describe/probe). */
 struct ofi_settings {
+	char provider[OFI_PROV_NAME_MAX + 64]; /* "" when unset */
 	char local[OFI_PROV_NAME_MAX];
 	char remote[OFI_PROV_NAME_MAX];
 	bool pinned;              /* `provider` was set: one provider for everything */
@@ -47,6 +31,27 @@ struct ofi_settings {
 	char iface[64];           /* "" when unset */
 	int64_t max_inflight;
 	char signal_order[16];
+};
+
+static const char *const ofi_signal_orders[] = {"auto", "ordered", "wait", NULL};
+
+static const struct weft_kit_param ofi_params[] = {
+	WEFT_KIT_P_STRBUF("provider", struct ofi_settings, provider, NULL, NULL,
+			  "libfabric provider for every peer (overrides provider_local and provider_remote)"),
+	WEFT_KIT_P_STRBUF("provider_local", struct ofi_settings, local, "shm", NULL,
+			  "libfabric provider for peers on the same host"),
+	WEFT_KIT_P_STRBUF("provider_remote", struct ofi_settings, remote, "tcp", NULL,
+			  "libfabric provider for peers on other hosts"),
+	WEFT_KIT_P_STRBUF("addr", struct ofi_settings, addr, NULL, NULL,
+			  "numeric IP address the IP providers (tcp, udp, sockets) bind to; default: the bootstrap's "
+			  "address"),
+	WEFT_KIT_P_STRBUF("iface", struct ofi_settings, iface, NULL, NULL,
+			  "libfabric domain (interface) name the IP providers must use, e.g. lo or eth0"),
+	WEFT_KIT_P_INT("max_inflight", struct ofi_settings, max_inflight, "256", 1, 1 << 24,
+		       "puts and signals outstanding per endpoint before put and signal return -EAGAIN"),
+	WEFT_KIT_P_STRBUF("signal_order", struct ofi_settings, signal_order, "auto", ofi_signal_orders,
+			  "how a signal stays behind earlier puts: auto, ordered (provider write ordering) or wait "
+			  "(hold until delivered)"),
 };
 
 int ofi_errno(const char *call, int fi_rc)
@@ -98,26 +103,6 @@ int ofi_prov_name_check(const unsigned char *field, char out[OFI_PROV_NAME_MAX])
 	return 0;
 }
 
-static int get_string(const char *key, char *out, size_t cap)
-{
-	const char *v = NULL;
-	int rc = ofi_core->param_get(ofi_core->self, "ofi", key, WEFT_PARAM_STRING, &v, NULL);
-	if (rc < 0) {
-		OFI_ERR("cannot read parameter ofi.%s: %d", key, rc);
-		return rc;
-	}
-	if (v == NULL) {
-		out[0] = '\0';
-		return 0;
-	}
-	if (strlen(v) >= cap) {
-		OFI_ERR("parameter ofi.%s is too long (%zu bytes, at most %zu)", key, strlen(v), cap - 1);
-		return -WEFT_ERR_CONFIG;
-	}
-	strcpy(out, v);
-	return 0;
-}
-
 static int valid_prov(const char *key, const char *name)
 {
 	unsigned char field[OFI_PROV_NAME_MAX] = {0};
@@ -136,21 +121,15 @@ static int valid_prov(const char *key, const char *name)
 
 static int read_settings(struct ofi_settings *s)
 {
-	char prov[OFI_PROV_NAME_MAX + 64];
 	int rc;
 	memset(s, 0, sizeof(*s));
-	if ((rc = get_string("provider", prov, sizeof(prov))) < 0 ||
-	    (rc = get_string("provider_local", s->local, sizeof(s->local))) < 0 ||
-	    (rc = get_string("provider_remote", s->remote, sizeof(s->remote))) < 0 ||
-	    (rc = get_string("addr", s->addr, sizeof(s->addr))) < 0 ||
-	    (rc = get_string("iface", s->iface, sizeof(s->iface))) < 0 ||
-	    (rc = get_string("signal_order", s->signal_order, sizeof(s->signal_order))) < 0)
+	if ((rc = weft_kit_params_load(ofi_core, "ofi", ofi_params, WEFT_KIT_NROWS(ofi_params), s)) < 0)
 		return rc;
-	if (prov[0] != '\0') {
-		if ((rc = valid_prov("provider", prov)) < 0)
+	if (s->provider[0] != '\0') {
+		if ((rc = valid_prov("provider", s->provider)) < 0)
 			return rc;
-		strcpy(s->local, prov);
-		strcpy(s->remote, prov);
+		strcpy(s->local, s->provider);
+		strcpy(s->remote, s->provider);
 		s->pinned = true;
 	}
 	if (s->local[0] == '\0')
@@ -160,20 +139,6 @@ static int read_settings(struct ofi_settings *s)
 	if ((rc = valid_prov("provider_local", s->local)) < 0 ||
 	    (rc = valid_prov("provider_remote", s->remote)) < 0)
 		return rc;
-	if (strcmp(s->signal_order, "auto") != 0 && strcmp(s->signal_order, "ordered") != 0 &&
-	    strcmp(s->signal_order, "wait") != 0) {
-		OFI_ERR("parameter ofi.signal_order='%s' is none of auto, ordered, wait", s->signal_order);
-		return -WEFT_ERR_CONFIG;
-	}
-	rc = ofi_core->param_get(ofi_core->self, "ofi", "max_inflight", WEFT_PARAM_INT, &s->max_inflight, NULL);
-	if (rc < 0) {
-		OFI_ERR("cannot read parameter ofi.max_inflight: %d", rc);
-		return rc;
-	}
-	if (s->max_inflight < 1 || s->max_inflight > (1 << 24)) {
-		OFI_ERR("parameter ofi.max_inflight=%lld is out of range 1..16777216", (long long)s->max_inflight);
-		return -WEFT_ERR_CONFIG;
-	}
 	return 0;
 }
 
@@ -652,11 +617,7 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 	if (!weft_core_api_usable(core))
 		return NULL;
 	ofi_core = core;
-	size_t bad = 0;
-	int rc = weft_plugin_declare_params(core, ofi_params, sizeof(ofi_params) / sizeof(ofi_params[0]), &bad);
-	if (rc != 0) {
-		OFI_ERR("cannot declare parameter ofi.%s: %d", ofi_params[bad].key, rc);
-		return NULL;
-	}
+	if (weft_kit_params_declare(core, "ofi", ofi_params, WEFT_KIT_NROWS(ofi_params)) < 0)
+		return NULL; /* logged, naming the parameter */
 	return ofi_descs;
 }

@@ -14,6 +14,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 
+#include <weft/kit.h>
 #include <weft/plugin.h>
 
 #define OFI_FI_VERSION FI_VERSION(1, 17)
@@ -127,41 +128,6 @@ int ofi_progress(void *tc);
 int ofi_ep_describe(void *ep, char *buf, size_t len);
 /* Frees ops orphaned by disconnect; only after their domains' endpoints are closed. */
 void ofi_free_orphans(struct ofi_ctx *ctx);
-
-/* Little-endian field access for the wire formats (blobs and addresses). */
-static inline void ofi_put_u16(unsigned char *p, uint16_t v)
-{
-	p[0] = (unsigned char)v;
-	p[1] = (unsigned char)(v >> 8);
-}
-static inline void ofi_put_u32(unsigned char *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-static inline void ofi_put_u64(unsigned char *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-static inline uint16_t ofi_get_u16(const unsigned char *p)
-{
-	return (uint16_t)(p[0] | (p[1] << 8));
-}
-static inline uint32_t ofi_get_u32(const unsigned char *p)
-{
-	uint32_t v = 0;
-	for (int i = 3; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
-static inline uint64_t ofi_get_u64(const unsigned char *p)
-{
-	uint64_t v = 0;
-	for (int i = 7; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
 
 /* Copies a provider name field (NUL-padded, OFI_PROV_NAME_MAX bytes) and checks
  * it is a NUL-terminated [a-z0-9_] name. Returns 0 or -1. */

@@ -338,9 +338,9 @@ int ofi_endpoint(void *tc, const struct weft_tp_peer *peer, void *addr, size_t *
 	ep->fiaddr = FI_ADDR_NOTAVAIL;
 	unsigned char *p = addr;
 	memset(p, 0, OFI_ADDR_HDR);
-	ofi_put_u32(p, OFI_ADDR_MAGIC);
-	ofi_put_u16(p + 4, OFI_ADDR_VERSION);
-	ofi_put_u16(p + 6, (uint16_t)d->namelen);
+	weft_kit_le_put32(p, OFI_ADDR_MAGIC);
+	weft_kit_le_put16(p + 4, OFI_ADDR_VERSION);
+	weft_kit_le_put16(p + 6, (uint16_t)d->namelen);
 	memcpy(p + 8, d->prov, strlen(d->prov));
 	memcpy(p + OFI_ADDR_HDR, d->name, d->namelen);
 	ep->next = ctx->eps;
@@ -363,11 +363,11 @@ int ofi_connect(void *epv, const void *peer_addr, size_t len)
 		OFI_ERR("connect: endpoint to rank %d is already connected", ep->peer_rank);
 		return -EINVAL;
 	}
-	if (len < OFI_ADDR_HDR || ofi_get_u32(p) != OFI_ADDR_MAGIC || ofi_get_u16(p + 4) != OFI_ADDR_VERSION) {
+	if (len < OFI_ADDR_HDR || weft_kit_le_get32(p) != OFI_ADDR_MAGIC || weft_kit_le_get16(p + 4) != OFI_ADDR_VERSION) {
 		OFI_ERR("connect: address from rank %d is malformed (%zu bytes, bad header)", ep->peer_rank, len);
 		return -WEFT_ERR_PROTOCOL;
 	}
-	size_t namelen = ofi_get_u16(p + 6);
+	size_t namelen = weft_kit_le_get16(p + 6);
 	if (namelen == 0 || namelen > OFI_EP_NAME_MAX || namelen != len - OFI_ADDR_HDR) {
 		OFI_ERR("connect: address from rank %d names %zu address bytes but carries %zu", ep->peer_rank, namelen,
 			len - OFI_ADDR_HDR);

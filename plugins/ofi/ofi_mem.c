@@ -112,7 +112,7 @@ static int mr_key(const struct ofi_dom *d, struct fid_mr *mr, unsigned char *key
 		*rawbase = base;
 		return 0;
 	}
-	ofi_put_u64(key, fi_mr_key(mr));
+	weft_kit_le_put64(key, fi_mr_key(mr));
 	*keylen = 8;
 	*rawbase = 0;
 	return 0;
@@ -140,10 +140,10 @@ int ofi_mem_serialize(void *tc, void *mh, void *buf, size_t *len)
 	}
 	unsigned char *p = buf;
 	memset(p, 0, need);
-	ofi_put_u32(p, OFI_MEM_MAGIC);
-	ofi_put_u16(p + 4, OFI_MEM_VERSION);
-	ofi_put_u16(p + 6, (uint16_t)ctx->ndoms);
-	ofi_put_u32(p + 8, (uint32_t)need);
+	weft_kit_le_put32(p, OFI_MEM_MAGIC);
+	weft_kit_le_put16(p + 4, OFI_MEM_VERSION);
+	weft_kit_le_put16(p + 6, (uint16_t)ctx->ndoms);
+	weft_kit_le_put32(p + 8, (uint32_t)need);
 	p += OFI_MEM_HDR;
 	for (int k = 0; k < ctx->ndoms; k++) {
 		const struct ofi_dom *d = &ctx->doms[k];
@@ -153,11 +153,11 @@ int ofi_mem_serialize(void *tc, void *mh, void *buf, size_t *len)
 		if (d->mr_mode & FI_MR_RAW)
 			flags |= OFI_RENT_RAW;
 		memcpy(p, d->prov, strlen(d->prov));
-		ofi_put_u32(p + 16, flags);
-		ofi_put_u32(p + 20, (uint32_t)keylen[k]);
-		ofi_put_u64(p + 24, (flags & OFI_RENT_VIRT) ? (uint64_t)(uintptr_t)m->base : 0);
-		ofi_put_u64(p + 32, (uint64_t)m->len);
-		ofi_put_u64(p + 40, rawbase[k]);
+		weft_kit_le_put32(p + 16, flags);
+		weft_kit_le_put32(p + 20, (uint32_t)keylen[k]);
+		weft_kit_le_put64(p + 24, (flags & OFI_RENT_VIRT) ? (uint64_t)(uintptr_t)m->base : 0);
+		weft_kit_le_put64(p + 32, (uint64_t)m->len);
+		weft_kit_le_put64(p + 40, rawbase[k]);
 		memcpy(p + OFI_MEM_ENT, keys[k], keylen[k]);
 		p += OFI_MEM_ENT + pad8(keylen[k]);
 	}
@@ -208,17 +208,17 @@ int ofi_mem_import(void *tc, int peer, const void *buf, size_t len, void **rmh)
 	r->peer = peer;
 	if (len < OFI_MEM_HDR)
 		BAD("%zu bytes, shorter than its %d-byte header", len, OFI_MEM_HDR);
-	if (ofi_get_u32(p) != OFI_MEM_MAGIC)
-		BAD("magic 0x%08x, expected 0x%08x", ofi_get_u32(p), OFI_MEM_MAGIC);
-	if (ofi_get_u16(p + 4) != OFI_MEM_VERSION)
-		BAD("version %u, this plugin reads version %d", ofi_get_u16(p + 4), OFI_MEM_VERSION);
-	unsigned count = ofi_get_u16(p + 6);
+	if (weft_kit_le_get32(p) != OFI_MEM_MAGIC)
+		BAD("magic 0x%08x, expected 0x%08x", weft_kit_le_get32(p), OFI_MEM_MAGIC);
+	if (weft_kit_le_get16(p + 4) != OFI_MEM_VERSION)
+		BAD("version %u, this plugin reads version %d", weft_kit_le_get16(p + 4), OFI_MEM_VERSION);
+	unsigned count = weft_kit_le_get16(p + 6);
 	if (count < 1 || count > OFI_MAX_DOMS)
 		BAD("%u entries, expected 1..%d", count, OFI_MAX_DOMS);
-	if (ofi_get_u32(p + 8) != len)
-		BAD("header says %u bytes, got %zu", ofi_get_u32(p + 8), len);
-	if (ofi_get_u32(p + 12) != 0)
-		BAD("reserved header field is 0x%x, expected 0", ofi_get_u32(p + 12));
+	if (weft_kit_le_get32(p + 8) != len)
+		BAD("header says %u bytes, got %zu", weft_kit_le_get32(p + 8), len);
+	if (weft_kit_le_get32(p + 12) != 0)
+		BAD("reserved header field is 0x%x, expected 0", weft_kit_le_get32(p + 12));
 	size_t at = OFI_MEM_HDR;
 	for (unsigned i = 0; i < count; i++) {
 		struct ofi_rmh_ent *e = &r->ent[i];
@@ -231,17 +231,17 @@ int ofi_mem_import(void *tc, int peer, const void *buf, size_t len, void **rmh)
 		for (unsigned j = 0; j < i; j++)
 			if (strcmp(r->ent[j].prov, e->prov) == 0)
 				BAD("entry %u: provider '%s' appears twice", i, e->prov);
-		e->flags = ofi_get_u32(q + 16);
+		e->flags = weft_kit_le_get32(q + 16);
 		if (e->flags & ~(OFI_RENT_VIRT | OFI_RENT_RAW))
 			BAD("entry %u: unknown flags 0x%x", i, e->flags);
-		uint32_t keylen = ofi_get_u32(q + 20);
+		uint32_t keylen = weft_kit_le_get32(q + 20);
 		if ((e->flags & OFI_RENT_RAW) ? (keylen < 1 || keylen > OFI_RAW_KEY_MAX) : keylen != 8)
 			BAD("entry %u: key length %u is invalid", i, keylen);
 		if (len - at - OFI_MEM_ENT < pad8(keylen))
 			BAD("entry %u: key of %u bytes runs past the end", i, keylen);
-		e->addr = ofi_get_u64(q + 24);
-		e->len = ofi_get_u64(q + 32);
-		uint64_t rawbase = ofi_get_u64(q + 40);
+		e->addr = weft_kit_le_get64(q + 24);
+		e->len = weft_kit_le_get64(q + 32);
+		uint64_t rawbase = weft_kit_le_get64(q + 40);
 		if (e->len == 0)
 			BAD("entry %u: zero-length region", i);
 		if (!(e->flags & OFI_RENT_VIRT) && e->addr != 0)
@@ -277,7 +277,7 @@ int ofi_mem_import(void *tc, int peer, const void *buf, size_t len, void **rmh)
 				e->mapped_dom = k;
 			}
 		} else {
-			e->key = ofi_get_u64(q + OFI_MEM_ENT);
+			e->key = weft_kit_le_get64(q + OFI_MEM_ENT);
 		}
 		r->count = (int)i + 1;
 		at += OFI_MEM_ENT + pad8(keylen);
