@@ -13,23 +13,31 @@
 
 const struct weft_core_api *ucx_core;
 
-static const struct weft_param_decl ucx_params[] = {
-	{sizeof(struct weft_param_decl), "ucx", "tls", WEFT_PARAM_STRING, NULL,
-	 "UCX transports to use, as UCX_TLS takes them (e.g. tcp, sm, posix,cma, ^tcp); unset: UCX's choice"},
-	{sizeof(struct weft_param_decl), "ucx", "net_devices", WEFT_PARAM_STRING, NULL,
-	 "network devices UCX may use, as UCX_NET_DEVICES takes them (e.g. lo, eth0, mlx5_0:1); unset: all"},
-	{sizeof(struct weft_param_decl), "ucx", "options", WEFT_PARAM_STRING, NULL,
-	 "further UCX settings, KEY=VALUE;KEY=VALUE with UCX's names less the UCX_ prefix (e.g. TCP_SNDBUF=4M)"},
-	{sizeof(struct weft_param_decl), "ucx", "max_inflight", WEFT_PARAM_INT, "256",
-	 "puts and signals outstanding per endpoint before put and signal return -EAGAIN"},
-	{sizeof(struct weft_param_decl), "ucx", "signal_order", WEFT_PARAM_STRING, "flush",
-	 "how a signal stays behind earlier puts: flush (wait for an endpoint flush) or fence (ucp_worker_fence)"},
-	{sizeof(struct weft_param_decl), "ucx", "error_delay_ms", WEFT_PARAM_INT, "0",
-	 "how long a peer failure seen by UCX is held back (put, signal, flush and progress return -EAGAIN) before "
-	 "it is reported; 0 reports it at once (the core then fails the whole communicator)"},
-	{sizeof(struct weft_param_decl), "ucx", "error_mode", WEFT_PARAM_STRING, "auto",
-	 "UCX peer-failure handling per endpoint: peer, none, or auto (none toward same-host peers when shared "
-	 "memory is available, which UCX cannot use with peer mode; peer otherwise)"},
+/* The values of signal_order and error_mode, in their enums' order. */
+static const char *const ucx_sig_names[] = {"flush", "fence", NULL};
+static const char *const ucx_errmode_names[] = {"auto", "peer", "none", NULL};
+
+static const struct weft_kit_param ucx_params[] = {
+	WEFT_KIT_P_STRBUF("tls", struct ucx_settings, tls, NULL, NULL,
+			  "UCX transports to use, as UCX_TLS takes them (e.g. tcp, sm, posix,cma, ^tcp); unset: UCX's "
+			  "choice"),
+	WEFT_KIT_P_STRBUF("net_devices", struct ucx_settings, net_devices, NULL, NULL,
+			  "network devices UCX may use, as UCX_NET_DEVICES takes them (e.g. lo, eth0, mlx5_0:1); unset: "
+			  "all"),
+	WEFT_KIT_P_STRBUF("options", struct ucx_settings, options, NULL, NULL,
+			  "further UCX settings, KEY=VALUE;KEY=VALUE with UCX's names less the UCX_ prefix (e.g. "
+			  "TCP_SNDBUF=4M)"),
+	WEFT_KIT_P_INT("max_inflight", struct ucx_settings, max_inflight, "256", 1, 1 << 24,
+		       "puts and signals outstanding per endpoint before put and signal return -EAGAIN"),
+	WEFT_KIT_P_ENUM("signal_order", struct ucx_settings, sig_mode, "flush", ucx_sig_names,
+			"how a signal stays behind earlier puts: flush (wait for an endpoint flush) or fence "
+			"(ucp_worker_fence)"),
+	WEFT_KIT_P_INT("error_delay_ms", struct ucx_settings, error_delay_ms, "0", 0, 3600 * 1000,
+		       "how long a peer failure seen by UCX is held back (put, signal, flush and progress return -EAGAIN) "
+		       "before it is reported; 0 reports it at once (the core then fails the whole communicator)"),
+	WEFT_KIT_P_ENUM("error_mode", struct ucx_settings, err_mode, "auto", ucx_errmode_names,
+			"UCX peer-failure handling per endpoint: peer, none, or auto (none toward same-host peers when "
+			"shared memory is available, which UCX cannot use with peer mode; peer otherwise)"),
 };
 
 int ucx_code(ucs_status_t st)
@@ -61,26 +69,6 @@ int ucx_errno(const char *what, ucs_status_t st)
 	return ucx_code(st);
 }
 
-static int get_string(const char *key, char *out, size_t cap)
-{
-	const char *v = NULL;
-	int rc = ucx_core->param_get(ucx_core->self, "ucx", key, WEFT_PARAM_STRING, &v, NULL);
-	if (rc < 0) {
-		UCX_ERR("cannot read parameter ucx.%s: %d", key, rc);
-		return rc;
-	}
-	if (v == NULL) {
-		out[0] = '\0';
-		return 0;
-	}
-	if (strlen(v) >= cap) {
-		UCX_ERR("parameter ucx.%s is too long (%zu bytes, at most %zu)", key, strlen(v), cap - 1);
-		return -WEFT_ERR_CONFIG;
-	}
-	strcpy(out, v);
-	return 0;
-}
-
 /* UCX list values: names, commas, '^' (negation), ':' (port), '-', '_', '.'. */
 static int check_list(const char *key, const char *v)
 {
@@ -97,53 +85,12 @@ static int check_list(const char *key, const char *v)
 
 static int read_settings(struct ucx_settings *s)
 {
-	char order[32], emode[32];
 	int rc;
 	memset(s, 0, sizeof(*s));
-	if ((rc = get_string("tls", s->tls, sizeof(s->tls))) < 0 ||
-	    (rc = get_string("net_devices", s->net_devices, sizeof(s->net_devices))) < 0 ||
-	    (rc = get_string("options", s->options, sizeof(s->options))) < 0 ||
-	    (rc = get_string("signal_order", order, sizeof(order))) < 0 ||
-	    (rc = get_string("error_mode", emode, sizeof(emode))) < 0)
+	if ((rc = weft_kit_params_load(ucx_core, "ucx", ucx_params, WEFT_KIT_NROWS(ucx_params), s)) < 0)
 		return rc;
 	if ((rc = check_list("tls", s->tls)) < 0 || (rc = check_list("net_devices", s->net_devices)) < 0)
 		return rc;
-	if (order[0] == '\0' || strcmp(order, "flush") == 0) {
-		s->sig_mode = UCX_SIG_FLUSH;
-	} else if (strcmp(order, "fence") == 0) {
-		s->sig_mode = UCX_SIG_FENCE;
-	} else {
-		UCX_ERR("parameter ucx.signal_order='%s' is neither flush nor fence", order);
-		return -WEFT_ERR_CONFIG;
-	}
-	if (emode[0] == '\0' || strcmp(emode, "auto") == 0) {
-		s->err_mode = UCX_ERRMODE_AUTO;
-	} else if (strcmp(emode, "peer") == 0) {
-		s->err_mode = UCX_ERRMODE_PEER;
-	} else if (strcmp(emode, "none") == 0) {
-		s->err_mode = UCX_ERRMODE_NONE;
-	} else {
-		UCX_ERR("parameter ucx.error_mode='%s' is none of auto, peer, none", emode);
-		return -WEFT_ERR_CONFIG;
-	}
-	rc = ucx_core->param_get(ucx_core->self, "ucx", "max_inflight", WEFT_PARAM_INT, &s->max_inflight, NULL);
-	if (rc < 0) {
-		UCX_ERR("cannot read parameter ucx.max_inflight: %d", rc);
-		return rc;
-	}
-	rc = ucx_core->param_get(ucx_core->self, "ucx", "error_delay_ms", WEFT_PARAM_INT, &s->error_delay_ms, NULL);
-	if (rc < 0) {
-		UCX_ERR("cannot read parameter ucx.error_delay_ms: %d", rc);
-		return rc;
-	}
-	if (s->error_delay_ms < 0 || s->error_delay_ms > 3600 * 1000) {
-		UCX_ERR("parameter ucx.error_delay_ms=%lld is out of range 0..3600000", (long long)s->error_delay_ms);
-		return -WEFT_ERR_CONFIG;
-	}
-	if (s->max_inflight < 1 || s->max_inflight > (1 << 24)) {
-		UCX_ERR("parameter ucx.max_inflight=%lld is out of range 1..16777216", (long long)s->max_inflight);
-		return -WEFT_ERR_CONFIG;
-	}
 	return 0;
 }
 
@@ -542,11 +489,7 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 	if (!weft_core_api_usable(core))
 		return NULL;
 	ucx_core = core;
-	size_t bad = 0;
-	int rc = weft_plugin_declare_params(core, ucx_params, sizeof(ucx_params) / sizeof(ucx_params[0]), &bad);
-	if (rc != 0) {
-		UCX_ERR("cannot declare parameter ucx.%s: %d", ucx_params[bad].key, rc);
-		return NULL;
-	}
+	if (weft_kit_params_declare(core, "ucx", ucx_params, WEFT_KIT_NROWS(ucx_params)) < 0)
+		return NULL; /* logged, naming the parameter */
 	return ucx_descs;
 }

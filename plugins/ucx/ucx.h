@@ -10,6 +10,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include <weft/kit.h>
 #include <weft/plugin.h>
 
 /* Longest value of a string parameter we pass on to UCX. */
@@ -144,40 +145,5 @@ void ucx_ep_add_zombie(struct ucx_ep *ep, struct ucx_rkey_ent *e);
 void ucx_close_endpoints(struct ucx_ctx *ctx);
 /* close(), after ucp_worker_destroy: frees what ucx_close_endpoints left. */
 void ucx_free_closed(struct ucx_ctx *ctx);
-
-/* Little-endian field access for the wire formats (blobs and addresses). */
-static inline void ucx_put_u16(unsigned char *p, uint16_t v)
-{
-	p[0] = (unsigned char)v;
-	p[1] = (unsigned char)(v >> 8);
-}
-static inline void ucx_put_u32(unsigned char *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-static inline void ucx_put_u64(unsigned char *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-static inline uint16_t ucx_get_u16(const unsigned char *p)
-{
-	return (uint16_t)(p[0] | (p[1] << 8));
-}
-static inline uint32_t ucx_get_u32(const unsigned char *p)
-{
-	uint32_t v = 0;
-	for (int i = 3; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
-static inline uint64_t ucx_get_u64(const unsigned char *p)
-{
-	uint64_t v = 0;
-	for (int i = 7; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
 
 #endif /* WEFT_UCX_H */

@@ -444,11 +444,11 @@ int ucx_endpoint(void *tc, const struct weft_tp_peer *peer, void *addr, size_t *
 	ep->peer_class = peer->peer_class;
 	unsigned char *p = addr;
 	memset(p, 0, UCX_ADDR_HDR);
-	ucx_put_u32(p, UCX_ADDR_MAGIC);
-	ucx_put_u16(p + 4, UCX_ADDR_VERSION);
-	ucx_put_u32(p + 8, (uint32_t)ctx->addrlen);
-	ucx_put_u32(p + 12, (uint32_t)getpid());
-	ucx_put_u64(p + 16, pid_namespace());
+	weft_kit_le_put32(p, UCX_ADDR_MAGIC);
+	weft_kit_le_put16(p + 4, UCX_ADDR_VERSION);
+	weft_kit_le_put32(p + 8, (uint32_t)ctx->addrlen);
+	weft_kit_le_put32(p + 12, (uint32_t)getpid());
+	weft_kit_le_put64(p + 16, pid_namespace());
 	memcpy(p + UCX_ADDR_HDR, ctx->addr, ctx->addrlen);
 	list_push(&ctx->eps, ep);
 	*len = need;
@@ -466,26 +466,26 @@ int ucx_connect(void *epv, const void *peer_addr, size_t len)
 		UCX_ERR("connect: endpoint to rank %d is already connected", ep->peer_rank);
 		return -EINVAL;
 	}
-	if (len < UCX_ADDR_HDR || ucx_get_u32(p) != UCX_ADDR_MAGIC) {
+	if (len < UCX_ADDR_HDR || weft_kit_le_get32(p) != UCX_ADDR_MAGIC) {
 		UCX_ERR("connect: address from rank %d is malformed (%zu bytes, bad header)", ep->peer_rank, len);
 		return -WEFT_ERR_PROTOCOL;
 	}
-	if (ucx_get_u16(p + 4) != UCX_ADDR_VERSION) {
+	if (weft_kit_le_get16(p + 4) != UCX_ADDR_VERSION) {
 		UCX_ERR("connect: address from rank %d has version %u, this plugin reads version %d", ep->peer_rank,
-			ucx_get_u16(p + 4), UCX_ADDR_VERSION);
+			weft_kit_le_get16(p + 4), UCX_ADDR_VERSION);
 		return -WEFT_ERR_PROTOCOL;
 	}
-	if (ucx_get_u16(p + 6) != 0) {
+	if (weft_kit_le_get16(p + 6) != 0) {
 		UCX_ERR("connect: address from rank %d has a non-zero reserved field", ep->peer_rank);
 		return -WEFT_ERR_PROTOCOL;
 	}
-	uint32_t pid = ucx_get_u32(p + 12);
+	uint32_t pid = weft_kit_le_get32(p + 12);
 	if (pid == 0 || pid > INT32_MAX) {
 		UCX_ERR("connect: address from rank %d names process id %u", ep->peer_rank, pid);
 		return -WEFT_ERR_PROTOCOL;
 	}
-	uint64_t pidns = ucx_get_u64(p + 16);
-	size_t alen = ucx_get_u32(p + 8);
+	uint64_t pidns = weft_kit_le_get64(p + 16);
+	size_t alen = weft_kit_le_get32(p + 8);
 	if (alen == 0 || alen > UCX_ADDR_MAX || alen != len - UCX_ADDR_HDR) {
 		UCX_ERR("connect: address from rank %d names %zu worker-address bytes but carries %zu", ep->peer_rank,
 			alen, len - UCX_ADDR_HDR);

@@ -103,11 +103,11 @@ int ucx_mem_serialize(void *tc, void *mh, void *buf, size_t *len)
 	}
 	unsigned char *p = buf;
 	memset(p, 0, UCX_MEM_HDR);
-	ucx_put_u32(p, UCX_MEM_MAGIC);
-	ucx_put_u16(p + 4, UCX_MEM_VERSION);
-	ucx_put_u32(p + 8, (uint32_t)m->rkey_len);
-	ucx_put_u64(p + 16, (uint64_t)(uintptr_t)m->base);
-	ucx_put_u64(p + 24, (uint64_t)m->len);
+	weft_kit_le_put32(p, UCX_MEM_MAGIC);
+	weft_kit_le_put16(p + 4, UCX_MEM_VERSION);
+	weft_kit_le_put32(p + 8, (uint32_t)m->rkey_len);
+	weft_kit_le_put64(p + 16, (uint64_t)(uintptr_t)m->base);
+	weft_kit_le_put64(p + 24, (uint64_t)m->len);
 	memcpy(p + UCX_MEM_HDR, m->rkey, m->rkey_len);
 	*len = need;
 	return 0;
@@ -155,18 +155,18 @@ int ucx_mem_import(void *tc, int peer, const void *buf, size_t len, void **rmh)
 		return -EINVAL;
 	if (len < UCX_MEM_HDR)
 		BAD("%zu bytes, shorter than its %d-byte header", len, UCX_MEM_HDR);
-	if (ucx_get_u32(p) != UCX_MEM_MAGIC)
-		BAD("magic 0x%08x, expected 0x%08x", ucx_get_u32(p), UCX_MEM_MAGIC);
-	if (ucx_get_u16(p + 4) != UCX_MEM_VERSION)
-		BAD("version %u, this plugin reads version %d", ucx_get_u16(p + 4), UCX_MEM_VERSION);
-	if (ucx_get_u16(p + 6) != 0 || ucx_get_u32(p + 12) != 0)
+	if (weft_kit_le_get32(p) != UCX_MEM_MAGIC)
+		BAD("magic 0x%08x, expected 0x%08x", weft_kit_le_get32(p), UCX_MEM_MAGIC);
+	if (weft_kit_le_get16(p + 4) != UCX_MEM_VERSION)
+		BAD("version %u, this plugin reads version %d", weft_kit_le_get16(p + 4), UCX_MEM_VERSION);
+	if (weft_kit_le_get16(p + 6) != 0 || weft_kit_le_get32(p + 12) != 0)
 		BAD("reserved header fields are not zero");
-	uint32_t klen = ucx_get_u32(p + 8);
+	uint32_t klen = weft_kit_le_get32(p + 8);
 	if (klen == 0 || klen > UCX_RKEY_MAX)
 		BAD("remote key length %u, expected 1..%d", klen, UCX_RKEY_MAX);
 	if (len != UCX_MEM_HDR + (size_t)klen)
 		BAD("%zu bytes, but the header says %u + %u", len, UCX_MEM_HDR, klen);
-	uint64_t base = ucx_get_u64(p + 16), rlen = ucx_get_u64(p + 24);
+	uint64_t base = weft_kit_le_get64(p + 16), rlen = weft_kit_le_get64(p + 24);
 	if (rlen == 0)
 		BAD("zero-length region");
 	if (base == 0)
