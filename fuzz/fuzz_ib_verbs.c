@@ -283,13 +283,13 @@ void fuzz_tp_mode4(const struct weft_transport_ops *ops, void *tc, const uint8_t
 	if (ops->connect(ep, addr, alen) != 0)
 		goto out_disconnect;
 	uint64_t *mailbox = (uint64_t *)(uintptr_t)rd64(addr + 48);
-	uint32_t nslots = ibp_get_u32(addr + 60);
+	uint32_t nslots = weft_kit_le_get32(addr + 60);
 	wcq_cq = ((struct ibp_ep *)ep)->cq;
 	/* One write and its completion at a time, as RC delivers them: the
 	 * mailbox word is in memory before the completion that names it. */
 	for (size_t off = 0, k = 0; off + 13 <= n && k < 16; off += 13, k++) {
 		const uint8_t *r = buf + off;
-		uint32_t imm = ibp_get_u32(r + 1);
+		uint32_t imm = weft_kit_le_get32(r + 1);
 		uint64_t word = rd64(r + 5);
 		uint32_t slot = imm >> IBP_IMM_SLOT_SHIFT;
 		if (r[0] & 4) /* an address within 8 words of the region, any alignment */

@@ -1102,7 +1102,7 @@ static void check_bringup(struct pair *p, int r, bool roce)
 	ck_assert_int_eq(q->mods[1].attr.qp_state, IBV_QPS_RTR);
 	ck_assert_uint_eq(q->mods[1].attr.dest_qp_num, peer->qp->qp_num);
 	ck_assert_uint_eq(q->mods[1].attr.rq_psn, peer->psn);
-	ck_assert_uint_eq(q->mods[1].attr.rq_psn, ibp_get_u32(p->addr[1 - r] + 12));
+	ck_assert_uint_eq(q->mods[1].attr.rq_psn, weft_kit_le_get32(p->addr[1 - r] + 12));
 	ck_assert_int_eq(q->mods[1].attr.max_dest_rd_atomic, 16);
 	ck_assert_int_eq(q->mods[1].attr.min_rnr_timer, 12);
 	ck_assert_int_eq(q->mods[1].attr.ah_attr.port_num, 1);
@@ -1119,7 +1119,7 @@ static void check_bringup(struct pair *p, int r, bool roce)
 	ck_assert_int_eq(q->mods[2].from, IBV_QPS_RTR);
 	ck_assert_int_eq(q->mods[2].attr.qp_state, IBV_QPS_RTS);
 	ck_assert_uint_eq(q->mods[2].attr.sq_psn, ep->psn);
-	ck_assert_uint_eq(q->mods[2].attr.sq_psn, ibp_get_u32(p->addr[r] + 12));
+	ck_assert_uint_eq(q->mods[2].attr.sq_psn, weft_kit_le_get32(p->addr[r] + 12));
 	ck_assert_int_eq(q->mods[2].attr.retry_cnt, 7);
 	ck_assert_int_eq(q->mods[2].attr.rnr_retry, 7);
 	ck_assert_int_eq(q->mods[2].attr.max_rd_atomic, 16);
@@ -1147,13 +1147,13 @@ START_TEST(qp_bringup_infiniband)
 		/* endpoint() leaves the QP in INIT, with its address written. */
 		ck_assert_int_eq(q->qp.state, IBV_QPS_INIT);
 		ck_assert_int_eq(q->nmods, 1);
-		ck_assert_uint_eq(ibp_get_u32(p.addr[r]), IBP_ADDR_MAGIC);
-		ck_assert_uint_eq(ibp_get_u16(p.addr[r] + 4), IBP_ADDR_VERSION);
-		ck_assert_uint_eq(ibp_get_u32(p.addr[r] + 8), q->qp.qp_num);
-		ck_assert_uint_eq(ibp_get_u16(p.addr[r] + 16), r == 0 ? 7 : 8);
+		ck_assert_uint_eq(weft_kit_le_get32(p.addr[r]), IBP_ADDR_MAGIC);
+		ck_assert_uint_eq(weft_kit_le_get16(p.addr[r] + 4), IBP_ADDR_VERSION);
+		ck_assert_uint_eq(weft_kit_le_get32(p.addr[r] + 8), q->qp.qp_num);
+		ck_assert_uint_eq(weft_kit_le_get16(p.addr[r] + 16), r == 0 ? 7 : 8);
 		ck_assert_uint_eq(p.addr[r][18], IBV_LINK_LAYER_INFINIBAND);
 		ck_assert_uint_eq(p.addr[r][19], r == 0 ? IBV_MTU_2048 : IBV_MTU_4096);
-		ck_assert_uint_eq(ibp_get_u32(p.addr[r] + 12) & ~IBP_PSN_MASK, 0);
+		ck_assert_uint_eq(weft_kit_le_get32(p.addr[r] + 12) & ~IBP_PSN_MASK, 0);
 		ck_assert_int_eq(q->cap.max_send_wr, 256);
 		ck_assert_int_eq(q->cq->cqe, 256 + 128);
 	}
@@ -1282,11 +1282,11 @@ START_TEST(malformed_addresses)
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		memcpy(b, good, IBP_ADDR_LEN);
 		if (cases[i].byte == -1)
-			ibp_put_u32(b + 8, 0);
+			weft_kit_le_put32(b + 8, 0);
 		else if (cases[i].byte == -2)
-			ibp_put_u64(b + 40, 0);
+			weft_kit_le_put64(b + 40, 0);
 		else if (cases[i].byte == -3)
-			ibp_put_u16(b + 16, 0);
+			weft_kit_le_put16(b + 16, 0);
 		else
 			b[cases[i].off] = (unsigned char)cases[i].byte;
 		th_loglen = 0;
@@ -1380,11 +1380,11 @@ START_TEST(mem_blob_round_trip)
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		memcpy(b, blob, len);
 		if (cases[i].width == 2)
-			ibp_put_u16(b + cases[i].off, (uint16_t)cases[i].val);
+			weft_kit_le_put16(b + cases[i].off, (uint16_t)cases[i].val);
 		else if (cases[i].width == 4)
-			ibp_put_u32(b + cases[i].off, (uint32_t)cases[i].val);
+			weft_kit_le_put32(b + cases[i].off, (uint32_t)cases[i].val);
 		else
-			ibp_put_u64(b + cases[i].off, cases[i].val);
+			weft_kit_le_put64(b + cases[i].off, cases[i].val);
 		th_loglen = 0;
 		th_logbuf[0] = '\0';
 		rmh = (void *)0x1;

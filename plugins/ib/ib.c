@@ -13,37 +13,39 @@
 
 const struct weft_core_api *ibp_core;
 
-#define P(key, type, def, help) {sizeof(struct weft_param_decl), "ib", key, type, def, help}
-static const struct weft_param_decl ibp_params[] = {
-	P("devices", WEFT_PARAM_STRING, NULL,
-	  "RDMA ports to use, as device:port or device (every port), comma-separated, e.g. mlx5_0:1,mlx5_1:1; "
-	  "unset: every active port"),
-	P("gid_index", WEFT_PARAM_INT, "-1",
+static const char *const ibp_signal_names[] = {"auto", "atomic", "imm", NULL};
+
+#define I(key, field, def, lo, hi, help) WEFT_KIT_P_INT(key, struct ibp_settings, field, def, lo, hi, help)
+static const struct weft_kit_param ibp_params[] = {
+	WEFT_KIT_P_STRBUF("devices", struct ibp_settings, devices, NULL, NULL,
+			  "RDMA ports to use, as device:port or device (every port), comma-separated, e.g. "
+			  "mlx5_0:1,mlx5_1:1; unset: every active port"),
+	I("gid_index", gid_index, "-1", -1, 65535,
 	  "GID table index used on every port; -1 picks one (RoCE v2 with an IPv4-mapped address first)"),
-	P("sq_depth", WEFT_PARAM_INT, "256", "send work requests outstanding per connection (queue pair send queue)"),
-	P("rq_depth", WEFT_PARAM_INT, "128",
-	  "receives posted per connection, consumed by write-with-immediate signals"),
-	P("cq_size", WEFT_PARAM_INT, "0", "completion queue entries per connection; 0: sq_depth + rq_depth"),
-	P("signal_every", WEFT_PARAM_INT, "16",
+	I("sq_depth", sq_depth, "256", 2, 65536,
+	  "send work requests outstanding per connection (queue pair send queue)"),
+	I("rq_depth", rq_depth, "128", 1, 65536, "receives posted per connection, consumed by write-with-immediate signals"),
+	I("cq_size", cq_size, "0", 0, 1 << 22, "completion queue entries per connection; 0: sq_depth + rq_depth"),
+	I("signal_every", signal_every, "16", 1, 65536,
 	  "request a completion every N send work requests (the others are unsignaled)"),
-	P("max_msg_size", WEFT_PARAM_SIZE, "0",
-	  "largest single RDMA write; longer puts are split; 0: the port's max_msg_sz"),
-	P("mtu", WEFT_PARAM_INT, "0", "path MTU in bytes (256..4096); 0: the port's active MTU (the lower of both ends)"),
-	P("timeout", WEFT_PARAM_INT, "14", "local ACK timeout exponent: 4.096 us * 2^timeout (0..31)"),
-	P("retry_cnt", WEFT_PARAM_INT, "7", "transport retries before a send fails with retry-exceeded (0..7)"),
-	P("rnr_retry", WEFT_PARAM_INT, "7", "receiver-not-ready retries (0..7; 7 retries forever)"),
-	P("min_rnr_timer", WEFT_PARAM_INT, "12", "receiver-not-ready NAK delay code (0..31)"),
-	P("service_level", WEFT_PARAM_INT, "0", "InfiniBand service level (0..15)"),
-	P("traffic_class", WEFT_PARAM_INT, "0", "GRH traffic class (RoCE DSCP << 2) (0..255)"),
-	P("hop_limit", WEFT_PARAM_INT, "64", "GRH hop limit (1..255)"),
-	P("peer_memory", WEFT_PARAM_BOOL, "0",
-	  "ibv_reg_mr accepts CUDA device pointers (the nvidia-peermem module is loaded)"),
-	P("signal", WEFT_PARAM_STRING, "auto",
-	  "how signals reach the peer: auto, atomic (fenced fetch-and-add) or imm (write with immediate)"),
-	P("imm_slots", WEFT_PARAM_INT, "1024",
+	WEFT_KIT_P_SIZE("max_msg_size", struct ibp_settings, max_msg_size, "0", 0, UINT64_MAX,
+			"largest single RDMA write; longer puts are split; 0: the port's max_msg_sz"),
+	I("mtu", mtu, "0", 0, 4096, "path MTU in bytes (256..4096); 0: the port's active MTU (the lower of both ends)"),
+	I("timeout", timeout, "14", 0, 31, "local ACK timeout exponent: 4.096 us * 2^timeout (0..31)"),
+	I("retry_cnt", retry_cnt, "7", 0, 7, "transport retries before a send fails with retry-exceeded (0..7)"),
+	I("rnr_retry", rnr_retry, "7", 0, 7, "receiver-not-ready retries (0..7; 7 retries forever)"),
+	I("min_rnr_timer", min_rnr_timer, "12", 0, 31, "receiver-not-ready NAK delay code (0..31)"),
+	I("service_level", service_level, "0", 0, 15, "InfiniBand service level (0..15)"),
+	I("traffic_class", traffic_class, "0", 0, 255, "GRH traffic class (RoCE DSCP << 2) (0..255)"),
+	I("hop_limit", hop_limit, "64", 1, 255, "GRH hop limit (1..255)"),
+	WEFT_KIT_P_BOOL("peer_memory", struct ibp_settings, peer_memory, "0",
+			"ibv_reg_mr accepts CUDA device pointers (the nvidia-peermem module is loaded)"),
+	WEFT_KIT_P_STRBUF("signal", struct ibp_settings, signal, "auto", ibp_signal_names,
+			  "how signals reach the peer: auto, atomic (fenced fetch-and-add) or imm (write with immediate)"),
+	I("imm_slots", imm_slots, "1024", 1, IBP_MAX_SLOTS,
 	  "distinct tokens one connection can signal with write-with-immediate (1..4096)"),
 };
-#undef P
+#undef I
 
 int ibp_verbs_fail(const char *verb, const char *where, int err)
 {
@@ -51,71 +53,12 @@ int ibp_verbs_fail(const char *verb, const char *where, int err)
 	return -WEFT_ERR_TRANSPORT;
 }
 
-static int get_int(const char *key, int64_t *out, int64_t lo, int64_t hi)
-{
-	int rc = ibp_core->param_get(ibp_core->self, "ib", key, WEFT_PARAM_INT, out, NULL);
-	if (rc < 0) {
-		IBP_ERR("cannot read parameter ib.%s: %d", key, rc);
-		return rc;
-	}
-	if (*out < lo || *out > hi) {
-		IBP_ERR("parameter ib.%s=%lld is out of range %lld..%lld", key, (long long)*out, (long long)lo,
-			(long long)hi);
-		return -WEFT_ERR_CONFIG;
-	}
-	return 0;
-}
-
-static int get_string(const char *key, char *out, size_t cap)
-{
-	const char *v = NULL;
-	int rc = ibp_core->param_get(ibp_core->self, "ib", key, WEFT_PARAM_STRING, &v, NULL);
-	if (rc < 0) {
-		IBP_ERR("cannot read parameter ib.%s: %d", key, rc);
-		return rc;
-	}
-	if (!v) {
-		out[0] = '\0';
-		return 0;
-	}
-	if (strlen(v) >= cap) {
-		IBP_ERR("parameter ib.%s is too long (%zu bytes, at most %zu)", key, strlen(v), cap - 1);
-		return -WEFT_ERR_CONFIG;
-	}
-	strcpy(out, v);
-	return 0;
-}
-
 int ibp_read_settings(struct ibp_settings *s)
 {
 	int rc;
 	memset(s, 0, sizeof(*s));
-	if ((rc = get_string("devices", s->devices, sizeof(s->devices))) < 0 ||
-	    (rc = get_int("gid_index", &s->gid_index, -1, 65535)) < 0 ||
-	    (rc = get_int("sq_depth", &s->sq_depth, 2, 65536)) < 0 ||
-	    (rc = get_int("rq_depth", &s->rq_depth, 1, 65536)) < 0 ||
-	    (rc = get_int("cq_size", &s->cq_size, 0, 1 << 22)) < 0 ||
-	    (rc = get_int("signal_every", &s->signal_every, 1, 65536)) < 0 ||
-	    (rc = get_int("mtu", &s->mtu, 0, 4096)) < 0 || (rc = get_int("timeout", &s->timeout, 0, 31)) < 0 ||
-	    (rc = get_int("retry_cnt", &s->retry_cnt, 0, 7)) < 0 ||
-	    (rc = get_int("rnr_retry", &s->rnr_retry, 0, 7)) < 0 ||
-	    (rc = get_int("min_rnr_timer", &s->min_rnr_timer, 0, 31)) < 0 ||
-	    (rc = get_int("service_level", &s->service_level, 0, 15)) < 0 ||
-	    (rc = get_int("traffic_class", &s->traffic_class, 0, 255)) < 0 ||
-	    (rc = get_int("hop_limit", &s->hop_limit, 1, 255)) < 0 ||
-	    (rc = get_int("imm_slots", &s->imm_slots, 1, IBP_MAX_SLOTS)) < 0 ||
-	    (rc = get_string("signal", s->signal, sizeof(s->signal))) < 0)
+	if ((rc = weft_kit_params_load(ibp_core, "ib", ibp_params, WEFT_KIT_NROWS(ibp_params), s)) < 0)
 		return rc;
-	rc = ibp_core->param_get(ibp_core->self, "ib", "max_msg_size", WEFT_PARAM_SIZE, &s->max_msg_size, NULL);
-	if (rc < 0) {
-		IBP_ERR("cannot read parameter ib.max_msg_size: %d", rc);
-		return rc;
-	}
-	rc = ibp_core->param_get(ibp_core->self, "ib", "peer_memory", WEFT_PARAM_BOOL, &s->peer_memory, NULL);
-	if (rc < 0) {
-		IBP_ERR("cannot read parameter ib.peer_memory: %d", rc);
-		return rc;
-	}
 	if (s->mtu != 0 && s->mtu != 256 && s->mtu != 512 && s->mtu != 1024 && s->mtu != 2048 && s->mtu != 4096) {
 		IBP_ERR("parameter ib.mtu=%lld is none of 0, 256, 512, 1024, 2048, 4096", (long long)s->mtu);
 		return -WEFT_ERR_CONFIG;
@@ -129,12 +72,6 @@ int ibp_read_settings(struct ibp_settings *s)
 	if (s->cq_size != 0 && s->cq_size < s->sq_depth + s->rq_depth) {
 		IBP_ERR("parameter ib.cq_size=%lld is below ib.sq_depth + ib.rq_depth = %lld: completions would overflow",
 			(long long)s->cq_size, (long long)(s->sq_depth + s->rq_depth));
-		return -WEFT_ERR_CONFIG;
-	}
-	if (s->signal[0] == '\0')
-		strcpy(s->signal, "auto");
-	if (strcmp(s->signal, "auto") != 0 && strcmp(s->signal, "atomic") != 0 && strcmp(s->signal, "imm") != 0) {
-		IBP_ERR("parameter ib.signal='%s' is none of auto, atomic, imm", s->signal);
 		return -WEFT_ERR_CONFIG;
 	}
 	return 0;
@@ -338,11 +275,7 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 	if (!weft_core_api_usable(core))
 		return NULL;
 	ibp_core = core;
-	size_t bad = 0;
-	int rc = weft_plugin_declare_params(core, ibp_params, sizeof(ibp_params) / sizeof(ibp_params[0]), &bad);
-	if (rc != 0) {
-		IBP_ERR("cannot declare parameter ib.%s: %d", ibp_params[bad].key, rc);
-		return NULL;
-	}
+	if (weft_kit_params_declare(core, "ib", ibp_params, WEFT_KIT_NROWS(ibp_params)) < 0)
+		return NULL; /* logged, naming the parameter */
 	return ibp_descs;
 }

@@ -239,12 +239,12 @@ int ibp_endpoint(void *tc, const struct weft_tp_peer *peer, void *addr, size_t *
 
 	unsigned char *a = addr;
 	memset(a, 0, IBP_ADDR_LEN);
-	ibp_put_u32(a, IBP_ADDR_MAGIC);
-	ibp_put_u16(a + 4, IBP_ADDR_VERSION);
-	ibp_put_u16(a + 6, IBP_ADDR_LEN);
-	ibp_put_u32(a + 8, ep->qp->qp_num);
-	ibp_put_u32(a + 12, ep->psn);
-	ibp_put_u16(a + 16, p->attr.lid);
+	weft_kit_le_put32(a, IBP_ADDR_MAGIC);
+	weft_kit_le_put16(a + 4, IBP_ADDR_VERSION);
+	weft_kit_le_put16(a + 6, IBP_ADDR_LEN);
+	weft_kit_le_put32(a + 8, ep->qp->qp_num);
+	weft_kit_le_put32(a + 12, ep->psn);
+	weft_kit_le_put16(a + 16, p->attr.lid);
 	a[18] = p->attr.link_layer;
 	a[19] = (unsigned char)ep->mtu;
 	a[20] = p->num;
@@ -252,10 +252,10 @@ int ibp_endpoint(void *tc, const struct weft_tp_peer *peer, void *addr, size_t *
 				(gid_needs_grh(p) ? IBP_EPF_GRH : 0));
 	a[22] = dest_rd_atomic(d);
 	memcpy(a + 24, p->gid.raw, 16);
-	ibp_put_u64(a + 40, d->attr.node_guid);
-	ibp_put_u64(a + 48, (uint64_t)(uintptr_t)ep->mailbox);
-	ibp_put_u32(a + 56, ep->mailbox_mr->rkey);
-	ibp_put_u32(a + 60, ep->nslots);
+	weft_kit_le_put64(a + 40, d->attr.node_guid);
+	weft_kit_le_put64(a + 48, (uint64_t)(uintptr_t)ep->mailbox);
+	weft_kit_le_put32(a + 56, ep->mailbox_mr->rkey);
+	weft_kit_le_put32(a + 60, ep->nslots);
 
 	ep->next = ctx->eps;
 	if (ctx->eps)
@@ -283,26 +283,26 @@ static int parse_addr(const struct ibp_ep *ep, const unsigned char *a, size_t le
 {
 	if (len < 8)
 		BADADDR("%zu bytes, shorter than its header", len);
-	if (ibp_get_u32(a) != IBP_ADDR_MAGIC)
-		BADADDR("magic 0x%08x, expected 0x%08x", ibp_get_u32(a), IBP_ADDR_MAGIC);
-	if (ibp_get_u16(a + 4) != IBP_ADDR_VERSION)
-		BADADDR("version %u, this plugin reads version %d", ibp_get_u16(a + 4), IBP_ADDR_VERSION);
-	if (ibp_get_u16(a + 6) != IBP_ADDR_LEN || len != IBP_ADDR_LEN)
-		BADADDR("%zu bytes (header says %u), expected %d", len, ibp_get_u16(a + 6), IBP_ADDR_LEN);
+	if (weft_kit_le_get32(a) != IBP_ADDR_MAGIC)
+		BADADDR("magic 0x%08x, expected 0x%08x", weft_kit_le_get32(a), IBP_ADDR_MAGIC);
+	if (weft_kit_le_get16(a + 4) != IBP_ADDR_VERSION)
+		BADADDR("version %u, this plugin reads version %d", weft_kit_le_get16(a + 4), IBP_ADDR_VERSION);
+	if (weft_kit_le_get16(a + 6) != IBP_ADDR_LEN || len != IBP_ADDR_LEN)
+		BADADDR("%zu bytes (header says %u), expected %d", len, weft_kit_le_get16(a + 6), IBP_ADDR_LEN);
 	memset(r, 0, sizeof(*r));
-	r->qpn = ibp_get_u32(a + 8);
-	r->psn = ibp_get_u32(a + 12);
-	r->lid = ibp_get_u16(a + 16);
+	r->qpn = weft_kit_le_get32(a + 8);
+	r->psn = weft_kit_le_get32(a + 12);
+	r->lid = weft_kit_le_get16(a + 16);
 	r->link_layer = a[18];
 	r->mtu = a[19];
 	r->port = a[20];
 	r->flags = a[21];
 	r->max_rd_atomic = a[22];
 	memcpy(r->gid.raw, a + 24, 16);
-	r->guid = ibp_get_u64(a + 40);
-	r->mailbox_addr = ibp_get_u64(a + 48);
-	r->mailbox_rkey = ibp_get_u32(a + 56);
-	r->mailbox_slots = ibp_get_u32(a + 60);
+	r->guid = weft_kit_le_get64(a + 40);
+	r->mailbox_addr = weft_kit_le_get64(a + 48);
+	r->mailbox_rkey = weft_kit_le_get32(a + 56);
+	r->mailbox_slots = weft_kit_le_get32(a + 60);
 	if (r->qpn == 0 || r->qpn > 0xffffff)
 		BADADDR("queue pair number 0x%x is not a 24-bit QPN", r->qpn);
 	if (r->psn > IBP_PSN_MASK)

@@ -48,7 +48,8 @@ static int reg_cuda(struct ibp_ctx *ctx, struct ibp_mh *m, int k)
 		uint64_t off = 0;
 		int rc = ibp_dmabuf->get(m->base, m->len, &fd, &off);
 		if (rc < 0) {
-			IBP_ERR("mem_register: no dma-buf for CUDA memory at %p (%zu bytes): %d", m->base, m->len, rc);
+			IBP_ERR("mem_register: no dma-buf for CUDA memory at %p (%zu bytes): %s", m->base, m->len,
+				weft_kit_errname(rc));
 			return rc;
 		}
 		errno = 0;
@@ -176,16 +177,16 @@ int ibp_mem_serialize(void *tc, void *mh, void *buf, size_t *len)
 	}
 	unsigned char *p = buf;
 	memset(p, 0, need);
-	ibp_put_u32(p, IBP_MEM_MAGIC);
-	ibp_put_u16(p + 4, IBP_MEM_VERSION);
-	ibp_put_u16(p + 6, (uint16_t)ctx->fab.ndevs);
-	ibp_put_u32(p + 8, (uint32_t)need);
-	ibp_put_u64(p + 16, (uint64_t)(uintptr_t)m->base);
-	ibp_put_u64(p + 24, (uint64_t)m->len);
+	weft_kit_le_put32(p, IBP_MEM_MAGIC);
+	weft_kit_le_put16(p + 4, IBP_MEM_VERSION);
+	weft_kit_le_put16(p + 6, (uint16_t)ctx->fab.ndevs);
+	weft_kit_le_put32(p + 8, (uint32_t)need);
+	weft_kit_le_put64(p + 16, (uint64_t)(uintptr_t)m->base);
+	weft_kit_le_put64(p + 24, (uint64_t)m->len);
 	for (int k = 0; k < ctx->fab.ndevs; k++) {
 		unsigned char *e = p + IBP_MEM_HDR + (size_t)k * IBP_MEM_ENT;
-		ibp_put_u64(e, ctx->fab.devs[k].attr.node_guid);
-		ibp_put_u32(e + 8, m->mr[k]->rkey);
+		weft_kit_le_put64(e, ctx->fab.devs[k].attr.node_guid);
+		weft_kit_le_put32(e + 8, m->mr[k]->rkey);
 	}
 	*len = need;
 	return 0;
@@ -213,21 +214,21 @@ int ibp_mem_import(void *tc, int peer, const void *buf, size_t len, void **rmh)
 	r->peer = peer;
 	if (len < IBP_MEM_HDR)
 		BAD("%zu bytes, shorter than its %d-byte header", len, IBP_MEM_HDR);
-	if (ibp_get_u32(p) != IBP_MEM_MAGIC)
-		BAD("magic 0x%08x, expected 0x%08x", ibp_get_u32(p), IBP_MEM_MAGIC);
-	if (ibp_get_u16(p + 4) != IBP_MEM_VERSION)
-		BAD("version %u, this plugin reads version %d", ibp_get_u16(p + 4), IBP_MEM_VERSION);
-	unsigned count = ibp_get_u16(p + 6);
+	if (weft_kit_le_get32(p) != IBP_MEM_MAGIC)
+		BAD("magic 0x%08x, expected 0x%08x", weft_kit_le_get32(p), IBP_MEM_MAGIC);
+	if (weft_kit_le_get16(p + 4) != IBP_MEM_VERSION)
+		BAD("version %u, this plugin reads version %d", weft_kit_le_get16(p + 4), IBP_MEM_VERSION);
+	unsigned count = weft_kit_le_get16(p + 6);
 	if (count < 1 || count > IBP_MAX_DEVS)
 		BAD("%u device entries, expected 1..%d", count, IBP_MAX_DEVS);
-	if (ibp_get_u32(p + 8) != len)
-		BAD("header says %u bytes, got %zu", ibp_get_u32(p + 8), len);
+	if (weft_kit_le_get32(p + 8) != len)
+		BAD("header says %u bytes, got %zu", weft_kit_le_get32(p + 8), len);
 	if (len != IBP_MEM_HDR + (size_t)count * IBP_MEM_ENT)
 		BAD("%zu bytes for %u entries, expected %zu", len, count, IBP_MEM_HDR + (size_t)count * IBP_MEM_ENT);
-	if (ibp_get_u32(p + 12) != 0)
-		BAD("reserved header field is 0x%x, expected 0", ibp_get_u32(p + 12));
-	r->addr = ibp_get_u64(p + 16);
-	r->len = ibp_get_u64(p + 24);
+	if (weft_kit_le_get32(p + 12) != 0)
+		BAD("reserved header field is 0x%x, expected 0", weft_kit_le_get32(p + 12));
+	r->addr = weft_kit_le_get64(p + 16);
+	r->len = weft_kit_le_get64(p + 24);
 	if (r->len == 0)
 		BAD("zero-length region");
 	if (r->addr == 0)
@@ -236,12 +237,12 @@ int ibp_mem_import(void *tc, int peer, const void *buf, size_t len, void **rmh)
 		BAD("region 0x%llx+%llu wraps around", (unsigned long long)r->addr, (unsigned long long)r->len);
 	for (unsigned i = 0; i < count; i++) {
 		const unsigned char *e = p + IBP_MEM_HDR + (size_t)i * IBP_MEM_ENT;
-		r->keys[i].guid = ibp_get_u64(e);
-		r->keys[i].rkey = ibp_get_u32(e + 8);
+		r->keys[i].guid = weft_kit_le_get64(e);
+		r->keys[i].rkey = weft_kit_le_get32(e + 8);
 		if (r->keys[i].guid == 0)
 			BAD("entry %u: device GUID is zero", i);
-		if (ibp_get_u32(e + 12) != 0)
-			BAD("entry %u: reserved field is 0x%x, expected 0", i, ibp_get_u32(e + 12));
+		if (weft_kit_le_get32(e + 12) != 0)
+			BAD("entry %u: reserved field is 0x%x, expected 0", i, weft_kit_le_get32(e + 12));
 		for (unsigned j = 0; j < i; j++)
 			if (r->keys[j].guid == r->keys[i].guid)
 				BAD("entry %u: device GUID 0x%016llx appears twice", i, (unsigned long long)r->keys[i].guid);

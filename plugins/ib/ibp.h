@@ -11,6 +11,7 @@
 
 #include <infiniband/verbs.h>
 
+#include <weft/kit.h>
 #include <weft/plugin.h>
 
 #define IBP_MAX_DEVS 16   /* verbs devices one context opens */
@@ -326,40 +327,5 @@ int ibp_wc_code(enum ibv_wc_status st);
 #define IBP_MEM_VERSION 1
 #define IBP_MEM_HDR 32
 #define IBP_MEM_ENT 16
-
-/* Little-endian field access for the wire formats. */
-static inline void ibp_put_u16(unsigned char *p, uint16_t v)
-{
-	p[0] = (unsigned char)v;
-	p[1] = (unsigned char)(v >> 8);
-}
-static inline void ibp_put_u32(unsigned char *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-static inline void ibp_put_u64(unsigned char *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-static inline uint16_t ibp_get_u16(const unsigned char *p)
-{
-	return (uint16_t)(p[0] | (p[1] << 8));
-}
-static inline uint32_t ibp_get_u32(const unsigned char *p)
-{
-	uint32_t v = 0;
-	for (int i = 3; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
-static inline uint64_t ibp_get_u64(const unsigned char *p)
-{
-	uint64_t v = 0;
-	for (int i = 7; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
 
 #endif /* WEFT_IBP_H */
