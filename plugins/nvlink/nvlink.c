@@ -15,9 +15,14 @@
 
 const struct weft_core_api *nvl_core;
 
-static const struct weft_param_decl nvl_params[] = {
-	{sizeof(struct weft_param_decl), "nvlink", "device", WEFT_PARAM_INT, "-1",
-	 "CUDA device this rank uses; -1: the calling thread's current device"},
+/* The parameters of [nvlink], read at each open. */
+struct nvl_settings {
+	int64_t device;
+};
+
+static const struct weft_kit_param nvl_params[] = {
+	WEFT_KIT_P_INT("device", struct nvl_settings, device, "-1", -1, INT32_MAX,
+		       "CUDA device this rank uses; -1: the calling thread's current device"),
 };
 
 /* ------------------------------------------------------------ objects */
@@ -93,8 +98,10 @@ static int nvl_open(const struct weft_tp_open_args *args, void **out)
 		NVL_INFO("not available: %s", grt_init_error());
 		return -WEFT_ERR_NO_DEVICE;
 	}
-	int64_t want = -1;
-	nvl_core->param_get(nvl_core->self, "nvlink", "device", WEFT_PARAM_INT, &want, NULL);
+	struct nvl_settings set;
+	if ((rc = weft_kit_params_load(nvl_core, "nvlink", nvl_params, WEFT_KIT_NROWS(nvl_params), &set)) < 0)
+		return rc;
+	int64_t want = set.device;
 	int ndev = 0, dev = 0;
 	rc = grt_device_count(&ndev);
 	if (rc != 0)
@@ -380,8 +387,8 @@ static int import_get(struct nvl_ctx *tc, int peer, const struct nvl_wire *w, co
 		return rc;
 	}
 	if (rc != 0) {
-		NVL_ERR("mem_import: cannot map rank %d's buffer (export %llu): %d", peer,
-			(unsigned long long)w->export_id, rc);
+		NVL_ERR("mem_import: cannot map rank %d's buffer (export %llu): %s", peer,
+			(unsigned long long)w->export_id, weft_kit_errname(rc));
 		nvl_core->free(im);
 		return rc;
 	}
@@ -770,11 +777,7 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 		return NULL;
 	nvl_core = core;
 	grt_set_logger(core, "nvlink");
-	size_t bad = 0;
-	int rc = weft_plugin_declare_params(core, nvl_params, sizeof(nvl_params) / sizeof(nvl_params[0]), &bad);
-	if (rc != 0) {
-		NVL_ERR("cannot declare parameter nvlink.%s: %d", nvl_params[bad].key, rc);
-		return NULL;
-	}
+	if (weft_kit_params_declare(core, "nvlink", nvl_params, WEFT_KIT_NROWS(nvl_params)) < 0)
+		return NULL; /* logged, naming the parameter */
 	return nvl_descs;
 }

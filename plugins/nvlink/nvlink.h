@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <weft/kit.h>
 #include <weft/plugin.h>
 
 extern const struct weft_core_api *nvl_core;

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <weft/kit.h>
+
 #include "../gpurt/gpurt.h"
 #include "xgmi_wire.h"
 
@@ -22,9 +24,14 @@ static const struct weft_core_api *xg_core;
 #define XG_INFO(...) XG_LOG(WEFT_LOG_INFO, __VA_ARGS__)
 #define XG_DBG(...) XG_LOG(WEFT_LOG_DEBUG, __VA_ARGS__)
 
-static const struct weft_param_decl xg_params[] = {
-	{sizeof(struct weft_param_decl), "xgmi", "device", WEFT_PARAM_INT, "-1",
-	 "HIP device this rank uses; -1: the calling thread's current device"},
+/* The parameters of [xgmi], read at each open. */
+struct xg_settings {
+	int64_t device;
+};
+
+static const struct weft_kit_param xg_params[] = {
+	WEFT_KIT_P_INT("device", struct xg_settings, device, "-1", -1, INT32_MAX,
+		       "HIP device this rank uses; -1: the calling thread's current device"),
 };
 
 /* ------------------------------------------------------------ objects */
@@ -105,8 +112,10 @@ static int xg_open(const struct weft_tp_open_args *args, void **out)
 		XG_INFO("not available: %s", grt_init_error());
 		return -WEFT_ERR_NO_DEVICE;
 	}
-	int64_t want = -1;
-	xg_core->param_get(xg_core->self, "xgmi", "device", WEFT_PARAM_INT, &want, NULL);
+	struct xg_settings set;
+	if ((rc = weft_kit_params_load(xg_core, "xgmi", xg_params, WEFT_KIT_NROWS(xg_params), &set)) < 0)
+		return rc;
+	int64_t want = set.device;
 	int ndev = 0, dev = 0;
 	rc = grt_device_count(&ndev);
 	if (rc != 0)
@@ -332,8 +341,8 @@ static int import_get(struct xg_ctx *tc, int peer, const struct xg_wire *w, stru
 	im->refs = 1;
 	int rc = grt_ipc_open(w->ipc, &im->base);
 	if (rc != 0) {
-		XG_ERR("mem_import: cannot map rank %d's buffer (export %llu): %d", peer,
-		       (unsigned long long)w->export_id, rc);
+		XG_ERR("mem_import: cannot map rank %d's buffer (export %llu): %s", peer,
+		       (unsigned long long)w->export_id, weft_kit_errname(rc));
 		xg_core->free(im);
 		return rc;
 	}
@@ -720,11 +729,7 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 		return NULL;
 	xg_core = core;
 	grt_set_logger(core, "xgmi");
-	size_t bad = 0;
-	int rc = weft_plugin_declare_params(core, xg_params, sizeof(xg_params) / sizeof(xg_params[0]), &bad);
-	if (rc != 0) {
-		XG_ERR("cannot declare parameter xgmi.%s: %d", xg_params[bad].key, rc);
-		return NULL;
-	}
+	if (weft_kit_params_declare(core, "xgmi", xg_params, WEFT_KIT_NROWS(xg_params)) < 0)
+		return NULL; /* logged, naming the parameter */
 	return xg_descs;
 }
