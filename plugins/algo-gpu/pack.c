@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include <weft/device.h>
+#include <weft/kit.h>
 #include <weft/plugin.h>
 
 #include "pack.h"
@@ -19,15 +20,6 @@ struct wag_cfg wag_cfg;
 
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct wag_ctx *ctxs;
-
-const char *wag_errname(int rc)
-{
-	static const char *const own[] = {"plugin", "ABI", "config", "peer", "aborted", "protocol",
-					  "auth", "transport", "no device", "mismatch"};
-	if (rc <= -WEFT_ERR_FIRST && rc > -WEFT_ERR_LAST)
-		return own[-rc - WEFT_ERR_FIRST];
-	return strerror(-rc);
-}
 
 static uint64_t round_up(uint64_t x, uint64_t a)
 {
@@ -847,108 +839,86 @@ static const struct weft_plugin_desc wag_desc = {
 
 static const struct weft_plugin_desc *const wag_descs[] = {&wag_desc, NULL};
 
-#define P(key, type, def, help) {sizeof(struct weft_param_decl), WAG_NAME, key, type, def, help}
-static const struct weft_param_decl wag_params[] = {
-	P("ll_max", WEFT_PARAM_SIZE, "64K", "Largest allreduce (bytes) the LL-packet algorithm serves; 0 turns it off."),
-	P("ll_exchange_max", WEFT_PARAM_SIZE, "128K",
+/* The pack's parameters, each bound to its field of wag_cfg. */
+#define S(key, field, def, help) WEFT_KIT_P_SIZE(key, struct wag_cfg, field, def, 0, UINT64_MAX, help)
+#define I(key, field, lo, hi, def, help) WEFT_KIT_P_INT(key, struct wag_cfg, field, def, lo, hi, help)
+static const struct weft_kit_param wag_params[] = {
+	S("ll_max", ll_max, "64K", "Largest allreduce (bytes) the LL-packet algorithm serves; 0 turns it off."),
+	S("ll_exchange_max", llx_max, "128K",
 	  "Largest message per peer (one rank's block, bytes) of the LL-packet allgather, reduce-scatter and "
 	  "alltoall, and largest broadcast of the LL-packet one; 0 turns them off."),
-	P("oneshot_max", WEFT_PARAM_SIZE, "16M",
+	S("oneshot_max", oneshot_max, "16M",
 	  "Largest allreduce (bytes) the one-shot algorithm serves; larger ones use reduce-scatter + allgather. "
 	  "Scratch holds 2 x ranks x this."),
-	P("allgather_oneshot_max", WEFT_PARAM_SIZE, "1M",
+	S("allgather_oneshot_max", ag_oneshot_max, "1M",
 	  "Largest allgather (output bytes) the one-shot algorithm serves; larger ones use the ring."),
 	/* Below the copy-engine minimums the direct kernels are faster
 	 * (reduce-scatter: at every size measured, so off); the direct ones are
 	 * where they overtake the LL and one-shot algorithms (docs/perf, two H200s). */
-	P("ce_allreduce_min", WEFT_PARAM_SIZE, "256M",
+	S("ce_allreduce_min", ce_min[WEFT_COLL_ALLREDUCE], "256M",
 	  "Smallest allreduce (bytes) moved by the copy engines (allreduce-ce); 0 turns it off."),
-	P("ce_reduce_scatter_min", WEFT_PARAM_SIZE, "0",
+	S("ce_reduce_scatter_min", ce_min[WEFT_COLL_REDUCE_SCATTER], "0",
 	  "Smallest reduce-scatter (input bytes) moved by the copy engines; 0 (the default: the direct kernel "
 	  "was faster at every size measured) turns it off."),
-	P("ce_allgather_min", WEFT_PARAM_SIZE, "512M",
+	S("ce_allgather_min", ce_min[WEFT_COLL_ALLGATHER], "512M",
 	  "Smallest allgather (output bytes) moved by the copy engines; 0 turns it off."),
-	P("ce_broadcast_min", WEFT_PARAM_SIZE, "512M",
+	S("ce_broadcast_min", ce_min[WEFT_COLL_BROADCAST], "512M",
 	  "Smallest broadcast (bytes) moved by the copy engines; 0 turns it off."),
-	P("ce_alltoall_min", WEFT_PARAM_SIZE, "512M",
+	S("ce_alltoall_min", ce_min[WEFT_COLL_ALLTOALL], "512M",
 	  "Smallest alltoall (bytes per rank) moved by the copy engines; 0 turns it off."),
-	P("direct_allreduce_min", WEFT_PARAM_SIZE, "2M",
+	S("direct_allreduce_min", direct_min[WEFT_COLL_ALLREDUCE], "2M",
 	  "Smallest allreduce (bytes) served by the direct kernel (GPU threads read and write the peers' buffers "
 	  "of the call, registered once per set of buffers); 0 turns it off."),
-	P("direct_reduce_scatter_min", WEFT_PARAM_SIZE, "2M",
+	S("direct_reduce_scatter_min", direct_min[WEFT_COLL_REDUCE_SCATTER], "2M",
 	  "Smallest reduce-scatter (input bytes) served by the direct kernel; 0 turns it off."),
-	P("direct_allgather_min", WEFT_PARAM_SIZE, "2M",
+	S("direct_allgather_min", direct_min[WEFT_COLL_ALLGATHER], "2M",
 	  "Smallest allgather (output bytes) served by the direct kernel; 0 turns it off."),
-	P("direct_broadcast_min", WEFT_PARAM_SIZE, "4M",
+	S("direct_broadcast_min", direct_min[WEFT_COLL_BROADCAST], "4M",
 	  "Smallest broadcast (bytes) served by the direct kernel; 0 turns it off."),
-	P("direct_alltoall_min", WEFT_PARAM_SIZE, "1M",
+	S("direct_alltoall_min", direct_min[WEFT_COLL_ALLTOALL], "1M",
 	  "Smallest alltoall (bytes per rank) served by the direct kernel; 0 turns it off."),
-	P("direct_blocks", WEFT_PARAM_INT, "64", "Most CUDA blocks of the direct data movers (allgather, broadcast, "
-	  "alltoall)."),
-	P("direct_reduce_blocks", WEFT_PARAM_INT, "64",
+	I("direct_blocks", direct_blocks, 1, 1024, "64",
+	  "Most CUDA blocks of the direct data movers (allgather, broadcast, alltoall)."),
+	I("direct_reduce_blocks", direct_reduce_blocks, 1, 1024, "64",
 	  "Most CUDA blocks of the direct reductions (allreduce, reduce-scatter). Each takes a whole multiprocessor "
 	  "(118 registers a thread): two such kernels running at once on one GPU (ranks sharing a GPU, two "
 	  "communicators) must fit together, so a call never takes more than half the multiprocessors."),
-	P("ce_chunk", WEFT_PARAM_SIZE, "16M",
+	S("ce_chunk", ce_chunk, "16M",
 	  "Largest pipeline chunk (bytes) of the copy-engine allreduce and reduce-scatter (a multiple of 64K)."),
-	P("ce_allreduce_push", WEFT_PARAM_INT, "0",
+	I("ce_allreduce_push", ce_allreduce_push, 0, 1, "0",
 	  "1: allreduce-ce on two ranks moves everything by pushes (each rank's copy engine writes the peer's block "
 	  "of its input into the peer's output, which the peer reduces in place, then writes the result back); 0: "
 	  "each rank pulls its block of the peer's input. More ranks always pull."),
-	P("oneshot_blocks", WEFT_PARAM_INT, "32", "Most CUDA blocks of the one-shot kernels."),
-	P("oneshot_min_segment", WEFT_PARAM_SIZE, "16K", "Fewest bytes per CUDA block in the one-shot kernels."),
-	P("rsag_blocks", WEFT_PARAM_INT, "64", "CUDA blocks of the reduce-scatter + allgather allreduce."),
-	P("allgather_blocks", WEFT_PARAM_INT, "64", "CUDA blocks of the ring allgather."),
-	P("tile", WEFT_PARAM_SIZE, "64K", "Bytes per pipeline tile (one ring slot) of the large-message kernels."),
-	P("depth", WEFT_PARAM_INT, "4", "Ring slots per peer and CUDA block (2 to 16)."),
-	P("p2p_blocks", WEFT_PARAM_INT, "64",
+	I("oneshot_blocks", oneshot_blocks, 1, 1024, "32", "Most CUDA blocks of the one-shot kernels."),
+	S("oneshot_min_segment", min_seg, "16K", "Fewest bytes per CUDA block in the one-shot kernels."),
+	I("rsag_blocks", rsag_blocks, 1, 1024, "64", "CUDA blocks of the reduce-scatter + allgather allreduce."),
+	I("allgather_blocks", ag_blocks, 1, 1024, "64", "CUDA blocks of the ring allgather."),
+	S("tile", tile, "64K", "Bytes per pipeline tile (one ring slot) of the large-message kernels."),
+	I("depth", depth, 2, 16, "4", "Ring slots per peer and CUDA block (2 to 16)."),
+	I("p2p_blocks", p2p_blocks, 1, 1024, "64",
 	  "CUDA blocks per peer and direction of a send/recv batch (fewer where the blocks of every channel would "
 	  "not fit one a multiprocessor: sms / (2 * ranks - 1))."),
-	P("p2p_ll_max", WEFT_PARAM_SIZE, "256K",
+	S("p2p_ll_max", p2p_ll_max, "256K",
 	  "Largest send/recv entry (bytes) moved as LL packets (data and flag in one store: no handshake per tile); "
 	  "0 turns LL off."),
-	P("p2p_tile", WEFT_PARAM_SIZE, "256K",
+	S("p2p_tile", p2p_tile, "256K",
 	  "Bytes per ring slot of a send/recv channel: an entry of at least p2p_tile times the channel's blocks moves "
 	  "in tiles of this size, a smaller one spread over the blocks in tiles of at most `tile` bytes."),
 };
+#undef S
+#undef I
 
-static int get_size(const char *key, uint64_t *v)
-{
-	int rc = wag_core->param_get(wag_core->self, WAG_NAME, key, WEFT_PARAM_SIZE, v, NULL);
-	return rc == -ENOENT ? 0 : rc;
-}
-
-static int get_int(const char *key, int64_t *v, int64_t lo, int64_t hi)
-{
-	int rc = wag_core->param_get(wag_core->self, WAG_NAME, key, WEFT_PARAM_INT, v, NULL);
-	if (rc == -ENOENT)
-		return 0;
-	if (rc == 0 && (*v < lo || *v > hi)) {
-		WAG_LOG(WEFT_LOG_ERROR, "parameter %s.%s = %lld is outside %lld..%lld", WAG_NAME, key, (long long)*v,
-			(long long)lo, (long long)hi);
-		return -EINVAL;
-	}
-	return rc;
-}
-
-/* The smallest call (selection bytes) of each collective's algorithm of one
- * family, from parameter keys[coll]; 0 (and a collective without a key)
- * turns the algorithm off. */
-static int set_mins(const char *const keys[WEFT_COLL_COUNT], struct weft_algo *const algos[WEFT_COLL_COUNT],
-		    uint64_t mins[WEFT_COLL_COUNT])
+/* Each collective's algorithm of one family serves calls of mins[coll]
+ * selection bytes and more; 0 (and a collective without a threshold) turns
+ * it off. */
+static void set_mins(struct weft_algo *const algos[WEFT_COLL_COUNT], const uint64_t mins[WEFT_COLL_COUNT])
 {
 	for (int i = 0; i < WEFT_COLL_COUNT; i++) {
-		mins[i] = 0;
-		if (!keys[i])
+		if (!algos[i])
 			continue;
-		if (get_size(keys[i], &mins[i])) {
-			WAG_LOG(WEFT_LOG_ERROR, "bad parameter %s.%s; the pack declines to load", WAG_NAME, keys[i]);
-			return -EINVAL;
-		}
 		algos[i]->min_bytes = mins[i];
 		algos[i]->mem_types = mins[i] ? 1u << WEFT_MEM_CUDA : 0;
 	}
-	return 0;
 }
 
 WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const struct weft_core_api *core)
@@ -956,57 +926,27 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 	if (!weft_core_api_usable(core))
 		return NULL;
 	wag_core = core;
-	size_t bad = 0;
-	int drc = weft_plugin_declare_params(core, wag_params, sizeof(wag_params) / sizeof(wag_params[0]), &bad);
-	if (drc != 0) {
-		WAG_LOG(WEFT_LOG_ERROR, "cannot declare parameter %s: %s", wag_params[bad].key, wag_errname(drc));
+	if (weft_kit_params_declare(core, WAG_NAME, wag_params, WEFT_KIT_NROWS(wag_params)) < 0)
+		return NULL; /* logged, naming the parameter */
+	/* Every value comes from its row in wag_params (or the environment and
+	 * config file over it): the defaults live there only. */
+	if (weft_kit_params_load(core, WAG_NAME, wag_params, WEFT_KIT_NROWS(wag_params), &wag_cfg) < 0) {
+		WAG_LOG(WEFT_LOG_ERROR, "the pack declines to load");
 		return NULL;
 	}
-	/* Every value comes from its declaration in wag_params (or the
-	 * environment and config file over it): the defaults live there only. */
-	static const char *const ce_keys[WEFT_COLL_COUNT] = {
-		[WEFT_COLL_ALLREDUCE] = "ce_allreduce_min", [WEFT_COLL_REDUCE_SCATTER] = "ce_reduce_scatter_min",
-		[WEFT_COLL_ALLGATHER] = "ce_allgather_min", [WEFT_COLL_BROADCAST] = "ce_broadcast_min",
-		[WEFT_COLL_ALLTOALL] = "ce_alltoall_min",
-	};
 	struct weft_algo *const ce[WEFT_COLL_COUNT] = {
 		[WEFT_COLL_ALLREDUCE] = &algo_arce, [WEFT_COLL_REDUCE_SCATTER] = &algo_rsce,
 		[WEFT_COLL_ALLGATHER] = &algo_agce, [WEFT_COLL_BROADCAST] = &algo_bcce, [WEFT_COLL_ALLTOALL] = &algo_a2ace,
-	};
-	static const char *const direct_keys[WEFT_COLL_COUNT] = {
-		[WEFT_COLL_ALLREDUCE] = "direct_allreduce_min", [WEFT_COLL_REDUCE_SCATTER] = "direct_reduce_scatter_min",
-		[WEFT_COLL_ALLGATHER] = "direct_allgather_min", [WEFT_COLL_BROADCAST] = "direct_broadcast_min",
-		[WEFT_COLL_ALLTOALL] = "direct_alltoall_min",
 	};
 	struct weft_algo *const direct[WEFT_COLL_COUNT] = {
 		[WEFT_COLL_ALLREDUCE] = &algo_ardirect, [WEFT_COLL_REDUCE_SCATTER] = &algo_rsdirect,
 		[WEFT_COLL_ALLGATHER] = &algo_agdirect, [WEFT_COLL_BROADCAST] = &algo_bcdirect,
 		[WEFT_COLL_ALLTOALL] = &algo_a2adirect,
 	};
-	if (set_mins(ce_keys, ce, wag_cfg.ce_min) || set_mins(direct_keys, direct, wag_cfg.direct_min))
-		return NULL;
-	if (get_int("direct_blocks", &wag_cfg.direct_blocks, 1, 1024) ||
-	    get_int("direct_reduce_blocks", &wag_cfg.direct_reduce_blocks, 1, 1024)) {
-		WAG_LOG(WEFT_LOG_ERROR, "bad parameter %s.direct_blocks or direct_reduce_blocks; the pack declines to load",
-			WAG_NAME);
-		return NULL;
-	}
-	if (get_int("ce_allreduce_push", &wag_cfg.ce_allreduce_push, 0, 1)) {
-		WAG_LOG(WEFT_LOG_ERROR, "%s.ce_allreduce_push must be 0 or 1; the pack declines to load", WAG_NAME);
-		return NULL;
-	}
-	if (get_size("ce_chunk", &wag_cfg.ce_chunk) || wag_cfg.ce_chunk < (64 << 10) || wag_cfg.ce_chunk % (64 << 10)) {
+	set_mins(ce, wag_cfg.ce_min);
+	set_mins(direct, wag_cfg.direct_min);
+	if (wag_cfg.ce_chunk < (64 << 10) || wag_cfg.ce_chunk % (64 << 10)) {
 		WAG_LOG(WEFT_LOG_ERROR, "%s.ce_chunk must be a multiple of 64K; the pack declines to load", WAG_NAME);
-		return NULL;
-	}
-	if (get_size("ll_max", &wag_cfg.ll_max) || get_size("ll_exchange_max", &wag_cfg.llx_max) ||
-	    get_size("oneshot_max", &wag_cfg.oneshot_max) ||
-	    get_size("allgather_oneshot_max", &wag_cfg.ag_oneshot_max) || get_size("oneshot_min_segment", &wag_cfg.min_seg) ||
-	    get_size("tile", &wag_cfg.tile) || get_int("oneshot_blocks", &wag_cfg.oneshot_blocks, 1, 1024) ||
-	    get_int("rsag_blocks", &wag_cfg.rsag_blocks, 1, 1024) || get_int("allgather_blocks", &wag_cfg.ag_blocks, 1, 1024) ||
-	    get_int("depth", &wag_cfg.depth, 2, 16) || get_int("p2p_blocks", &wag_cfg.p2p_blocks, 1, 1024) ||
-	    get_size("p2p_tile", &wag_cfg.p2p_tile) || get_size("p2p_ll_max", &wag_cfg.p2p_ll_max)) {
-		WAG_LOG(WEFT_LOG_ERROR, "bad parameter; the pack declines to load");
 		return NULL;
 	}
 	if (wag_cfg.tile < 256 || wag_cfg.tile % 16 || wag_cfg.p2p_tile % 16 || wag_cfg.p2p_tile > (64ull << 20) ||

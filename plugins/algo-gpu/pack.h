@@ -5,6 +5,7 @@
 #ifndef WAG_PACK_H
 #define WAG_PACK_H
 
+#include <weft/kit.h>
 #include <weft/plugin.h>
 
 #include "wag.h"
@@ -79,7 +80,11 @@ enum wag_kind {
 	WAG_A2A_DIRECT,
 };
 
-const char *wag_errname(int rc);
+/* A code's description for the log: the kit's, which has every name. */
+static inline const char *wag_errname(int rc)
+{
+	return weft_kit_strerror(rc);
+}
 size_t wag_esize(enum weft_datatype t);
 /* Runs one call with a kernel algorithm of the pack (pack.c). */
 int wag_run(struct wag_ctx *c, const struct weft_coll_args *a, enum wag_kind k);
