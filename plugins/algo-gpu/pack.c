@@ -3,7 +3,6 @@
  * connections to every peer, one scratch buffer per rank mapped into every
  * peer's GPU), the algorithm table and the launches on the caller's stream. */
 #include <errno.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,9 +16,6 @@ const struct weft_core_api *wag_core;
 struct wag_cfg wag_cfg;
 
 /* ---------------------------------------------------- per-comm context */
-
-static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct wag_ctx *ctxs;
 
 static uint64_t round_up(uint64_t x, uint64_t a)
 {
@@ -129,7 +125,6 @@ static int ctx_create(const struct weft_algo_comm *ac, struct wag_ctx **out)
 	c->rank = ac->rank;
 	c->nranks = ac->nranks;
 	c->prim = p;
-	c->refs = 1;
 	int rc, sms = 0;
 	if (wag_cuda_get_device(&c->dev) || wag_cuda_sm_count(c->dev, &sms)) {
 		/* CUDA buffers where no CUDA device answers: a memory type this
@@ -181,6 +176,13 @@ static int ctx_create(const struct weft_algo_comm *ac, struct wag_ctx **out)
 			c->base.scr[q] = dptr;
 			c->base.abort[q] = dev.abort_flag;
 		}
+	/* Ready only once every rank's half is made: a failure on any rank then
+	 * ends this barrier everywhere (the core cancels setup waits), so the
+	 * barrier in ctx_free is met by every rank or by none. */
+	if ((rc = p->comm_barrier(c->comm))) {
+		WAG_LOG(WEFT_LOG_ERROR, "the other ranks did not complete their context: %s", wag_errname(rc));
+		goto err_free;
+	}
 	c->ready = 1;
 	*out = c;
 	return 0;
@@ -189,50 +191,21 @@ err_free:
 	return rc;
 }
 
-/* The creation is collective: it runs outside ctx_lock, since other ranks of
- * the same communicator may live in this process (ncclCommInitAll, threads)
- * and need the lock for their own half of it. One communicator's algorithms
- * are set up one after another by the core, so two creations of one comm
- * never race. */
-static int ctx_get(const struct weft_algo_comm *ac, struct wag_ctx **out)
+/* The pack's per-communicator context: made by comm_setup, collectively
+ * (see ctx_create), shared by every algorithm, freed by comm_teardown. */
+static int wag_comm_setup(const struct weft_algo_comm *ac, void **pack_state)
 {
-	pthread_mutex_lock(&ctx_lock);
-	struct wag_ctx *c = ctxs;
-	while (c && c->comm != ac->comm)
-		c = c->next;
-	if (c)
-		c->refs++;
-	pthread_mutex_unlock(&ctx_lock);
-	if (c) {
-		*out = c;
-		return 0;
-	}
+	struct wag_ctx *c = NULL;
 	int rc = ctx_create(ac, &c);
-	if (rc != 0)
-		return rc;
-	pthread_mutex_lock(&ctx_lock);
-	c->next = ctxs;
-	ctxs = c;
-	pthread_mutex_unlock(&ctx_lock);
-	*out = c;
-	return 0;
+	if (rc == 0)
+		*pack_state = c;
+	return rc;
 }
 
-static void ctx_put(struct wag_ctx *c)
+static void wag_comm_teardown(void *pack_state)
 {
-	if (!c)
-		return;
-	pthread_mutex_lock(&ctx_lock);
-	int last = --c->refs == 0;
-	if (last)
-		for (struct wag_ctx **pp = &ctxs; *pp; pp = &(*pp)->next)
-			if (*pp == c) {
-				*pp = c->next;
-				break;
-			}
-	pthread_mutex_unlock(&ctx_lock);
-	if (last)
-		ctx_free(c);
+	if (pack_state)
+		ctx_free(pack_state);
 }
 
 /* ------------------------------------------------------------ algorithms */
@@ -753,16 +726,10 @@ static int ex_p2p(void *state, const struct weft_coll_args *a)
 
 static int wag_setup(const struct weft_algo_comm *ac, void **state)
 {
-	struct wag_ctx *c;
-	int rc = ctx_get(ac, &c);
-	if (rc == 0)
-		*state = c;
-	return rc;
-}
-
-static void wag_teardown(void *state)
-{
-	ctx_put(state);
+	if (ac->size < offsetof(struct weft_algo_comm, pack_state) + sizeof(ac->pack_state) || !ac->pack_state)
+		return -EINVAL;
+	*state = ac->pack_state;
+	return 0;
 }
 
 #define WAG_ALGO(var, nm, cl, prio, sup, fn)                                            \
@@ -779,7 +746,7 @@ static void wag_teardown(void *state)
 		.setup = wag_setup,                                                     \
 		.supports = sup,                                                        \
 		.execute = fn,                                                          \
-		.teardown = wag_teardown,                                               \
+		.teardown = NULL,                                                       \
 		.redops = WAG_REDOPS,                                                   \
 	}
 
@@ -826,6 +793,8 @@ static const struct weft_algo *const wag_algos[] = {
 static const struct weft_algo_ops wag_ops = {
 	.size = sizeof(struct weft_algo_ops),
 	.algos = wag_algos,
+	.comm_setup = wag_comm_setup,
+	.comm_teardown = wag_comm_teardown,
 };
 
 static const struct weft_plugin_desc wag_desc = {

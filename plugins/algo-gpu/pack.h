@@ -33,10 +33,9 @@ struct wag_peer {
 
 struct wag_ce;
 
+/* Per-communicator state of the pack, made by its comm_setup (ABI 0.3). */
 struct wag_ctx {
-	struct wag_ctx *next;
 	weft_comm_t *comm;
-	int refs;
 	int rank, nranks, dev, sms;
 	int ready; /* setup completed on this rank: teardown meets the others */
 	const struct weft_prim_api *prim;
