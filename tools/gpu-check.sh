@@ -20,15 +20,17 @@
 #   nccl       weft-nccl-driver on device buffers: forked ranks, ncclCommInitAll
 #              with groups, CUDA-graph-captured calls, and under mpirun
 #   torch      tests/torch/weft_torch_check.py under torchrun with libweft_nccl preloaded
-# Default: build test bench nccl torch. Logs go to $OUT when set (the device
+#   plugin-check  weft-plugin-check on nvlink (its CUDA-memory checks) and on
+#              algo-gpu (the pack checks on device buffers), 2 ranks
+# Default: build test plugin-check bench nccl torch. Logs go to $OUT when set (the device
 # machine), else to build-gpu/logs. NVLink multicast stays off throughout.
 # A tree built elsewhere at the same path can be run without the build stage.
-# Usage: tools/gpu-check.sh [build] [test] [bench] [algo-bench] [perf] [sweep] [record] [ce-diag] [nccl] [torch]
+# Usage: tools/gpu-check.sh [build] [test] [plugin-check] [bench] [algo-bench] [perf] [sweep] [record] [ce-diag] [nccl] [torch]
 set -uo pipefail
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$src" || exit
 stages=("$@")
-((${#stages[@]})) || stages=(build test bench nccl torch)
+((${#stages[@]})) || stages=(build test plugin-check bench nccl torch)
 bdir=${WEFT_GPU_BUILD:-$src/build-gpu}
 logs=${OUT:-$bdir/logs}
 mkdir -p "$logs"
@@ -80,7 +82,7 @@ do_build() {
 			cmake --build "$bdir" -j "$jobs" --target ${WEFT_GPU_TARGETS:-weft-plugin-nvlink weft-plugin-algo-gpu \
 				weft-plugin-shm weft-plugin-algo-host test_algo_host test_nvlink_gpu test_devchan_gpu test_nvlink_nodev test_algo_gpu \
 				test_algo_gpu_sched weft-gpu-bench weft-algo-gpu-bench weft-info weft-perf weft-perf-gpu test_perfgpu_gpu \
-				weft_nccl weft-nccl-driver}
+				weft_nccl weft-nccl-driver weft-plugin-check weft-conformance weft-pack-conformance}
 		fi &&
 		tools/check-no-multicast.sh "$bdir"
 }
@@ -239,6 +241,15 @@ do_torch() {
 		"$src/tests/torch/weft_torch_check.py"
 }
 
+# The vendor's tool on the GPU plugins; WEFT_REQUIRE_GPU makes a skipped
+# CUDA check a failure here.
+do_plugin_check() {
+	local r=0 t="$bdir/bin/weft-plugin-check"
+	WEFT_REQUIRE_GPU=1 "$t" --np 2 "$bdir/lib/weft/libweft-nvlink.so" || r=1
+	WEFT_REQUIRE_GPU=1 "$t" --np 2 "$bdir/lib/weft/libweft-algo-gpu.so" || r=1
+	return $r
+}
+
 for s in "${stages[@]}"; do
 	case $s in
 	build) stage build do_build || break ;;
@@ -251,6 +262,7 @@ for s in "${stages[@]}"; do
 	ce-diag) stage ce-diag do_ce_diag ;;
 	nccl) stage nccl do_nccl ;;
 	torch) stage torch do_torch ;;
+	plugin-check) stage plugin-check do_plugin_check ;;
 	*) echo "gpu-check: unknown stage $s" >&2; exit 2 ;;
 	esac
 done

@@ -1049,7 +1049,7 @@ int main(int argc, char **argv)
 	atexit(cleanup);
 
 	static struct loaded L;
-	struct suite_run runs[NSUITES];
+	static struct suite_run runs[NSUITES]; /* L points into it, and lives as long */
 	int nruns = 0;
 	if (!opt.plugin) { /* --list alone: the transport checks */
 		const char *t = getenv("TMPDIR");

@@ -61,11 +61,41 @@ static void g_log(struct weft_plugin *self, enum weft_log_level level, const cha
 	va_end(ap);
 }
 static int g_log_enabled(struct weft_plugin *self, enum weft_log_level level) { return level <= WEFT_LOG_WARN; }
-static int g_param_declare(struct weft_plugin *self, const struct weft_param_decl *d) { return 0; }
+/* Declared parameters read as their defaults, as the core gives them without
+ * a config file or environment (nvlink's device: the current one). */
+static struct weft_param_decl g_params[16];
+static int g_nparams;
+static int g_param_declare(struct weft_plugin *self, const struct weft_param_decl *d)
+{
+	for (int i = 0; i < g_nparams; i++)
+		if (strcmp(g_params[i].key, d->key) == 0)
+			return -EEXIST;
+	if (g_nparams == (int)(sizeof(g_params) / sizeof(g_params[0])))
+		return -ENOMEM;
+	g_params[g_nparams++] = *d;
+	return 0;
+}
 static int g_param_get(struct weft_plugin *self, const char *section, const char *key, enum weft_param_type type,
 		       void *out, enum weft_param_source *source)
 {
-	return -ENOENT; /* defaults: the current device */
+	for (int i = 0; i < g_nparams; i++) {
+		if (strcmp(g_params[i].key, key) != 0)
+			continue;
+		if (g_params[i].type != type)
+			return -EINVAL;
+		const char *v = g_params[i].default_value;
+		if (source)
+			*source = WEFT_PARAM_SRC_DEFAULT;
+		switch (type) {
+		case WEFT_PARAM_INT: *(int64_t *)out = v ? strtoll(v, NULL, 0) : 0; return 0;
+		case WEFT_PARAM_SIZE: *(uint64_t *)out = v ? strtoull(v, NULL, 0) : 0; return 0;
+		case WEFT_PARAM_BOOL: *(int *)out = v && (strcmp(v, "true") == 0 || atoi(v) != 0); return 0;
+		case WEFT_PARAM_DOUBLE: *(double *)out = v ? strtod(v, NULL) : 0; return 0;
+		case WEFT_PARAM_STRING: *(const char **)out = v; return 0;
+		}
+		return -EINVAL;
+	}
+	return -ENOENT;
 }
 
 static const struct weft_core_api g_core = {
