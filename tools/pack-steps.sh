@@ -85,9 +85,10 @@ grep -Eq "^ +$name +algorithm +ABI [0-9]+\.[0-9]+ +$so\$" <<<"$info" ||
 off=$(env "WEFT_${upper}_ENABLE=0" WEFT_PLUGIN_PATH="$build" "$bin/weft-info" 2>&1) || true
 grep -q "REJECTED $so" <<<"$off" || fail "WEFT_${upper}_ENABLE=0 did not make $name decline:${nl}$off"
 
-# ---- weft-plugin-check: its algorithm-pack checks on "$so" go here, between
-# seeing the pack load and running collectives through it, once the tool has
-# them (a step of the README's list then, too).
+# ---- weft-plugin-check: the algorithm-pack checks on "$so", each of its
+# algorithms forced in turn, at 2, 3, 4 and 8 ranks.
+step "weft-plugin-check --np 2,3,4,8 $so"
+"$bin/weft-plugin-check" --np 2,3,4,8 "$so" || fail "weft-plugin-check failed on $so"
 
 # ---- 4. Select it with [algorithm] rules and run collectives through it.
 conf=$work/weft.conf
