@@ -589,6 +589,17 @@ __attribute__((format(printf, 2, 3))) static void note_skip(int rank, const char
 			return 1;                     \
 		}                                     \
 	} while (0)
+/* Where the algorithm refused every call the check tried (its supports op
+ * may refuse what it cannot do here, a topology say), nothing of it could
+ * be checked: a skip that says so, not a pass. */
+#define RSKIP_NONE(cond, R, ...)                                 \
+	do {                                                     \
+		if (!(cond)) {                                   \
+			note_skip(rank, __VA_ARGS__);            \
+			weft_comm_destroy((R)->comm);            \
+			return PK_SKIP;                          \
+		}                                                \
+	} while (0)
 #define ROK(call)                                                                        \
 	do {                                                                             \
 		int rc_ = (call);                                                        \
@@ -983,7 +994,8 @@ static int plain_op(void)
 }
 
 /* A type the algorithm serves, tried in this order with a call of about
- * want_bytes; fills *c (its seed and placement are the caller's). 0, or 1. */
+ * want_bytes; fills *c (its seed and placement are the caller's). 0, 1
+ * (failed), or PK_SKIP (every type refused; the comm is destroyed). */
 static int pick_served(struct rk *R, size_t want_bytes, struct pk_call *c)
 {
 	static const enum weft_datatype order[] = {WEFT_FLOAT32,  WEFT_INT32,   WEFT_FLOAT64,  WEFT_INT64,
@@ -1006,8 +1018,9 @@ static int pick_served(struct rk *R, size_t want_bytes, struct pk_call *c)
 			return 0;
 		}
 	}
-	note_fail(rank, "%s refused every datatype (-ENOTSUP) at a size within its limits", g_full);
-	return 1;
+	note_skip(rank, "%s refused every datatype (-ENOTSUP) at a size within its limits here", g_full);
+	weft_comm_destroy(R->comm);
+	return PK_SKIP;
 }
 
 /* ---------------------------------------------------------- dtypes-ops */
@@ -1061,7 +1074,7 @@ static int rank_dtypes(int rank, int n, void *arg)
 	for (int r = 0; r < n; r++)
 		RCHECK(memcmp(all[r], refused, sizeof(refused)) == 0, "rank %d refused other calls than this rank (%s)", r,
 		       nref ? list : "none");
-	RCHECK(served > 0, "%s served no call: it refused every datatype and reduction (-ENOTSUP)", g_full);
+	RSKIP_NONE(served > 0, &R, "%s refused every datatype and reduction here (-ENOTSUP)", g_full);
 	if (rank == 0) {
 		printf("pack-conformance: %s: %d calls served and right, %d refused (-ENOTSUP)%s%s\n", g_full, served, nref,
 		       nref ? ": " : "", list);
@@ -1175,8 +1188,8 @@ static int rank_sizes(int rank, int n, void *arg)
 				return 1;
 			done[l] = res == 0;
 		}
-	RCHECK(done[0] || done[1], "%s refused every datatype tried (-ENOTSUP), or none fits its limits at %d ranks",
-	       g_full, n);
+	RSKIP_NONE(done[0] || done[1], &R,
+		   "%s refused every datatype tried here (-ENOTSUP), or none fits its limits at %d ranks", g_full, n);
 	if (rank == 0)
 		printf("pack-conformance: %s: %d calls at its edges and odd counts served and right\n", g_full, calls);
 	ROK(weft_comm_destroy(R.comm));
@@ -1289,7 +1302,7 @@ static int rank_groups(int rank, int n, void *arg)
 		if (res == 0)
 			calls[nc++] = c;
 	}
-	RCHECK(nc > 0, "%s refused every call tried (-ENOTSUP)", g_full);
+	RSKIP_NONE(nc > 0, &R, "%s refused every call tried here (-ENOTSUP)", g_full);
 	/* A group's batch of sends and receives is one call: its sizes add up. */
 	if (g_algo.coll == WEFT_COLL_SENDRECV && g_algo.max_bytes) {
 		while (nc > 1) {
@@ -1422,8 +1435,8 @@ static int rank_abort(int rank, int n, void *arg)
 	 * broadcast's root is that last rank, a reduce's rank 0. */
 	int root = g_algo.coll == WEFT_COLL_BROADCAST ? n - 1 : 0;
 	struct pk_call c = {.seed = 0xab0ull, .root = root};
-	if (pick_served(&R, 64u << 10, &c))
-		return 1;
+	if ((rc = pick_served(&R, 64u << 10, &c)) != 0)
+		return rc;
 	c.seed = 0xab1ull;
 	ROK(weft_comm_barrier(R.comm));
 	if (rank != 0) {
@@ -1472,8 +1485,8 @@ static int rank_killed(int rank, int n, void *arg)
 	/* A broadcast's root is the victim, so every survivor waits on it. */
 	int root = g_algo.coll == WEFT_COLL_BROADCAST ? VICTIM : 0;
 	struct pk_call c = {.seed = 0xdeadull, .root = root};
-	if (pick_served(&R, LARGE_BYTES, &c))
-		return 1;
+	if ((rc = pick_served(&R, LARGE_BYTES, &c)) != 0)
+		return rc;
 	c.seed = 0xdeae;
 	/* The victim dies only once every survivor has heard from it after the
 	 * warm-up, so no survivor sees the death before its own call. */
@@ -1524,7 +1537,7 @@ static int rank_device(int rank, int n, void *arg)
 			}
 		}
 	}
-	RCHECK(served > 0, "%s refused every call on CUDA buffers (-ENOTSUP)", g_full);
+	RSKIP_NONE(served > 0, &R, "%s refused every call on CUDA buffers here (-ENOTSUP)", g_full);
 	if (rank == 0)
 		printf("pack-conformance: %s: %d calls on CUDA buffers and a stream served and right\n", g_full, served);
 	R.cu.stream_destroy(R.stream);

@@ -7,7 +7,7 @@
 #     the output of each failed check after its line; exits 1 if any failed.
 #   pack_conformance.sh expect-fail BIN PACK CHECK NP PATTERN
 #     the check must fail (exit 1) with a reason that matches the grep -E
-#     PATTERN; exits 0 when it does.
+#     PATTERN, in a verdict line that names the check; exits 0 when it does.
 set -u
 mode=$1
 bin=$2
@@ -30,6 +30,10 @@ if [ "$mode" = expect-fail ]; then
 	fi
 	if ! printf '%s\n' "$reason" | grep -Eq -- "$pattern"; then
 		echo "pack_conformance.sh: $check np=$np failed, but its reason does not match '$pattern': $reason"
+		exit 1
+	fi
+	if ! grep -Fq "pack-conformance: $check np=$np: FAILED: $reason" "$tmp/out"; then
+		echo "pack_conformance.sh: $check np=$np failed, but no verdict line names the check with its reason"
 		exit 1
 	fi
 	echo "pack_conformance.sh: $check np=$np failed as it must: $reason"
