@@ -32,14 +32,14 @@
  *   ALGO/groups       several calls in one group, nested too, give what
  *                     they give alone (sendrecv: also every pair at once);
  *   ALGO/abort        rank 0 calls weft_comm_abort from another thread while
- *                     inside a call: its call returns -WEFT_ERR_ABORTED
- *                     within 3 s, every other rank's call ends within the
- *                     peer timeout plus 8 s (with an error, or with the right
- *                     result where it needed nothing more from rank 0), and
- *                     its next call fails;
+ *                     inside a call (the last rank enters it only after):
+ *                     that call returns -WEFT_ERR_ABORTED within 3 s, and so
+ *                     does the next; on every other rank a call fails within
+ *                     the peer timeout plus 8 s (calls that return 0 before
+ *                     must be right: they needed nothing more from rank 0),
+ *                     the comm is broken and destroy returns;
  *   ALGO/peer-killed  rank 1 dies by SIGKILL right before a large call: the
- *                     survivors' calls end within the peer timeout plus 8 s
- *                     as above, later calls fail, destroy returns;
+ *                     survivors as above;
  *   ALGO/device       CUDA buffers on a stream, device scalars for
  *                     premul_sum (skipped without a GPU, and for algorithms
  *                     that declare no device memory).
@@ -49,8 +49,8 @@
  * search path (weft-plugin-check's private folder), when exactly one is.
  * --run runs one check at N ranks and exits 0 (pass), 1 (fail), 3 (a rank
  * died by a signal it was not meant to), 77 (skip: N outside the
- * algorithm's rank range, no memory type it declares is usable here) or 2
- * (usage), and writes the one-line reason to FILE (an empty line on a pass).
+ * algorithm's rank range, no memory type it declares is usable here, or it
+ * refused every call the check made) or 2 (usage), and writes the one-line reason to FILE (an empty line on a pass).
  * The core's log goes to a file of the run, printed (its tail) only when the
  * check fails, since the abort and dead-peer checks log expected errors;
  * with -v it goes to stderr with every call the ranks make.
@@ -95,7 +95,6 @@
 #define LARGE_BYTES (1u << 20)
 #define DT_COUNT 1031       /* elements of a dtypes-ops call, where it fits */
 #define ABORT_AFTER_S 0.2   /* rank 0's abort, after it entered the call */
-#define LATE_S 0.6          /* the last rank enters the abort check's call late */
 #define ABORT_BOUND_S 3.0
 #define DEAD_BOUND_S (PEER_TIMEOUT_S + 8.0)
 #define LOG_TAIL_LINES 40
@@ -549,6 +548,7 @@ static int64_t ref_reduce(uint64_t seed, int op, const int64_t *v, int n)
  * process that forked the ranks, so the check's reason is the first failure. */
 struct pk_note {
 	int fail_claimed, skip_claimed;
+	int aborted; /* the abort check: rank 0's aborted call has returned */
 	char fail[1024], skip[1024];
 };
 static struct pk_note *g_note;
@@ -1431,8 +1431,10 @@ static int rank_abort(int rank, int n, void *arg)
 	int rc = rk_up(&R, rank, n);
 	if (rc)
 		return rc;
-	/* Rank 0 waits in the call for the last rank, which comes late; a
-	 * broadcast's root is that last rank, a reduce's rank 0. */
+	/* Rank 0 waits in the call for the last rank, which enters only once
+	 * rank 0's aborted call has returned (told through the checker's shared
+	 * page), so that call cannot complete; a broadcast's root is that last
+	 * rank, a reduce's rank 0. */
 	int root = g_algo.coll == WEFT_COLL_BROADCAST ? n - 1 : 0;
 	struct pk_call c = {.seed = 0xab0ull, .root = root};
 	if ((rc = pick_served(&R, 64u << 10, &c)) != 0)
@@ -1440,9 +1442,11 @@ static int rank_abort(int rank, int n, void *arg)
 	c.seed = 0xab1ull;
 	ROK(weft_comm_barrier(R.comm));
 	if (rank != 0) {
-		if (rank == n - 1)
-			sleep_s(LATE_S);
-		return survivor_call(&R, &c, DEAD_BOUND_S + LATE_S, "rank 0's abort");
+		for (double t0 = now_s(); rank == n - 1 && !__atomic_load_n(&g_note->aborted, __ATOMIC_ACQUIRE);
+		     usleep(1000))
+			RCHECK(now_s() - t0 < DEAD_BOUND_S, "rank 0's aborted call did not return within %.0f s",
+			       DEAD_BOUND_S);
+		return survivor_call(&R, &c, DEAD_BOUND_S, "rank 0's abort");
 	}
 	struct pk_op o;
 	char what[200];
@@ -1459,6 +1463,7 @@ static int rank_abort(int rank, int n, void *arg)
 	double t1 = now_s();
 	pthread_join(th, NULL);
 	watchdog_stop(&w);
+	__atomic_store_n(&g_note->aborted, 1, __ATOMIC_RELEASE);
 	RCHECK(rc == -WEFT_ERR_ABORTED, "%s returned %d (%s) when its comm was aborted inside it, not "
 	       "-WEFT_ERR_ABORTED", what, rc, weft_strerror(rc));
 	RCHECK(t1 - a.at < ABORT_BOUND_S, "%s returned %.1f s after weft_comm_abort", what, t1 - a.at);

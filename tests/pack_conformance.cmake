@@ -21,7 +21,7 @@ set(_pc_sh ${CMAKE_CURRENT_SOURCE_DIR}/pack_conformance.sh)
 set(_pc_env "WEFT_CONFIG=${CMAKE_CURRENT_BINARY_DIR}/empty.conf;WEFT_PLUGIN_PATH=")
 if(TARGET weft-plugin-algo-host AND TARGET weft-plugin-shm)
   add_test(NAME pack_conformance_algo_host
-    COMMAND sh ${_pc_sh} all $<TARGET_FILE:weft-pack-conformance> algo-host "2 3 4 8")
+    COMMAND bash ${_pc_sh} all $<TARGET_FILE:weft-pack-conformance> algo-host "2 3 4 8")
   set_tests_properties(pack_conformance_algo_host PROPERTIES LABELS mp TIMEOUT 600
     ENVIRONMENT "${_pc_env}" FAIL_REGULAR_EXPRESSION "(^|\n)not ok ")
   add_dependencies(weft-pack-conformance weft-plugin-algo-host weft-plugin-shm)
@@ -31,7 +31,7 @@ if(TARGET weft-plugin-algo-host AND TARGET weft-plugin-shm)
   set_target_properties(weft-plugin-pack-wrong PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${_pw_dir})
   add_dependencies(weft-pack-conformance weft-plugin-pack-wrong)
   add_test(NAME pack_conformance_wrong
-    COMMAND sh ${_pc_sh} expect-fail $<TARGET_FILE:weft-pack-conformance> pack-wrong
+    COMMAND bash ${_pc_sh} expect-fail $<TARGET_FILE:weft-pack-conformance> pack-wrong
       allreduce-offbyone/dtypes-ops 2 "float16 sum (in|out of) place.*output elements wrong")
   set_tests_properties(pack_conformance_wrong PROPERTIES LABELS mp TIMEOUT 120
     ENVIRONMENT "WEFT_CONFIG=${CMAKE_CURRENT_BINARY_DIR}/empty.conf;WEFT_PLUGIN_PATH=${_pw_dir}")
