@@ -49,8 +49,9 @@
  * search path (weft-plugin-check's private folder), when exactly one is.
  * --run runs one check at N ranks and exits 0 (pass), 1 (fail), 3 (a rank
  * died by a signal it was not meant to), 77 (skip: N outside the
- * algorithm's rank range, no memory type it declares is usable here, or it
- * refused every call the check made) or 2 (usage), and writes the one-line reason to FILE (an empty line on a pass).
+ * algorithm's rank range, no memory type it declares is usable here, its
+ * smallest call above the 64 MiB the checker makes, or it refused every call
+ * the check made) or 2 (usage), and writes the one-line reason to FILE (an empty line on a pass).
  * The core's log goes to a file of the run, printed (its tail) only when the
  * check fails, since the abort and dead-peer checks log expected errors;
  * with -v it goes to stderr with every call the ranks make.
@@ -91,7 +92,8 @@
 #define QUERY_TIMEOUT 60    /* seconds for the catalog query */
 #define PEER_TIMEOUT_S 3    /* WEFT_CORE_PEER_TIMEOUT set below */
 #define GUARD 64            /* poisoned bytes around every buffer */
-#define CAP_BYTES (2u << 20) /* the largest call the checker makes */
+#define CAP_BYTES (2u << 20) /* calls go up to this past the lower edge */
+#define EDGE_CAP (64ull << 20) /* the largest lower edge the checker calls at */
 #define LARGE_BYTES (1u << 20)
 #define DT_COUNT 1031       /* elements of a dtypes-ops call, where it fits */
 #define ABORT_AFTER_S 0.2   /* rank 0's abort, after it entered the call */
@@ -629,7 +631,7 @@ static int rk_up(struct rk *R, int rank, int n)
 		if (cudart_dl_load(&R->cu, &why) != 0) {
 			const char *req = getenv("WEFT_REQUIRE_GPU");
 			RCHECK(!(req && strcmp(req, "1") == 0), "WEFT_REQUIRE_GPU=1, but %s", why);
-			note_skip(rank, "%s declares only device memory and this host has none usable: %s", g_full, why);
+			note_skip(rank, "%s is checked in CUDA memory here, and there is no usable GPU: %s", g_full, why);
 			return PK_SKIP;
 		}
 		RCHECK(R->cu.device_count(&ndev) == 0 && ndev > 0, "cudaGetDeviceCount");
@@ -953,8 +955,9 @@ static int run_call(struct rk *R, const struct pk_call *c)
 
 /* ------------------------------------------------------- size limits */
 /* Counts of type t whose calls fit the algorithm's limits at n ranks:
- * [*lo, *hi], hi capped at CAP_BYTES (*hi_edge says whether hi is the
- * algorithm's own edge). 0, or -1 when none fits. */
+ * [*lo, *hi], hi capped at CAP_BYTES past the lower edge (*hi_edge says
+ * whether hi is the algorithm's own edge). 0, or -1 when none fits, or the
+ * lower edge is above EDGE_CAP. */
 static int fit_counts(enum weft_datatype t, int n, size_t *lo, size_t *hi, int *hi_edge)
 {
 	uint64_t per = weft_datatype_size(t) * coll_unit(g_algo.coll, n);
@@ -966,9 +969,10 @@ static int fit_counts(enum weft_datatype t, int n, size_t *lo, size_t *hi, int *
 	uint64_t cmin = (g_algo.min_bytes + per - 1) / per;
 	if (cmin == 0)
 		cmin = 1;
-	uint64_t cmax = (maxb < CAP_BYTES ? maxb : CAP_BYTES) / per;
-	*hi_edge = maxb <= CAP_BYTES;
-	if (cmin > cmax)
+	uint64_t cap = cmin * per + CAP_BYTES;
+	uint64_t cmax = (maxb < cap ? maxb : cap) / per;
+	*hi_edge = maxb <= cap;
+	if (cmin > cmax || cmin * per > EDGE_CAP)
 		return -1;
 	*lo = (size_t)cmin;
 	*hi = (size_t)cmax;
@@ -1161,8 +1165,8 @@ static int sizes_for_type(struct rk *R, enum weft_datatype t, uint64_t *seed, in
 			return 1;
 	}
 	if (rank == 0 && !hi_edge && (g_algo.max_bytes || g_algo.max_peer_bytes))
-		printf("pack-conformance: %s's upper edge in %s lies past the %u bytes this checker calls with\n", g_full,
-		       weft_datatype_name(t), CAP_BYTES);
+		printf("pack-conformance: %s's upper edge in %s lies more than %u bytes past its lower one, beyond "
+		       "what this checker calls with\n", g_full, weft_datatype_name(t), CAP_BYTES);
 	return 0;
 }
 
@@ -1988,6 +1992,20 @@ static int run_check(const char *name, int np, struct pk_result *res)
 	if (mem < 0)
 		return res->status;
 	g_mem = (enum weft_mem_type)mem;
+	int fits = 0;
+	for (int i = 0; i < NTYPES && !fits; i++) {
+		size_t lo, hi;
+		int edge;
+		fits = fit_counts(all_types[i], np, &lo, &hi, &edge) == 0;
+	}
+	if (!fits) {
+		snprintf(res->reason, sizeof(res->reason),
+			 "no call of %s fits at %d ranks below %llu MiB, the largest lower edge this checker calls at "
+			 "(min_bytes %llu, max_bytes %llu, max_peer_bytes %llu)",
+			 g_full, np, (unsigned long long)(EDGE_CAP >> 20), (unsigned long long)a->min_bytes,
+			 (unsigned long long)a->max_bytes, (unsigned long long)a->max_peer_bytes);
+		return res->status;
+	}
 	if (write_config(res->reason, sizeof(res->reason)) != 0) {
 		cleanup_tmp();
 		return res->status = PK_FAIL;
