@@ -4,6 +4,7 @@
 # compiler present) and run only where a GPU is (label gpu, skip 77 otherwise).
 weft_add_test(test_algo_gpu_sched
   SOURCES test_algo_gpu_sched.c ${PROJECT_SOURCE_DIR}/plugins/algo-gpu/schedule.c
+    ${PROJECT_SOURCE_DIR}/plugins/algo-gpu/hier.c
   LABELS unit TIMEOUT 120)
 # Where the pack is built (CI builds it: nvcc is there), the same test also
 # checks its parameters and the algorithm choice they give.

@@ -2,7 +2,9 @@
 /* Unit tests of algo-gpu's chunk schedules (plugins/algo-gpu/schedule.c) on
  * the CPU: the data flow of each algorithm is replayed for 2 to 8 ranks with
  * per-rank contribution counts, so a schedule that drops, doubles or
- * misroutes an element, or assumes two ranks, fails here without a GPU.
+ * misroutes an element, or assumes two ranks, fails here without a GPU; the
+ * schedules of communicators spanning hosts likewise, for 2 to 16 ranks on 1
+ * to 4 hosts (algo_gpu_hier_replay.h).
  * Where the pack is built, also its parameters and the algorithm choice they
  * give (the pack loaded from the build tree; no GPU needed). */
 #define _GNU_SOURCE
@@ -24,6 +26,8 @@
 	} while (0)
 #define REQ_EQ(a, b) REQ((a) == (b), "%s:%d: %s (%llu) != %s (%llu)", __FILE__, __LINE__, #a, \
 			 (unsigned long long)(a), #b, (unsigned long long)(b))
+
+#include "algo_gpu_hier_replay.h"
 
 static const uint64_t counts[] = {0, 1, 2, 3, 7, 8, 15, 16, 17, 31, 33, 100, 255, 1000, 4097, 65537};
 static const uint32_t esizes[] = {2, 4, 8};
@@ -716,6 +720,12 @@ int main(void)
 	tcase_add_test(tc, alltoall_all_sizes);
 	tcase_add_test(tc, p2p_channels);
 	tcase_add_test(tc, sizes_and_errors);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("across_hosts");
+	tcase_set_timeout(tc, 120);
+	tcase_add_loop_test(tc, hier_allreduce, 0, (int)(sizeof(hlays) / sizeof(hlays[0])));
+	tcase_add_loop_test(tc, hier_blocks, 0, (int)(sizeof(hlays) / sizeof(hlays[0])));
+	tcase_add_test(tc, hier_layouts);
 	suite_add_tcase(s, tc);
 #ifdef WAG_HAVE_PACK
 	tc = tcase_create("selection");
