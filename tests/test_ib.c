@@ -9,13 +9,19 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <weft/plugin.h>
@@ -292,6 +298,16 @@ static struct ibv_mr *f_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t off, size_t le
 {
 	if (should_fail("reg_dmabuf_mr")) {
 		errno = fail_err;
+		return NULL;
+	}
+	/* As the kernel does: the fd must be open and the MR inside the dma-buf. */
+	struct stat sb;
+	if (fstat(fd, &sb) != 0) {
+		errno = EBADF;
+		return NULL;
+	}
+	if (off + len < off || off + len > (uint64_t)sb.st_size) {
+		errno = EINVAL;
 		return NULL;
 	}
 	struct fmr *m = new_mr(pd, (void *)(uintptr_t)iova, len, access);
@@ -666,6 +682,221 @@ static const struct ibp_verbs_ops fake = {
 	.real_path = f_real_path,
 };
 
+/* ------------------------------------------------------ the CUDA driver double */
+/* Pointers in [fcu.lo, fcu.hi) are "device memory" of CUDA device fcu.gpu: a
+ * page-aligned host buffer. The export checks what the real driver documents
+ * (a current context, page-aligned range inside an allocation) and returns a
+ * memfd of the range's size, so fd handling is real. */
+#define FCU_DEV0 100 /* CUdevice handles differ from ordinals, to catch a mix-up */
+#define FCU_MEM_CTX ((void *)0xc0c0)
+#define FCU_PRIMARY_CTX ((void *)0xd0d0)
+static struct {
+	int init_rc; /* cuInit's answer */
+	int ndev;
+	int dmabuf[4]; /* CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED per ordinal */
+	int attr_rc;   /* cuDeviceGetAttribute's answer */
+	int export_rc; /* cuMemGetHandleForAddressRange's answer */
+	uintptr_t lo, hi;
+	int gpu;
+	bool own_ctx; /* the memory has a context (cudaMalloc), not (cuMemCreate) */
+	/* What the plugin did. */
+	int inits, exports, attr_calls;
+	uint64_t base, size; /* the last export's range */
+	int type;
+	unsigned long long flags;
+	int fd; /* the last fd handed out */
+	int depth, pushes, retains, releases;
+	void *pushed;
+} fcu;
+
+static int fcu_init(unsigned flags)
+{
+	ck_assert_uint_eq(flags, 0);
+	fcu.inits++;
+	return fcu.init_rc;
+}
+
+static int fcu_error_name(int err, const char **name)
+{
+	switch (err) {
+	case 0: *name = "CUDA_SUCCESS"; return 0;
+	case 1: *name = "CUDA_ERROR_INVALID_VALUE"; return 0;
+	case 100: *name = "CUDA_ERROR_NO_DEVICE"; return 0;
+	case 801: *name = "CUDA_ERROR_NOT_SUPPORTED"; return 0;
+	case 999: *name = "CUDA_ERROR_UNKNOWN"; return 0;
+	}
+	*name = NULL;
+	return 1;
+}
+
+static int fcu_error_string(int err, const char **text)
+{
+	switch (err) {
+	case 0: *text = "no error"; return 0;
+	case 1: *text = "invalid argument"; return 0;
+	case 100: *text = "no CUDA-capable device is detected"; return 0;
+	case 801: *text = "operation not supported"; return 0;
+	case 999: *text = "unknown error"; return 0;
+	}
+	*text = NULL;
+	return 1;
+}
+
+static int fcu_device_get_count(int *n)
+{
+	ck_assert_int_gt(fcu.inits, 0);
+	*n = fcu.ndev;
+	return 0;
+}
+
+static int fcu_device_get(int *dev, int ordinal)
+{
+	if (ordinal < 0 || ordinal >= fcu.ndev)
+		return 101; /* CUDA_ERROR_INVALID_DEVICE */
+	*dev = FCU_DEV0 + ordinal;
+	return 0;
+}
+
+static int fcu_device_get_attribute(int *value, int attr, int dev)
+{
+	ck_assert_int_eq(attr, IBP_CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED);
+	ck_assert_int_ge(dev, FCU_DEV0);
+	ck_assert_int_lt(dev, FCU_DEV0 + fcu.ndev);
+	fcu.attr_calls++;
+	if (fcu.attr_rc)
+		return fcu.attr_rc;
+	*value = fcu.dmabuf[dev - FCU_DEV0];
+	return 0;
+}
+
+static int fcu_pointer_get_attribute(void *data, int attr, unsigned long long ptr)
+{
+	if (ptr < fcu.lo || ptr >= fcu.hi)
+		return IBP_CUDA_ERROR_INVALID_VALUE;
+	if (attr == IBP_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
+		*(int *)data = fcu.gpu;
+	else if (attr == IBP_CU_POINTER_ATTRIBUTE_CONTEXT)
+		*(void **)data = fcu.own_ctx ? FCU_MEM_CTX : NULL;
+	else
+		return IBP_CUDA_ERROR_INVALID_VALUE;
+	return 0;
+}
+
+static int fcu_primary_ctx_retain(void **ctx, int dev)
+{
+	ck_assert_int_eq(dev, FCU_DEV0 + fcu.gpu);
+	fcu.retains++;
+	*ctx = FCU_PRIMARY_CTX;
+	return 0;
+}
+
+static int fcu_primary_ctx_release(int dev)
+{
+	ck_assert_int_eq(dev, FCU_DEV0 + fcu.gpu);
+	fcu.releases++;
+	return 0;
+}
+
+static int fcu_ctx_push(void *ctx)
+{
+	ck_assert_ptr_nonnull(ctx);
+	fcu.depth++;
+	fcu.pushes++;
+	fcu.pushed = ctx;
+	return 0;
+}
+
+static int fcu_ctx_pop(void **ctx)
+{
+	ck_assert_int_gt(fcu.depth, 0);
+	fcu.depth--;
+	*ctx = fcu.pushed;
+	return 0;
+}
+
+static int fcu_get_handle(void *handle, unsigned long long dptr, size_t size, int type, unsigned long long flags)
+{
+	uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
+	fcu.exports++;
+	fcu.base = dptr;
+	fcu.size = size;
+	fcu.type = type;
+	fcu.flags = flags;
+	if (fcu.depth == 0)
+		return 201; /* CUDA_ERROR_INVALID_CONTEXT */
+	if (fcu.export_rc)
+		return fcu.export_rc;
+	if (dptr % pg || size % pg || size == 0 || dptr < fcu.lo || dptr + size > fcu.hi)
+		return IBP_CUDA_ERROR_INVALID_VALUE;
+	int fd = memfd_create("fake-dmabuf", MFD_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, (off_t)size), 0);
+	fcu.fd = fd;
+	*(int *)handle = fd;
+	return 0;
+}
+
+static struct ibp_cuda_ops fcu_ops = {
+	.init = fcu_init,
+	.get_error_name = fcu_error_name,
+	.get_error_string = fcu_error_string,
+	.device_get_count = fcu_device_get_count,
+	.device_get = fcu_device_get,
+	.device_get_attribute = fcu_device_get_attribute,
+	.pointer_get_attribute = fcu_pointer_get_attribute,
+	.primary_ctx_retain = fcu_primary_ctx_retain,
+	.primary_ctx_release = fcu_primary_ctx_release,
+	.ctx_push_current = fcu_ctx_push,
+	.ctx_pop_current = fcu_ctx_pop,
+	.mem_get_handle_for_address_range = fcu_get_handle,
+};
+
+/* A driver with no device, as every test starts; fcu_gpu adds one. */
+static void fcu_reset(void)
+{
+	memset(&fcu, 0, sizeof(fcu));
+	fcu.init_rc = IBP_CUDA_ERROR_NO_DEVICE;
+	fcu.fd = -1;
+	fcu.own_ctx = true;
+	fcu_ops.mem_get_handle_for_address_range = fcu_get_handle;
+	ibp_set_cuda(&fcu_ops);
+}
+
+/* One CUDA device (ordinal 0, dma-buf as given) whose memory is npages host
+ * pages, returned. Freed by the test. */
+static unsigned char *fcu_gpu(int dmabuf, size_t npages)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	unsigned char *mem = aligned_alloc(pg, npages * pg);
+	ck_assert_ptr_nonnull(mem);
+	fcu.init_rc = 0;
+	fcu.ndev = 1;
+	fcu.dmabuf[0] = dmabuf;
+	fcu.gpu = 0;
+	fcu.lo = (uintptr_t)mem;
+	fcu.hi = (uintptr_t)mem + npages * pg;
+	return mem;
+}
+
+/* Whether fd is closed. */
+static bool fd_closed(int fd)
+{
+	return fd >= 0 && fcntl(fd, F_GETFD) == -1 && errno == EBADF;
+}
+
+/* Open descriptors of this process. */
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	ck_assert_ptr_nonnull(d);
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n - 1; /* the directory's own */
+}
+
 /* ----------------------------------------------------------- fake devices */
 static union ibv_gid gid_of(const char *text)
 {
@@ -760,7 +991,7 @@ static void setup(void)
 	th_logbuf[0] = '\0';
 	th_configure(&opts);
 	ibp_set_verbs(&fake);
-	ibp_set_dmabuf_hook(NULL);
+	fcu_reset();
 	const struct weft_plugin_desc *const *d = weft_plugin_init(&th_core);
 	ck_assert_ptr_nonnull(d);
 	ck_assert_ptr_nonnull(d[0]);
@@ -1419,57 +1650,354 @@ START_TEST(mem_blob_round_trip)
 }
 END_TEST
 
-static int hook_fd_released = -1;
-static void *hook_ptr;
-static int hook_get(void *ptr, size_t len, int *fd, uint64_t *offset)
+/* ------------------------------------------------------------ CUDA memory */
+/* The warning a refused CUDA registration logs, with its reason. */
+static void expect_unreachable(const void *ptr, size_t len, const char *why)
 {
-	hook_ptr = ptr;
-	*fd = 42;
-	*offset = 4096;
-	return 0;
-}
-static void hook_release(int fd)
-{
-	hook_fd_released = fd;
+	char want[512];
+	snprintf(want, sizeof(want),
+		 "[W] ib: mem_register: CUDA memory at %p (%zu bytes) is not reachable: %s, and ib.peer_memory is 0 "
+		 "(set it to 1 where the nvidia-peermem module is loaded)",
+		 ptr, len, why);
+	ck_assert_msg(th_log_has(want), "want: %s\nlog:\n%s", want, th_logbuf);
 }
 
-START_TEST(cuda_memory)
+static int count_in_log(const char *what)
+{
+	int n = 0;
+	for (const char *p = th_logbuf; (p = strstr(p, what)); p += strlen(what))
+		n++;
+	return n;
+}
+
+/* A context with peer memory off refuses ptr with why, registering nothing. */
+static void refused(const void *ptr, size_t len, const char *why)
+{
+	void *tc = open_ctx(0, NULL);
+	void *mh = NULL;
+	th_loglen = 0;
+	th_logbuf[0] = '\0';
+	ck_assert_int_eq(ops->mem_register(tc, (void *)ptr, len, WEFT_MEM_CUDA, &mh), -ENOTSUP);
+	ck_assert_ptr_null(mh);
+	ck_assert_int_eq(n_mr, 0);
+	expect_unreachable(ptr, len, why);
+	ops->close(tc);
+}
+
+START_TEST(cuda_dmabuf_registration)
+{
+	/* Two NICs: one export of the buffer's pages, registered with each. */
+	ib_dev("mlx5_0", 0x11, 7, IBV_ATOMIC_HCA);
+	ib_dev("mlx5_1", 0x22, 8, IBV_ATOMIC_HCA);
+	int fds0 = open_fds();
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	unsigned char *gpu = fcu_gpu(1, 8);
+	void *tc = open_ctx(0, NULL);
+	void *mh = NULL;
+	static unsigned char host[64];
+	ck_assert_int_eq(ops->mem_register(tc, host, sizeof(host), WEFT_MEM_HOST, &mh), 0);
+	ck_assert_int_eq(ops->mem_deregister(tc, mh), 0);
+	ck_assert_int_eq(fcu.inits, 0); /* opening and host memory touch no CUDA */
+	/* {offset of the pointer, length, first page and page count of the export} */
+	const struct {
+		size_t off, len, page, pages;
+	} cases[] = {
+		{pg + 100, pg + 1000, 1, 2},   /* both ends inside a page */
+		{2 * pg, 2 * pg, 2, 2},        /* aligned already */
+		{pg - 1, 2, 0, 2},             /* two bytes across a page boundary */
+		{3 * pg + 7, 1, 3, 1},         /* one byte */
+		{4 * pg + 1, 4 * pg - 1, 4, 4} /* up to the allocation's last byte */
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		unsigned char *ptr = gpu + cases[i].off;
+		size_t len = cases[i].len;
+		ck_assert_msg(ops->mem_register(tc, ptr, len, WEFT_MEM_CUDA, &mh) == 0, "case %zu:\n%s", i, th_logbuf);
+		ck_assert_int_eq(fcu.exports, (int)i + 1);
+		ck_assert_uint_eq(fcu.base, (uintptr_t)gpu + cases[i].page * pg);
+		ck_assert_uint_eq(fcu.size, cases[i].pages * pg);
+		ck_assert_int_eq(fcu.type, IBP_CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD);
+		ck_assert_uint_eq(fcu.flags, 0);
+		ck_assert_ptr_eq(fcu.pushed, FCU_MEM_CTX);
+		ck_assert_int_eq(fcu.depth, 0);
+		for (int k = 0; k < 2; k++) {
+			struct fmr *f = (struct fmr *)((struct ibp_mh *)mh)->mr[k];
+			ck_assert(f->dmabuf);
+			ck_assert_int_eq(f->fd, fcu.fd);
+			ck_assert_uint_eq(f->offset, cases[i].off - cases[i].page * pg);
+			ck_assert_uint_eq(f->mr.length, len);
+			ck_assert_uint_eq(f->iova, (uintptr_t)ptr);
+			ck_assert_int_eq(f->access,
+					 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC);
+		}
+		/* The MRs keep the dma-buf; the plugin's fd is closed. */
+		ck_assert_msg(fd_closed(fcu.fd), "case %zu: dma-buf fd %d left open", i, fcu.fd);
+		ck_assert_int_eq(ops->mem_deregister(tc, mh), 0);
+	}
+	ck_assert_int_eq(fcu.retains, 0);
+	/* Memory of no context (cuMemCreate): the device's primary one is made
+	 * current for the export, then released. */
+	fcu.own_ctx = false;
+	ck_assert_int_eq(ops->mem_register(tc, gpu, pg, WEFT_MEM_CUDA, &mh), 0);
+	ck_assert_ptr_eq(fcu.pushed, FCU_PRIMARY_CTX);
+	ck_assert_int_eq(fcu.retains, 1);
+	ck_assert_int_eq(fcu.releases, 1);
+	ck_assert_int_eq(fcu.depth, 0);
+	ck_assert_int_eq(ops->mem_deregister(tc, mh), 0);
+	ck_assert_int_eq(fcu.inits, 1); /* once per process */
+	ck_assert(!th_log_has("[E]") && !th_log_has("[W]"));
+	ops->close(tc);
+	assert_no_leaks();
+	ck_assert_int_eq(open_fds(), fds0);
+	free(gpu);
+}
+END_TEST
+
+START_TEST(cuda_fallback_and_refusals)
 {
 	ib_dev("mlx5_0", 0x11, 7, IBV_ATOMIC_HCA);
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	int fds0 = open_fds();
+	unsigned char *gpu = fcu_gpu(0, 4);
+	unsigned char *ptr = gpu + 100;
+	size_t len = pg;
+	char why[256];
+
+	/* A device without dma-buf: refused, said once per context. */
 	void *tc = open_ctx(0, NULL);
-	static unsigned char fake_gpu[4096];
 	void *mh = NULL;
-	/* Neither a dma-buf source nor peer memory: not reachable. */
-	ck_assert_int_eq(ops->mem_register(tc, fake_gpu, sizeof(fake_gpu), WEFT_MEM_CUDA, &mh), -ENOTSUP);
+	ck_assert_int_eq(ops->mem_register(tc, ptr, len, WEFT_MEM_CUDA, &mh), -ENOTSUP);
+	expect_unreachable(ptr, len,
+			   "CUDA device 0 does not support dma-buf (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0)");
+	ck_assert_int_eq(ops->mem_register(tc, ptr, len, WEFT_MEM_CUDA, &mh), -ENOTSUP);
+	ck_assert_int_eq(count_in_log("[W] ib: mem_register"), 1);
+	ck_assert_int_eq(fcu.exports, 0);
 	ck_assert_int_eq(n_mr, 0);
-	/* A dma-buf fd from the hook: ibv_reg_dmabuf_mr at the pointer's address. */
-	static const struct ibp_dmabuf_hook hook = {hook_get, hook_release};
-	ibp_set_dmabuf_hook(&hook);
-	ck_assert_int_eq(ops->mem_register(tc, fake_gpu, sizeof(fake_gpu), WEFT_MEM_CUDA, &mh), 0);
-	struct fmr *f = (struct fmr *)((struct ibp_mh *)mh)->mr[0];
-	ck_assert(f->dmabuf);
-	ck_assert_int_eq(f->fd, 42);
-	ck_assert_uint_eq(f->offset, 4096);
-	ck_assert_uint_eq(f->iova, (uint64_t)(uintptr_t)fake_gpu);
-	ck_assert_int_eq(f->access, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC);
-	ck_assert_ptr_eq(hook_ptr, fake_gpu);
-	ck_assert_int_eq(hook_fd_released, 42);
-	ck_assert_int_eq(ops->mem_deregister(tc, mh), 0);
-	fail_name = "reg_dmabuf_mr";
-	fail_err = EOPNOTSUPP;
-	th_loglen = 0;
-	ck_assert_int_eq(ops->mem_register(tc, fake_gpu, sizeof(fake_gpu), WEFT_MEM_CUDA, &mh), -WEFT_ERR_TRANSPORT);
-	ck_assert_msg(th_log_has("ibv_reg_dmabuf_mr on mlx5_0 failed: Operation not supported"), "%s", th_logbuf);
 	ops->close(tc);
-	/* Peer memory (nvidia-peermem): plain ibv_reg_mr of the device pointer. */
-	ibp_set_dmabuf_hook(NULL);
+	/* ... and with ib.peer_memory=1, plain ibv_reg_mr of the device pointer. */
 	setenv("WEFT_IB_PEER_MEMORY", "1", 1);
 	tc = open_ctx(0, NULL);
-	ck_assert_int_eq(ops->mem_register(tc, fake_gpu, sizeof(fake_gpu), WEFT_MEM_CUDA, &mh), 0);
-	f = (struct fmr *)((struct ibp_mh *)mh)->mr[0];
+	th_loglen = 0;
+	ck_assert_int_eq(ops->mem_register(tc, ptr, len, WEFT_MEM_CUDA, &mh), 0);
+	struct fmr *f = (struct fmr *)((struct ibp_mh *)mh)->mr[0];
 	ck_assert(!f->dmabuf);
-	ck_assert_ptr_eq(f->mr.addr, fake_gpu);
+	ck_assert_ptr_eq(f->mr.addr, ptr);
+	ck_assert_uint_eq(f->mr.length, len);
+	ck_assert(!th_log_has("[W]"));
 	ck_assert_int_eq(ops->mem_deregister(tc, mh), 0);
+	ops->close(tc);
+	unsetenv("WEFT_IB_PEER_MEMORY");
+
+	/* The export itself not supported (say, memory the driver cannot share):
+	 * refused, or peer memory. */
+	fcu.dmabuf[0] = 1;
+	fcu.export_rc = IBP_CUDA_ERROR_NOT_SUPPORTED;
+	snprintf(why, sizeof(why),
+		 "cuMemGetHandleForAddressRange(%#llx, %zu bytes, DMA_BUF_FD) failed: CUDA_ERROR_NOT_SUPPORTED "
+		 "(operation not supported)",
+		 (unsigned long long)(uintptr_t)gpu, 2 * pg);
+	refused(ptr, len, why);
+	ck_assert_int_eq(fcu.depth, 0);
+	setenv("WEFT_IB_PEER_MEMORY", "1", 1);
+	tc = open_ctx(0, NULL);
+	ck_assert_int_eq(ops->mem_register(tc, ptr, len, WEFT_MEM_CUDA, &mh), 0);
+	ck_assert(!((struct fmr *)((struct ibp_mh *)mh)->mr[0])->dmabuf);
+	ck_assert_int_eq(ops->mem_deregister(tc, mh), 0);
+	ops->close(tc);
+	unsetenv("WEFT_IB_PEER_MEMORY");
+	fcu.export_rc = 0;
+
+	/* A driver too old to answer the attribute. */
+	fcu.attr_rc = IBP_CUDA_ERROR_INVALID_VALUE;
+	refused(ptr, len,
+		"cuDeviceGetAttribute(DMA_BUF_SUPPORTED) of CUDA device 0 failed: CUDA_ERROR_INVALID_VALUE (invalid "
+		"argument)");
+	fcu.attr_rc = 0;
+	/* A driver without the export (before CUDA 11.7), as a new process sees it. */
+	fcu_ops.mem_get_handle_for_address_range = NULL;
+	ibp_set_cuda(&fcu_ops);
+	refused(ptr, len, "libcuda.so.1 has no cuMemGetHandleForAddressRange (a driver older than CUDA 11.7)");
+	fcu_ops.mem_get_handle_for_address_range = fcu_get_handle;
+	/* No CUDA device at all. */
+	fcu.init_rc = IBP_CUDA_ERROR_NO_DEVICE;
+	ibp_set_cuda(&fcu_ops);
+	refused(ptr, len, "no CUDA device (cuInit: CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected))");
+	assert_no_leaks();
+	ck_assert_int_eq(open_fds(), fds0);
+	free(gpu);
+}
+END_TEST
+
+START_TEST(cuda_errors)
+{
+	ib_dev("mlx5_0", 0x11, 7, IBV_ATOMIC_HCA);
+	ib_dev("mlx5_1", 0x22, 8, IBV_ATOMIC_HCA);
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	int fds0 = open_fds();
+	unsigned char *gpu = fcu_gpu(1, 4);
+	char want[512];
+	void *mh = NULL;
+	/* Host memory passed as CUDA memory is the caller's mistake: -EINVAL, even
+	 * with peer memory on. */
+	setenv("WEFT_IB_PEER_MEMORY", "1", 1);
+	void *tc = open_ctx(0, NULL);
+	static unsigned char host[64];
+	ck_assert_int_eq(ops->mem_register(tc, host, sizeof(host), WEFT_MEM_CUDA, &mh), -EINVAL);
+	snprintf(want, sizeof(want),
+		 "[E] ib: mem_register: CUDA memory at %p (64 bytes): cuPointerGetAttribute(DEVICE_ORDINAL) of %p "
+		 "failed: CUDA_ERROR_INVALID_VALUE (invalid argument): not CUDA memory",
+		 (void *)host, (void *)host);
+	ck_assert_msg(th_log_has(want), "want: %s\nlog:\n%s", want, th_logbuf);
+	ck_assert_int_eq(n_mr, 0);
+	ops->close(tc);
+	unsetenv("WEFT_IB_PEER_MEMORY");
+	tc = open_ctx(0, NULL);
+	/* A range past the end of the allocation: the driver refuses it. */
+	th_loglen = 0;
+	unsigned char *tail = gpu + 4 * pg - 100;
+	ck_assert_int_eq(ops->mem_register(tc, tail, 200, WEFT_MEM_CUDA, &mh), -EINVAL);
+	snprintf(want, sizeof(want),
+		 "cuMemGetHandleForAddressRange(%#llx, %zu bytes, DMA_BUF_FD) failed: CUDA_ERROR_INVALID_VALUE "
+		 "(invalid argument)",
+		 (unsigned long long)(uintptr_t)(gpu + 3 * pg), 2 * pg);
+	ck_assert_msg(th_log_has(want), "want: %s\nlog:\n%s", want, th_logbuf);
+	/* Any other driver failure: a transport error naming the call, and the
+	 * pushed context popped. */
+	fcu.export_rc = 999;
+	th_loglen = 0;
+	ck_assert_int_eq(ops->mem_register(tc, gpu, pg, WEFT_MEM_CUDA, &mh), -WEFT_ERR_TRANSPORT);
+	ck_assert_msg(th_log_has("failed: CUDA_ERROR_UNKNOWN (unknown error)"), "%s", th_logbuf);
+	ck_assert(th_log_has("[E] ib: mem_register: CUDA memory at"));
+	ck_assert_int_eq(fcu.depth, 0);
+	fcu.export_rc = 0;
+	/* The second NIC refuses the dma-buf: the first MR is undone and the fd
+	 * closed all the same. */
+	fail_name = "reg_dmabuf_mr";
+	fail_err = EOPNOTSUPP;
+	fail_skip = 1;
+	th_loglen = 0;
+	ck_assert_int_eq(ops->mem_register(tc, gpu, pg, WEFT_MEM_CUDA, &mh), -WEFT_ERR_TRANSPORT);
+	ck_assert_msg(th_log_has("[E] ib: ibv_reg_dmabuf_mr on mlx5_1 failed: Operation not supported"), "%s",
+		      th_logbuf);
+	ck_assert_int_eq(n_mr, 0);
+	ck_assert(fd_closed(fcu.fd));
+	ops->close(tc);
+	assert_no_leaks();
+	ck_assert_int_eq(open_fds(), fds0);
+	free(gpu);
+}
+END_TEST
+
+START_TEST(cuda_probe)
+{
+	struct weft_tp_device devs[4];
+	int n = 4;
+	char line[1024];
+	/* No RDMA device: the CUDA driver is never asked. */
+	ck_assert_int_eq(ops->probe(devs, &n), 0);
+	ck_assert_int_eq(n, 0);
+	ck_assert_int_eq(ops->describe(NULL, line, sizeof(line)), 0);
+	ck_assert_int_eq(fcu.inits, 0);
+	ib_dev("mlx5_0", 0x11, 7, IBV_ATOMIC_HCA);
+	/* No CUDA device. */
+	n = 4;
+	ck_assert_int_eq(ops->probe(devs, &n), 0);
+	ck_assert_int_eq(n, 1);
+	ck_assert_uint_eq(devs[0].mem_types, 1u << WEFT_MEM_HOST);
+	ck_assert_int_eq(ops->describe(NULL, line, sizeof(line)), 0);
+	ck_assert_msg(strstr(line, " cuda=no (no CUDA device (cuInit: CUDA_ERROR_NO_DEVICE (no CUDA-capable device is "
+				   "detected)))") != NULL,
+		      "%s", line);
+	/* Two CUDA devices, neither with dma-buf. */
+	fcu.init_rc = 0;
+	fcu.ndev = 2;
+	ibp_set_cuda(&fcu_ops);
+	ck_assert_int_eq(ops->probe(devs, &n), 0);
+	ck_assert_uint_eq(devs[0].mem_types, 1u << WEFT_MEM_HOST);
+	ck_assert_int_eq(ops->describe(NULL, line, sizeof(line)), 0);
+	ck_assert_msg(strstr(line,
+			     " cuda=no (no CUDA device of 2 supports dma-buf (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED "
+			     "is 0))") != NULL,
+		      "%s", line);
+	/* The second one has it. */
+	fcu.dmabuf[1] = 1;
+	ck_assert_int_eq(ops->probe(devs, &n), 0);
+	ck_assert_uint_eq(devs[0].mem_types, (1u << WEFT_MEM_HOST) | (1u << WEFT_MEM_CUDA));
+	ck_assert_int_eq(ops->describe(NULL, line, sizeof(line)), 0);
+	ck_assert_msg(strstr(line, " cuda=dma-buf") != NULL, "%s", line);
+	/* Peer memory: CUDA by the user's word, without asking the driver. */
+	fcu.dmabuf[1] = 0;
+	setenv("WEFT_IB_PEER_MEMORY", "1", 1);
+	int calls = fcu.attr_calls;
+	ck_assert_int_eq(ops->probe(devs, &n), 0);
+	ck_assert_uint_eq(devs[0].mem_types, (1u << WEFT_MEM_HOST) | (1u << WEFT_MEM_CUDA));
+	ck_assert_int_eq(fcu.attr_calls, calls);
+	ck_assert_int_eq(ops->describe(NULL, line, sizeof(line)), 0);
+	ck_assert_msg(strstr(line, " cuda=peer-memory") != NULL, "%s", line);
+	assert_no_leaks();
+}
+END_TEST
+
+START_TEST(cuda_fork_after_init)
+{
+	ib_dev("mlx5_0", 0x11, 7, IBV_ATOMIC_HCA);
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	unsigned char *gpu = fcu_gpu(1, 2);
+	void *tc = open_ctx(0, NULL);
+	void *mh = NULL;
+	ck_assert_int_eq(ops->mem_register(tc, gpu, pg, WEFT_MEM_CUDA, &mh), 0);
+	ck_assert_int_eq(ops->mem_deregister(tc, mh), 0);
+	ck_assert_int_eq(fcu.inits, 1);
+	/* A child of a process that initialized CUDA is refused before any driver
+	 * call, saying why. */
+	char want[256];
+	snprintf(want, sizeof(want),
+		 "CUDA was initialized in process %d, which forked this one; a forked child cannot use CUDA "
+		 "(initialize it after the fork)",
+		 (int)getpid());
+	fflush(NULL);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		th_loglen = 0;
+		th_logbuf[0] = '\0';
+		int exports = fcu.exports;
+		int rc = ops->mem_register(tc, gpu, pg, WEFT_MEM_CUDA, &mh);
+		int bad = (rc != -ENOTSUP) | (!th_log_has(want) << 1) | ((fcu.inits != 1) << 2) |
+			  ((fcu.exports != exports) << 3);
+		if (bad)
+			fprintf(stderr, "child: rc %d, check bits 0x%x, log:\n%s\n", rc, bad, th_logbuf);
+		_exit(bad ? 1 : 0);
+	}
+	int st = 0;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the forked child was not refused as expected");
+	ops->close(tc);
+	assert_no_leaks();
+	free(gpu);
+}
+END_TEST
+
+START_TEST(cuda_without_driver)
+{
+	/* The real loader where libcuda.so.1 is absent (CI); where it is present
+	 * the GPU test covers it. */
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (h) {
+		dlclose(h);
+		printf("cuda_without_driver: libcuda.so.1 is present here; nothing to check\n");
+		return;
+	}
+	ibp_set_cuda(NULL);
+	ib_dev("mlx5_0", 0x11, 7, IBV_ATOMIC_HCA);
+	struct weft_tp_device devs[2];
+	int n = 2;
+	ck_assert_int_eq(ops->probe(devs, &n), 0);
+	ck_assert_uint_eq(devs[0].mem_types, 1u << WEFT_MEM_HOST);
+	static unsigned char buf[64];
+	void *tc = open_ctx(0, NULL);
+	void *mh = NULL;
+	ck_assert_int_eq(ops->mem_register(tc, buf, sizeof(buf), WEFT_MEM_CUDA, &mh), -ENOTSUP);
+	ck_assert_msg(th_log_has("is not reachable: the CUDA driver is not loadable (libcuda.so.1: "), "%s", th_logbuf);
 	ops->close(tc);
 	assert_no_leaks();
 }
@@ -1971,7 +2499,12 @@ int main(void)
 	tc = tcase_create("memory");
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, mem_blob_round_trip);
-	tcase_add_test(tc, cuda_memory);
+	tcase_add_test(tc, cuda_dmabuf_registration);
+	tcase_add_test(tc, cuda_fallback_and_refusals);
+	tcase_add_test(tc, cuda_errors);
+	tcase_add_test(tc, cuda_probe);
+	tcase_add_test(tc, cuda_fork_after_init);
+	tcase_add_test(tc, cuda_without_driver);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("operations");
 	tcase_add_checked_fixture(tc, setup, NULL);

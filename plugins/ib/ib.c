@@ -196,8 +196,17 @@ static int ibp_describe(void *tc, char *buf, size_t len)
 		append(buf, len, &at, "no usable RDMA port (%d device%s, %d port%s down%s%s)", fab.ndevices_found,
 		       fab.ndevices_found == 1 ? "" : "s", fab.nports_down, fab.nports_down == 1 ? "" : "s",
 		       s.devices[0] ? ", ib.devices=" : "", s.devices);
-	else
+	else {
 		describe_ports(&fab, buf, len, &at);
+		/* How mem_register would take CUDA memory (dma-buf first, as it tries). */
+		char why[256] = "";
+		if (ibp_dmabuf_devices(why, sizeof(why)) > 0)
+			append(buf, len, &at, " cuda=dma-buf");
+		else if (s.peer_memory)
+			append(buf, len, &at, " cuda=peer-memory");
+		else
+			append(buf, len, &at, " cuda=no (%s)", why);
+	}
 	ibp_fabric_close(&fab);
 	return at < len ? 0 : -ENOSPC;
 }
@@ -214,6 +223,15 @@ static int ibp_probe(struct weft_tp_device *devs, int *n)
 	if ((rc = ibp_fabric_open(&fab, &s)) < 0)
 		return rc;
 	int count = fab.nports;
+	/* The CUDA driver is asked only where there are ports, so that a host
+	 * without RDMA never loads it for this plugin. */
+	bool cuda = s.peer_memory;
+	if (!cuda && count > 0 && *n > 0) {
+		char why[256] = "";
+		cuda = ibp_dmabuf_devices(why, sizeof(why)) > 0;
+		if (!cuda)
+			IBP_DBG("probe: CUDA memory not reachable: %s, and ib.peer_memory is 0", why);
+	}
 	for (int i = 0; i < count && i < *n; i++) {
 		const struct ibp_port *p = &fab.ports[i];
 		struct weft_tp_device *d = &devs[i];
@@ -225,7 +243,7 @@ static int ibp_probe(struct weft_tp_device *devs, int *n)
 		d->numa_node = p->numa_node;
 		snprintf(d->pci_path, sizeof(d->pci_path), "%s", p->pci_path);
 		d->mem_types = 1u << WEFT_MEM_HOST;
-		if (s.peer_memory || ibp_dmabuf)
+		if (cuda)
 			d->mem_types |= 1u << WEFT_MEM_CUDA;
 		d->peer_classes = (1u << WEFT_PEER_CLASS_COUNT) - 1;
 	}

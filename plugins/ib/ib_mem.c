@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* ib plugin: memory regions. Registers a buffer with the protection domain of
- * every opened device (host memory by ibv_reg_mr, GPU memory by dma-buf or
- * peer memory) and writes/reads the plugin's versioned section of a blob. */
+ * every opened device (host memory by ibv_reg_mr, GPU memory by dma-buf from
+ * ib_dmabuf.c or by peer memory) and writes/reads the plugin's versioned
+ * section of a blob. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ibp.h"
 
@@ -16,13 +18,6 @@
  * The address is the region's virtual address (verbs address remote memory by
  * the registering process's virtual address); a peer picks the rkey of the
  * device at the far end of its queue pair by that device's GUID. */
-
-const struct ibp_dmabuf_hook *ibp_dmabuf;
-
-void ibp_set_dmabuf_hook(const struct ibp_dmabuf_hook *hook)
-{
-	ibp_dmabuf = hook;
-}
 
 #define IBP_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)
 
@@ -38,30 +33,44 @@ static void dereg_all(struct ibp_ctx *ctx, struct ibp_mh *m)
 	}
 }
 
-/* GPU memory: through a dma-buf fd when the hook provides one, else through
- * nvidia-peermem when the user says it is loaded, else not at all. */
-static int reg_cuda(struct ibp_ctx *ctx, struct ibp_mh *m, int k)
+/* GPU memory: one dma-buf fd of the buffer's pages, registered with every
+ * device; else plain ibv_reg_mr where ib.peer_memory says nvidia-peermem is
+ * loaded; else -ENOTSUP, and the core goes on without this transport. */
+static int reg_cuda(struct ibp_ctx *ctx, struct ibp_mh *m)
 {
-	struct ibp_dev *d = &ctx->fab.devs[k];
-	if (ibp_dmabuf && ibp_dmabuf->get) {
-		int fd = -1;
-		uint64_t off = 0;
-		int rc = ibp_dmabuf->get(m->base, m->len, &fd, &off);
-		if (rc < 0) {
-			IBP_ERR("mem_register: no dma-buf for CUDA memory at %p (%zu bytes): %s", m->base, m->len,
-				weft_kit_errname(rc));
-			return rc;
+	struct ibp_dmabuf db;
+	char why[320];
+	int rc = ibp_dmabuf_export(m->base, m->len, &db, why, sizeof(why));
+	if (rc == 0) {
+		for (int k = 0; k < ctx->fab.ndevs && rc == 0; k++) {
+			struct ibp_dev *d = &ctx->fab.devs[k];
+			errno = 0;
+			m->mr[k] = ibp_verbs->reg_dmabuf_mr(d->pd, db.offset, m->len, (uint64_t)(uintptr_t)m->base,
+							    db.fd, IBP_ACCESS);
+			if (!m->mr[k])
+				rc = ibp_verbs_fail("ibv_reg_dmabuf_mr", d->name, errno);
 		}
-		errno = 0;
-		m->mr[k] = ibp_verbs->reg_dmabuf_mr(d->pd, off, m->len, (uint64_t)(uintptr_t)m->base, fd, IBP_ACCESS);
-		int e = errno;
-		if (ibp_dmabuf->release)
-			ibp_dmabuf->release(fd);
-		if (!m->mr[k])
-			return ibp_verbs_fail("ibv_reg_dmabuf_mr", d->name, e);
-		return 0;
+		/* Each MR holds its own reference to the dma-buf. */
+		if (close(db.fd) != 0)
+			IBP_WARN("mem_register: closing dma-buf fd %d failed: %s", db.fd, strerror(errno));
+		return rc;
 	}
-	if (ctx->set.peer_memory) {
+	if (rc != -ENOTSUP) {
+		IBP_ERR("mem_register: CUDA memory at %p (%zu bytes): %s", m->base, m->len, why);
+		return rc;
+	}
+	if (!ctx->set.peer_memory) {
+		/* Once per context: the core asks for every CUDA buffer. */
+		IBP_LOG(ctx->cuda_warned ? WEFT_LOG_DEBUG : WEFT_LOG_WARN,
+			"mem_register: CUDA memory at %p (%zu bytes) is not reachable: %s, and ib.peer_memory is 0 "
+			"(set it to 1 where the nvidia-peermem module is loaded)",
+			m->base, m->len, why);
+		ctx->cuda_warned = true;
+		return -ENOTSUP;
+	}
+	IBP_DBG("mem_register: no dma-buf (%s): CUDA memory through peer memory (ib.peer_memory=1)", why);
+	for (int k = 0; k < ctx->fab.ndevs; k++) {
+		struct ibp_dev *d = &ctx->fab.devs[k];
 		errno = 0;
 		m->mr[k] = ibp_verbs->reg_mr(d->pd, m->base, m->len, IBP_ACCESS);
 		if (!m->mr[k]) {
@@ -71,9 +80,20 @@ static int reg_cuda(struct ibp_ctx *ctx, struct ibp_mh *m, int k)
 				d->name, strerror(e ? e : EIO));
 			return -WEFT_ERR_TRANSPORT;
 		}
-		return 0;
 	}
-	return -ENOTSUP;
+	return 0;
+}
+
+static int reg_host(struct ibp_ctx *ctx, struct ibp_mh *m)
+{
+	for (int k = 0; k < ctx->fab.ndevs; k++) {
+		struct ibp_dev *d = &ctx->fab.devs[k];
+		errno = 0;
+		m->mr[k] = ibp_verbs->reg_mr(d->pd, m->base, m->len, IBP_ACCESS);
+		if (!m->mr[k])
+			return ibp_verbs_fail("ibv_reg_mr", d->name, errno);
+	}
+	return 0;
 }
 
 int ibp_mem_register(void *tc, void *ptr, size_t len, enum weft_mem_type type, void **mh)
@@ -89,30 +109,14 @@ int ibp_mem_register(void *tc, void *ptr, size_t len, enum weft_mem_type type, v
 		IBP_DBG("mem_register: memory type %d is not supported", (int)type);
 		return -ENOTSUP;
 	}
-	if (type == WEFT_MEM_CUDA && !(ibp_dmabuf && ibp_dmabuf->get) && !ctx->set.peer_memory) {
-		IBP_DBG("mem_register: CUDA memory needs a dma-buf source (not wired yet) or ib.peer_memory=1");
-		return -ENOTSUP;
-	}
 	struct ibp_mh *m = ibp_core->calloc(1, sizeof(*m));
 	if (!m)
 		return -ENOMEM;
 	m->base = ptr;
 	m->len = len;
 	m->type = type;
-	for (int k = 0; k < ctx->fab.ndevs; k++) {
-		struct ibp_dev *d = &ctx->fab.devs[k];
-		if (type == WEFT_MEM_CUDA) {
-			if ((rc = reg_cuda(ctx, m, k)) < 0)
-				goto err_dereg;
-			continue;
-		}
-		errno = 0;
-		m->mr[k] = ibp_verbs->reg_mr(d->pd, ptr, len, IBP_ACCESS);
-		if (!m->mr[k]) {
-			rc = ibp_verbs_fail("ibv_reg_mr", d->name, errno);
-			goto err_dereg;
-		}
-	}
+	if ((rc = type == WEFT_MEM_CUDA ? reg_cuda(ctx, m) : reg_host(ctx, m)) < 0)
+		goto err_dereg;
 	m->next = ctx->mhs;
 	if (ctx->mhs)
 		ctx->mhs->prev = m;

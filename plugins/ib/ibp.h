@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* ib plugin: private declarations shared by its sources (descriptor and
  * context in ib.c, discovery in ib_dev.c, memory in ib_mem.c, endpoints and
- * operations in ib_ep.c, the libibverbs table in ib_verbs.c). */
+ * operations in ib_ep.c, the libibverbs table in ib_verbs.c; the CUDA side of
+ * dma-buf is ib_dmabuf.c, declared in ib_dmabuf.h). */
 #ifndef WEFT_IBP_H
 #define WEFT_IBP_H
 
@@ -13,6 +14,8 @@
 
 #include <weft/kit.h>
 #include <weft/plugin.h>
+
+#include "ib_dmabuf.h"
 
 #define IBP_MAX_DEVS 16   /* verbs devices one context opens */
 #define IBP_MAX_PORTS 32  /* ports one context uses */
@@ -56,27 +59,17 @@ struct ibp_verbs_ops {
 	int (*real_path)(const char *path, char *buf, size_t len);
 };
 
-/* Source of dma-buf file descriptors for GPU memory (WEFT_MEM_CUDA). No one sets
- * it in the shipped plugin yet: it is where the GPU-runtime layer will plug in
- * cuMemGetHandleForAddressRange(CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD). get returns
- * 0 with a dma-buf fd and the offset of ptr inside it, or a negative code;
- * release (may be NULL) is called with the fd once the registration is made. */
-struct ibp_dmabuf_hook {
-	int (*get)(void *ptr, size_t len, int *fd, uint64_t *offset);
-	void (*release)(int fd);
-};
-
-/* Core services and the verbs table: the plugin's only process-wide state. The
- * core lends one services table per plugin file for the life of the process. */
+/* Core services and the verbs table: the plugin's process-wide state, with the
+ * CUDA driver's in ib_dmabuf.c. The core lends one services table per plugin
+ * file for the life of the process. */
 extern const struct weft_core_api *ibp_core;
 extern const struct ibp_verbs_ops *ibp_verbs;
 extern const struct ibp_verbs_ops ibp_verbs_real;
-extern const struct ibp_dmabuf_hook *ibp_dmabuf;
 
 /* Test hooks (internal; not exported from the module, which exports only
- * weft_plugin_init). NULL restores the default. */
+ * weft_plugin_init). NULL restores the default. The CUDA driver's is
+ * ibp_set_cuda (ib_dmabuf.h). */
 void ibp_set_verbs(const struct ibp_verbs_ops *ops);
-void ibp_set_dmabuf_hook(const struct ibp_dmabuf_hook *hook);
 
 #define IBP_LOG(lvl, ...) ibp_core->log(ibp_core->self, (lvl), "ib: " __VA_ARGS__)
 #define IBP_ERR(...) IBP_LOG(WEFT_LOG_ERROR, __VA_ARGS__)
@@ -155,6 +148,7 @@ struct ibp_ctx {
 	struct ibp_ep *eps;     /* every endpoint, for progress */
 	struct ibp_mh *mhs;     /* every registration, for the imm receiver's checks */
 	int nregions;
+	bool cuda_warned;       /* said once why CUDA memory is not reachable */
 };
 
 /* A local registration: one MR per opened device. */
