@@ -40,6 +40,12 @@ if(_weft_have_cuda AND TARGET weft-plugin-nvlink)
   add_dependencies(test_devchan_gpu weft-plugin-nvlink)
   weft_gpu_flags(test_devchan_gpu)
 
+  # The ib plugin's dma-buf export on cudaMalloc memory (C, no kernels): its
+  # source is compiled in, so neither rdma-core nor an RDMA device is needed.
+  weft_add_test(test_ib_dmabuf_gpu SOURCES ${_gpudir}/test_ib_dmabuf_gpu.c
+    ${PROJECT_SOURCE_DIR}/plugins/ib/ib_dmabuf.c LABELS gpu TIMEOUT 300
+    LIBS CUDA::cudart_static ${CMAKE_DL_LIBS} rt)
+
   add_executable(weft-gpu-bench ${_gpudir}/gpu_bench.cu ${_gpurt})
   target_include_directories(weft-gpu-bench PRIVATE ${PROJECT_SOURCE_DIR}/include)
   target_link_libraries(weft-gpu-bench PRIVATE CUDA::cudart_static ${CMAKE_DL_LIBS} rt Threads::Threads)
