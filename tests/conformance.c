@@ -34,6 +34,7 @@
 
 #include <weft/weft.h>
 
+#include "keep_crashes.h"
 #include "testlib.h"
 
 #define MAX_RANKS 16
@@ -46,35 +47,8 @@ static int g_nranks[MAX_NP] = {2, 3, 4};
 static int g_nn = 3;
 static struct weft_unique_id g_id;
 
-/* What one check concluded. The status is the --run exit code. */
-enum { CF_PASS = 0, CF_FAIL = 1, CF_USAGE = 2, CF_CRASH = 3, CF_SKIP = WT_SKIP };
-struct cf_result {
-	int status;
-	char reason[1024];
-};
-
-/* ---------------------------------------------- the first failure of a run
- * A rank that fails says why on stderr (as testlib's RCHECK does) and also
- * in a page shared with the process that forked the ranks, so the check's
- * one-line reason is the first failure seen, not a count of failed ranks. */
-struct cf_note {
-	int fail_claimed, skip_claimed;
-	char fail[1024], skip[1024];
-};
-static struct cf_note *g_note; /* set by cf_fork for the ranks it forks */
-
-static void cf_vnote(int rank, int skip, const char *where, const char *fmt, va_list ap)
-{
-	char msg[900];
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	fprintf(stderr, "rank %d: %s%s%s\n", rank, where, skip ? "skipped: " : "check failed: ", msg);
-	if (!g_note)
-		return;
-	int *claim = skip ? &g_note->skip_claimed : &g_note->fail_claimed;
-	if (__atomic_exchange_n(claim, 1, __ATOMIC_ACQ_REL) == 0)
-		snprintf(skip ? g_note->skip : g_note->fail, sizeof(g_note->fail), "rank %d: %s", rank, msg);
-}
-
+/* A rank that fails says why on stderr (as testlib's RCHECK does) and also in
+ * the run's shared page (kc_note), so the check's reason is the first failure. */
 __attribute__((format(printf, 5, 6))) static void cf_note_fail(int rank, const char *file, int line,
 							      const char *cond, const char *fmt, ...)
 {
@@ -82,7 +56,7 @@ __attribute__((format(printf, 5, 6))) static void cf_note_fail(int rank, const c
 	snprintf(where, sizeof(where), "%s:%d: (%s) ", file, line, cond);
 	va_list ap;
 	va_start(ap, fmt);
-	cf_vnote(rank, 0, where, fmt, ap);
+	kc_vnote(rank, 0, where, fmt, ap);
 	va_end(ap);
 }
 
@@ -90,7 +64,7 @@ __attribute__((format(printf, 2, 3))) static void cf_note_skip(int rank, const c
 {
 	va_list ap;
 	va_start(ap, fmt);
-	cf_vnote(rank, 1, "", fmt, ap);
+	kc_vnote(rank, 1, "", fmt, ap);
 	va_end(ap);
 }
 
@@ -255,233 +229,25 @@ static int world_down(struct world *w)
 	return 0;
 }
 
-/* ------------------------------------------------- crashes stay crashes
- * Libraries that plugins pull in may catch SIGSEGV and its kin to print a
- * backtrace and exit(1) (UCX's libucs does, as does libpsm2 under
- * libfabric), which would make a crash look like a plain failure. In a rank
- * the executable's own sigaction and signal, which those libraries bind to
- * (the binary exports them: ENABLE_EXPORTS), keep the default action of
- * these signals, so the rank dies by the signal and the check names it. */
-static int g_keep_crashes;
-
-static int crash_signal(int sig)
-{
-	return sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGABRT;
-}
-
-int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
-{
-	int (*real)(int, const struct sigaction *, struct sigaction *);
-	void *sym = dlsym(RTLD_NEXT, "sigaction");
-	if (!sym) {
-		errno = ENOSYS;
-		return -1;
-	}
-	memcpy(&real, &sym, sizeof(real));
-	if (g_keep_crashes && act && crash_signal(sig) && act->sa_handler != SIG_DFL)
-		return real(sig, NULL, old); /* refused quietly: the caller sees success */
-	return real(sig, act, old);
-}
-
-sighandler_t signal(int sig, sighandler_t handler)
-{
-	struct sigaction sa, old;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = handler;
-	sa.sa_flags = SA_RESTART;
-	sigemptyset(&sa.sa_mask);
-	if (sigaction(sig, &sa, &old) != 0)
-		return SIG_ERR;
-	return old.sa_handler;
-}
-
 /* ------------------------------------------------------- forking ranks */
-/* Called by cf_fork between polls while the ranks run, so that the forking
- * process can act on them (stop and continue one). stopped[r] is set when
- * rank r reported a stop (SIGSTOP); pids[r] is 0 once rank r is reaped.
- * Returns 0 to be called again, 1 when done watching, -1 after writing a
- * failure into *res (the ranks are then killed). */
-typedef int (*cf_watch_fn)(void *arg, int n, const pid_t *pids, int *stopped, struct cf_result *res);
-
-#define CF_KILLED (-2) /* status of a rank the checker killed after a watcher failure */
-
-static void cf_kill_all(int n, pid_t *pids, int *status, int as)
+/* Runs fn on n forked ranks (tools/keep_crashes.c), with a fresh id (and
+ * bootstrap root) in this process, and judges them: the check's status, with
+ * *res filled. victim is a rank expected to die of SIGKILL, or -1. */
+static int cf_ranks_watched(int n, wt_rank_fn fn, void *arg, kc_watch_fn watch, void *warg, int victim,
+			    struct kc_result *res)
 {
-	for (int r = 0; r < n; r++)
-		if (pids[r] > 0)
-			kill(pids[r], SIGKILL);
-	for (int r = 0; r < n; r++)
-		if (pids[r] > 0) {
-			waitpid(pids[r], NULL, 0);
-			pids[r] = 0;
-			status[r] = as;
-		}
+	struct kc_run run = {.n = n,
+			     .fn = fn,
+			     .arg = arg,
+			     .timeout_s = RANKS_TIMEOUT,
+			     .watch = watch,
+			     .warg = warg,
+			     .victim = victim,
+			     .id = &g_id};
+	return kc_run_ranks(&run, res);
 }
 
-/* Forks n ranks running fn and waits up to timeout_s for all, watching them
- * with watch (may be NULL). status[r] is rank r's wait status, -1 when it was
- * killed at the timeout, CF_KILLED after a watcher failure. 0, or -1 when
- * fork failed (*res says so). */
-static int cf_fork(int n, wt_rank_fn fn, void *arg, int timeout_s, cf_watch_fn watch, void *warg, int *status,
-		   struct cf_result *res)
-{
-	pid_t pids[MAX_RANKS];
-	int stopped[MAX_RANKS] = {0};
-	fflush(NULL);
-	for (int r = 0; r < n; r++) {
-		status[r] = -1;
-		pid_t pid = fork();
-		if (pid == 0) {
-			/* A rank must never outlive the check that made it. */
-			alarm((unsigned)timeout_s + 5);
-			g_keep_crashes = 1;
-			int rc = fn(r, n, arg);
-			fflush(NULL);
-			_exit(rc == 0 ? 0 : (rc < 0 ? 1 : rc & 0xff));
-		}
-		if (pid < 0) {
-			snprintf(res->reason, sizeof(res->reason), "fork: %s", strerror(errno));
-			res->status = CF_FAIL;
-			cf_kill_all(r, pids, status, CF_KILLED);
-			return -1;
-		}
-		pids[r] = pid;
-	}
-	int left = n, watching = watch != NULL;
-	double deadline = now_s() + timeout_s;
-	while (left > 0 && now_s() < deadline) {
-		for (int r = 0; r < n; r++) {
-			int st;
-			if (pids[r] <= 0 || waitpid(pids[r], &st, WNOHANG | WUNTRACED) != pids[r])
-				continue;
-			if (WIFSTOPPED(st)) {
-				stopped[r] = 1;
-				continue;
-			}
-			status[r] = st;
-			pids[r] = 0;
-			left--;
-		}
-		if (watching) {
-			int w = watch(warg, n, pids, stopped, res);
-			if (w != 0)
-				watching = 0;
-			if (w < 0) {
-				cf_kill_all(n, pids, status, CF_KILLED);
-				left = 0;
-			}
-		}
-		usleep(watching ? 200 : 2000);
-	}
-	for (int r = 0; r < n; r++)
-		if (pids[r] > 0)
-			fprintf(stderr, "rank %d did not finish within %d s; killing it\n", r, timeout_s);
-	cf_kill_all(n, pids, status, -1);
-	return 0;
-}
-
-static const char *cf_signame(int sig)
-{
-	switch (sig) {
-	case SIGSEGV: return "SIGSEGV";
-	case SIGBUS: return "SIGBUS";
-	case SIGABRT: return "SIGABRT";
-	case SIGILL: return "SIGILL";
-	case SIGFPE: return "SIGFPE";
-	case SIGKILL: return "SIGKILL";
-	case SIGTERM: return "SIGTERM";
-	case SIGINT: return "SIGINT";
-	case SIGQUIT: return "SIGQUIT";
-	case SIGPIPE: return "SIGPIPE";
-	case SIGALRM: return "SIGALRM";
-	case SIGTRAP: return "SIGTRAP";
-	case SIGSYS: return "SIGSYS";
-	case SIGXCPU: return "SIGXCPU";
-	default: return "a signal";
-	}
-}
-
-/* Turns the ranks' statuses into a verdict. In order: a rank that died by a
- * signal (a crash, whatever else failed after it), a watcher's failure
- * already in *res, the first failure a rank recorded, a rank that hung, a
- * rank that exited non-zero silently, a skip. */
-static void cf_verdict(int n, const int *status, int victim, struct cf_result *res)
-{
-	int crashed = -1, hung = -1, exited = -1, skipped = -1;
-	for (int r = 0; r < n; r++) {
-		int st = status[r];
-		if (st == CF_KILLED || r == victim)
-			continue;
-		if (st == -1 || (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM)) {
-			if (hung < 0)
-				hung = r;
-		} else if (WIFSIGNALED(st)) {
-			if (crashed < 0)
-				crashed = r;
-		} else if (WEXITSTATUS(st) == WT_SKIP) {
-			if (skipped < 0)
-				skipped = r;
-		} else if (WEXITSTATUS(st) != 0 && exited < 0) {
-			exited = r;
-		}
-	}
-	char *why = res->reason;
-	size_t wl = sizeof(res->reason);
-	if (crashed >= 0) {
-		int sig = WTERMSIG(status[crashed]);
-		int k = snprintf(why, wl, "rank %d died of %s (signal %d)", crashed, cf_signame(sig), sig);
-		for (int r = crashed + 1; r < n && k > 0 && (size_t)k < wl; r++)
-			if (r != victim && status[r] != CF_KILLED && status[r] != -1 && WIFSIGNALED(status[r]) &&
-			    WTERMSIG(status[r]) != SIGALRM)
-				k += snprintf(why + k, wl - (size_t)k, "; rank %d of %s", r, cf_signame(WTERMSIG(status[r])));
-		res->status = CF_CRASH;
-	} else if (res->status != CF_PASS) {
-		/* the watcher's reason stands */
-	} else if (g_note && g_note->fail_claimed) {
-		snprintf(why, wl, "%s", g_note->fail);
-		res->status = CF_FAIL;
-	} else if (hung >= 0) {
-		snprintf(why, wl, "rank %d did not finish within %d s", hung, RANKS_TIMEOUT);
-		res->status = CF_FAIL;
-	} else if (exited >= 0) {
-		snprintf(why, wl, "rank %d exited %d", exited, WEXITSTATUS(status[exited]));
-		res->status = CF_FAIL;
-	} else if (skipped >= 0) {
-		snprintf(why, wl, "%s", g_note && g_note->skip_claimed ? g_note->skip : "a rank skipped");
-		res->status = CF_SKIP;
-	} else if (victim >= 0 && status[victim] != CF_KILLED &&
-		   (status[victim] == -1 || !WIFSIGNALED(status[victim]) || WTERMSIG(status[victim]) != SIGKILL)) {
-		snprintf(why, wl, "the victim, rank %d, did not die of SIGKILL (wait status 0x%x)", victim, status[victim]);
-		res->status = CF_FAIL;
-	}
-}
-
-/* Runs fn on n forked ranks, with a fresh id (and bootstrap root) in this
- * process, and judges them: the check's status, with *res filled. victim is
- * a rank expected to die of SIGKILL, or -1. */
-static int cf_ranks_watched(int n, wt_rank_fn fn, void *arg, cf_watch_fn watch, void *warg, int victim,
-			    struct cf_result *res)
-{
-	memset(res, 0, sizeof(*res));
-	if (weft_get_unique_id(&g_id) != 0) {
-		snprintf(res->reason, sizeof(res->reason), "weft_get_unique_id failed");
-		return res->status = CF_FAIL;
-	}
-	struct cf_note *note = mmap(NULL, sizeof(*note), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (note == MAP_FAILED) {
-		snprintf(res->reason, sizeof(res->reason), "mmap: %s", strerror(errno));
-		return res->status = CF_FAIL;
-	}
-	g_note = note;
-	int status[MAX_RANKS];
-	if (cf_fork(n, fn, arg, RANKS_TIMEOUT, watch, warg, status, res) == 0)
-		cf_verdict(n, status, victim, res);
-	g_note = NULL;
-	munmap(note, sizeof(*note));
-	return res->status;
-}
-
-static int cf_ranks(int n, wt_rank_fn fn, void *arg, struct cf_result *res)
+static int cf_ranks(int n, wt_rank_fn fn, void *arg, struct kc_result *res)
 {
 	return cf_ranks_watched(n, fn, arg, NULL, NULL, -1, res);
 }
@@ -528,7 +294,7 @@ static int rank_connect(int rank, int n, void *arg)
 	return 0;
 }
 
-static int check_connect(int n, struct cf_result *res)
+static int check_connect(int n, struct kc_result *res)
 {
 	return cf_ranks(n, rank_connect, NULL, res);
 }
@@ -605,7 +371,7 @@ static int rank_put_sizes(int rank, int n, void *arg)
 }
 
 
-static int check_put_sizes(int n, struct cf_result *res)
+static int check_put_sizes(int n, struct kc_result *res)
 {
 	return cf_ranks(n, rank_put_sizes, NULL, res);
 }
@@ -712,13 +478,13 @@ static int rank_ordering(int rank, int n, void *argp)
 }
 
 
-static int check_signal_ordering(int n, struct cf_result *res)
+static int check_signal_ordering(int n, struct kc_result *res)
 {
 	struct ord_arg a = {.use_port = 0};
 	return cf_ranks(n, rank_ordering, &a, res);
 }
 
-static int check_port_ordering(int n, struct cf_result *res)
+static int check_port_ordering(int n, struct kc_result *res)
 {
 	struct ord_arg a = {.use_port = 1};
 	return cf_ranks(n, rank_ordering, &a, res);
@@ -842,13 +608,13 @@ static int rank_flush(int rank, int n, void *argp)
 }
 
 
-static int check_flush(int n, struct cf_result *res)
+static int check_flush(int n, struct kc_result *res)
 {
 	struct ord_arg a = {.use_port = 0};
 	return cf_ranks(n, rank_flush, &a, res);
 }
 
-static int check_port_flush(int n, struct cf_result *res)
+static int check_port_flush(int n, struct kc_result *res)
 {
 	struct ord_arg a = {.use_port = 1};
 	return cf_ranks(n, rank_flush, &a, res);
@@ -1132,20 +898,20 @@ struct sf_watch {
 	double t_phase, t_stop, t_cont;
 };
 
-static int sf_give_up(struct sf_watch *sw, struct cf_result *res, const char *fmt, ...)
+static int sf_give_up(struct sf_watch *sw, struct kc_result *res, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-static int sf_give_up(struct sf_watch *sw, struct cf_result *res, const char *fmt, ...)
+static int sf_give_up(struct sf_watch *sw, struct kc_result *res, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(res->reason, sizeof(res->reason), fmt, ap);
 	va_end(ap);
-	res->status = CF_FAIL;
+	res->status = KC_FAIL;
 	sf_set(&sw->ctl->failed, 1);
 	return -1;
 }
 
-static int sf_watch_step(void *arg, int n, const pid_t *pids, int *stopped, struct cf_result *res)
+static int sf_watch_step(void *arg, int n, const pid_t *pids, int *stopped, struct kc_result *res)
 {
 	struct sf_watch *sw = arg;
 	struct sf_ctl *ctl = sw->ctl;
@@ -1219,14 +985,14 @@ static int sf_watch_step(void *arg, int n, const pid_t *pids, int *stopped, stru
 	}
 }
 
-static int check_stopped_flush(int n, int use_port, struct cf_result *res)
+static int check_stopped_flush(int n, int use_port, struct kc_result *res)
 {
 	size_t len = SF_CTL + (size_t)n * SF_REGION;
 	void *map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (map == MAP_FAILED) {
 		memset(res, 0, sizeof(*res));
 		snprintf(res->reason, sizeof(res->reason), "mmap of %zu shared bytes: %s", len, strerror(errno));
-		return res->status = CF_FAIL;
+		return res->status = KC_FAIL;
 	}
 	struct sf_arg a = {.ctl = map, .regions = (unsigned char *)map + SF_CTL, .use_port = use_port};
 	struct sf_watch sw = {.ctl = map, .what = use_port ? "weft_port_flush" : "weft_flush", .t_phase = now_s()};
@@ -1246,12 +1012,12 @@ static int check_stopped_flush(int n, int use_port, struct cf_result *res)
 	return st;
 }
 
-static int check_flush_stopped(int n, struct cf_result *res)
+static int check_flush_stopped(int n, struct kc_result *res)
 {
 	return check_stopped_flush(n, 0, res);
 }
 
-static int check_port_flush_stopped(int n, struct cf_result *res)
+static int check_port_flush_stopped(int n, struct kc_result *res)
 {
 	return check_stopped_flush(n, 1, res);
 }
@@ -1462,7 +1228,7 @@ static int rank_bad_args(int rank, int n, void *arg)
 }
 
 
-static int check_bad_args(int n, struct cf_result *res)
+static int check_bad_args(int n, struct kc_result *res)
 {
 	return cf_ranks(n, rank_bad_args, NULL, res);
 }
@@ -1531,7 +1297,7 @@ static int rank_killed(int rank, int n, void *arg)
 }
 
 
-static int check_peer_killed(int n, struct cf_result *res)
+static int check_peer_killed(int n, struct kc_result *res)
 {
 	return cf_ranks_watched(n, rank_killed, NULL, NULL, NULL, n - 1, res);
 }
@@ -1584,7 +1350,7 @@ static int rank_abort(int rank, int n, void *arg)
 }
 
 
-static int check_abort(int n, struct cf_result *res)
+static int check_abort(int n, struct kc_result *res)
 {
 	return cf_ranks(n, rank_abort, NULL, res);
 }
@@ -1734,7 +1500,7 @@ static int rank_cuda(int rank, int n, void *arg)
 	return 0;
 }
 
-static int check_cuda(int n, struct cf_result *res)
+static int check_cuda(int n, struct kc_result *res)
 {
 	return cf_ranks(n, rank_cuda, NULL, res);
 }
@@ -1743,7 +1509,7 @@ static int check_cuda(int n, struct cf_result *res)
 struct cf_check {
 	const char *name; /* what a result line names; weft-plugin-check --check matches it */
 	const char *desc;
-	int (*run)(int n, struct cf_result *res);
+	int (*run)(int n, struct kc_result *res);
 };
 
 static const struct cf_check cf_checks[] = {
@@ -1781,11 +1547,11 @@ START_TEST(cf_case)
 {
 	const struct cf_check *c = &cf_checks[_i / MAX_NP];
 	int n = g_nranks[_i % MAX_NP];
-	struct cf_result r;
+	struct kc_result r;
 	int st = c->run(n, &r);
-	if (st == CF_SKIP)
+	if (st == KC_SKIP)
 		printf("conformance: %s np=%d skipped: %s\n", c->name, n, r.reason);
-	ck_assert_msg(st == CF_PASS || st == CF_SKIP, "%s np=%d: %s", c->name, n, r.reason);
+	ck_assert_msg(st == KC_PASS || st == KC_SKIP, "%s np=%d: %s", c->name, n, r.reason);
 }
 END_TEST
 
@@ -1803,7 +1569,7 @@ static int usage(void)
 			"WEFT_TEST_NRANKS)\n"
 			"       weft-conformance --list\n"
 			"       weft-conformance --run CHECK --np N --target TRANSPORT [--result FILE]\n");
-	return CF_USAGE;
+	return KC_USAGE;
 }
 
 /* --list and --run: the protocol tools/weft-plugin-check.c speaks. */
@@ -1839,19 +1605,19 @@ static int protocol_main(int argc, char **argv)
 			c = &cf_checks[k];
 	if (!c) {
 		fprintf(stderr, "weft-conformance: no check named '%s' (--list names them)\n", run);
-		return CF_USAGE;
+		return KC_USAGE;
 	}
 	g_tp = target;
 	printf("conformance: %s, transport '%s', %d ranks\n", c->name, g_tp, np);
-	struct cf_result r;
+	struct kc_result r;
 	int st = c->run(np, &r);
 	printf("conformance: %s np=%d: %s%s%s\n", c->name, np,
-	       st == CF_PASS ? "passed" : st == CF_SKIP ? "skipped" : st == CF_CRASH ? "CRASHED" : "FAILED",
-	       st == CF_PASS ? "" : ": ", st == CF_PASS ? "" : r.reason);
+	       st == KC_PASS ? "passed" : st == KC_SKIP ? "skipped" : st == KC_CRASH ? "CRASHED" : "FAILED",
+	       st == KC_PASS ? "" : ": ", st == KC_PASS ? "" : r.reason);
 	if (result) {
 		FILE *f = fopen(result, "w");
 		if (f) {
-			fprintf(f, "%s\n", st == CF_PASS ? "" : r.reason);
+			fprintf(f, "%s\n", st == KC_PASS ? "" : r.reason);
 			fclose(f);
 		}
 	}
@@ -1883,15 +1649,15 @@ int main(int argc, char **argv)
 	printf("\n");
 
 	/* Can the transport run here at all? Two ranks try to connect through it. */
-	struct cf_result r;
+	struct kc_result r;
 	int st = check_connect(2, &r);
-	if (st == CF_SKIP) {
+	if (st == KC_SKIP) {
 		printf("conformance: SKIP: %s (weft-info lists what was found, what each transport sees, and why "
 		       "anything was rejected)\n",
 		       r.reason);
 		return WT_SKIP;
 	}
-	if (st != CF_PASS) {
+	if (st != KC_PASS) {
 		fprintf(stderr, "conformance: two ranks could not connect through '%s': %s\n", g_tp, r.reason);
 		return 1;
 	}

@@ -84,6 +84,7 @@
 #include <weft/weft.h>
 
 #include "cudart_dl.h"
+#include "keep_crashes.h"
 
 #define MAX_RANKS 16
 #define MAX_ALGOS 128
@@ -101,8 +102,7 @@
 #define DEAD_BOUND_S (PEER_TIMEOUT_S + 8.0)
 #define LOG_TAIL_LINES 40
 
-enum { PK_PASS = 0, PK_FAIL = 1, PK_USAGE = 2, PK_CRASH = 3, PK_SKIP = 77 };
-#define PK_KILLED (-2) /* wait status of a rank killed after another failed */
+enum { PK_PASS = KC_PASS, PK_FAIL = KC_FAIL, PK_USAGE = KC_USAGE, PK_CRASH = KC_CRASH, PK_SKIP = KC_SKIP };
 
 /* --------------------------------------------------------- the catalog */
 struct pk_algo {
@@ -139,11 +139,6 @@ static int g_verbose;
 static struct weft_unique_id g_id;
 static char g_tmp[512];         /* the run's folder: config and log */
 static char g_log[600];
-
-struct pk_result {
-	int status;
-	char reason[1024];
-};
 
 static const char *const coll_names[WEFT_COLL_COUNT] = {"allreduce", "allgather", "reduce-scatter", "broadcast",
 							 "reduce",    "alltoall",  "sendrecv"};
@@ -545,33 +540,13 @@ static int64_t ref_reduce(uint64_t seed, int op, const int64_t *v, int n)
 	return op == WEFT_AVG ? acc / n : acc;
 }
 
-/* ---------------------------------------------------- the first failure
- * A rank that fails says why on stderr and in a page shared with the
- * process that forked the ranks, so the check's reason is the first failure. */
-struct pk_note {
-	int fail_claimed, skip_claimed;
-	int aborted; /* the abort check: rank 0's aborted call has returned */
-	char fail[1024], skip[1024];
-};
-static struct pk_note *g_note;
-
-static void note_v(int rank, int skip, const char *fmt, va_list ap)
-{
-	char msg[900];
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	fprintf(stderr, "rank %d: %s%s\n", rank, skip ? "skipped: " : "check failed: ", msg);
-	if (!g_note)
-		return;
-	int *claim = skip ? &g_note->skip_claimed : &g_note->fail_claimed;
-	if (__atomic_exchange_n(claim, 1, __ATOMIC_ACQ_REL) == 0)
-		snprintf(skip ? g_note->skip : g_note->fail, sizeof(g_note->fail), "rank %d: %s", rank, msg);
-}
-
+/* A rank that fails says why on stderr and in the run's shared page
+ * (kc_note, tools/keep_crashes.h), so the check's reason is the first failure. */
 __attribute__((format(printf, 2, 3))) static void note_fail(int rank, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	note_v(rank, 0, fmt, ap);
+	kc_vnote(rank, 0, "", fmt, ap);
 	va_end(ap);
 }
 
@@ -579,7 +554,7 @@ __attribute__((format(printf, 2, 3))) static void note_skip(int rank, const char
 {
 	va_list ap;
 	va_start(ap, fmt);
-	note_v(rank, 1, fmt, ap);
+	kc_vnote(rank, 1, "", fmt, ap);
 	va_end(ap);
 }
 
@@ -1446,7 +1421,7 @@ static int rank_abort(int rank, int n, void *arg)
 	c.seed = 0xab1ull;
 	ROK(weft_comm_barrier(R.comm));
 	if (rank != 0) {
-		for (double t0 = now_s(); rank == n - 1 && !__atomic_load_n(&g_note->aborted, __ATOMIC_ACQUIRE);
+		for (double t0 = now_s(); rank == n - 1 && !__atomic_load_n(&kc_note->flag, __ATOMIC_ACQUIRE);
 		     usleep(1000))
 			RCHECK(now_s() - t0 < DEAD_BOUND_S, "rank 0's aborted call did not return within %.0f s",
 			       DEAD_BOUND_S);
@@ -1467,7 +1442,7 @@ static int rank_abort(int rank, int n, void *arg)
 	double t1 = now_s();
 	pthread_join(th, NULL);
 	watchdog_stop(&w);
-	__atomic_store_n(&g_note->aborted, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&kc_note->flag, 1, __ATOMIC_RELEASE);
 	RCHECK(rc == -WEFT_ERR_ABORTED, "%s returned %d (%s) when its comm was aborted inside it, not "
 	       "-WEFT_ERR_ABORTED", what, rc, weft_strerror(rc));
 	RCHECK(t1 - a.at < ABORT_BOUND_S, "%s returned %.1f s after weft_comm_abort", what, t1 - a.at);
@@ -1601,178 +1576,17 @@ static void describe_kind(const struct pk_algo *a, const char *kind, char *buf, 
 }
 
 /* ------------------------------------------------------- forking ranks */
-/* Libraries that plugins pull in may catch SIGSEGV and its kin to print a
- * backtrace and exit(1), which would make a crash look like a plain
- * failure; in a rank the binary's own sigaction and signal (exported:
- * ENABLE_EXPORTS) keep those signals' default action (tests/conformance.c). */
-static int g_keep_crashes;
-
-static int crash_signal(int sig)
+/* tools/keep_crashes.c forks and judges the ranks; once one fails, the
+ * others get the dead-peer bound, not the whole timeout. */
+static int run_ranks(int n, const struct pk_kind *k, struct kc_result *res)
 {
-	return sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGABRT;
-}
-
-int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
-{
-	int (*real)(int, const struct sigaction *, struct sigaction *);
-	void *sym = dlsym(RTLD_NEXT, "sigaction");
-	if (!sym) {
-		errno = ENOSYS;
-		return -1;
-	}
-	memcpy(&real, &sym, sizeof(real));
-	if (g_keep_crashes && act && crash_signal(sig) && act->sa_handler != SIG_DFL)
-		return real(sig, NULL, old);
-	return real(sig, act, old);
-}
-
-sighandler_t signal(int sig, sighandler_t handler)
-{
-	struct sigaction sa, old;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = handler;
-	sa.sa_flags = SA_RESTART;
-	sigemptyset(&sa.sa_mask);
-	if (sigaction(sig, &sa, &old) != 0)
-		return SIG_ERR;
-	return old.sa_handler;
-}
-
-static const char *sig_name(int sig)
-{
-	switch (sig) {
-	case SIGSEGV: return "SIGSEGV";
-	case SIGBUS: return "SIGBUS";
-	case SIGABRT: return "SIGABRT";
-	case SIGILL: return "SIGILL";
-	case SIGFPE: return "SIGFPE";
-	case SIGKILL: return "SIGKILL";
-	case SIGTERM: return "SIGTERM";
-	case SIGPIPE: return "SIGPIPE";
-	case SIGALRM: return "SIGALRM";
-	default: return "a signal";
-	}
-}
-
-/* Forks n ranks running fn, waits up to RANKS_TIMEOUT for all; once one
- * fails, the others get a few seconds before they are killed. status[r]:
- * wait status, -1 killed at the timeout, PK_KILLED after another's failure. */
-static int fork_ranks(int n, int (*fn)(int, int, void *), int *status, struct pk_result *res)
-{
-	pid_t pids[MAX_RANKS];
-	fflush(NULL);
-	for (int r = 0; r < n; r++) {
-		status[r] = -1;
-		pid_t pid = fork();
-		if (pid == 0) {
-			alarm(RANKS_TIMEOUT + 5);
-			g_keep_crashes = 1;
-			int rc = fn(r, n, NULL);
-			fflush(NULL);
-			_exit(rc == 0 ? 0 : (rc < 0 ? 1 : rc & 0xff));
-		}
-		if (pid < 0) {
-			snprintf(res->reason, sizeof(res->reason), "fork: %s", strerror(errno));
-			res->status = PK_FAIL;
-			for (int k = 0; k < r; k++) {
-				kill(pids[k], SIGKILL);
-				waitpid(pids[k], NULL, 0);
-			}
-			return -1;
-		}
-		pids[r] = pid;
-	}
-	int left = n;
-	double deadline = now_s() + RANKS_TIMEOUT;
-	while (left > 0 && now_s() < deadline) {
-		for (int r = 0; r < n; r++) {
-			int st;
-			if (pids[r] <= 0 || waitpid(pids[r], &st, WNOHANG) != pids[r])
-				continue;
-			status[r] = st;
-			pids[r] = 0;
-			left--;
-		}
-		/* After a failure the others may wait on the failed rank: they
-		 * get the dead-peer bound, not the whole timeout. */
-		if (g_note->fail_claimed && deadline > now_s() + DEAD_BOUND_S + 2)
-			deadline = now_s() + DEAD_BOUND_S + 2;
-		usleep(2000);
-	}
-	for (int r = 0; r < n; r++)
-		if (pids[r] > 0) {
-			if (!g_note->fail_claimed)
-				fprintf(stderr, "rank %d did not finish within %d s; killing it\n", r, RANKS_TIMEOUT);
-			kill(pids[r], SIGKILL);
-			waitpid(pids[r], NULL, 0);
-			status[r] = g_note->fail_claimed ? PK_KILLED : -1;
-		}
-	return 0;
-}
-
-/* The ranks' statuses as a verdict, in order: a crash, the first recorded
- * failure, a hang, a silent non-zero exit, a skip, a victim that lived. */
-static void verdict(int n, const int *status, int victim, struct pk_result *res)
-{
-	int crashed = -1, hung = -1, exited = -1, skipped = -1;
-	for (int r = 0; r < n; r++) {
-		int st = status[r];
-		if (st == PK_KILLED || r == victim)
-			continue;
-		if (st == -1 || (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM))
-			hung = hung < 0 ? r : hung;
-		else if (WIFSIGNALED(st))
-			crashed = crashed < 0 ? r : crashed;
-		else if (WEXITSTATUS(st) == PK_SKIP)
-			skipped = skipped < 0 ? r : skipped;
-		else if (WEXITSTATUS(st) != 0)
-			exited = exited < 0 ? r : exited;
-	}
-	char *why = res->reason;
-	size_t wl = sizeof(res->reason);
-	res->status = PK_FAIL;
-	if (crashed >= 0) {
-		int sig = WTERMSIG(status[crashed]);
-		snprintf(why, wl, "rank %d died of %s (signal %d)", crashed, sig_name(sig), sig);
-		res->status = PK_CRASH;
-	} else if (g_note->fail_claimed) {
-		snprintf(why, wl, "%s", g_note->fail);
-	} else if (hung >= 0) {
-		snprintf(why, wl, "rank %d did not finish within %d s", hung, RANKS_TIMEOUT);
-	} else if (exited >= 0) {
-		snprintf(why, wl, "rank %d exited %d", exited, WEXITSTATUS(status[exited]));
-	} else if (skipped >= 0) {
-		snprintf(why, wl, "%s", g_note->skip_claimed ? g_note->skip : "a rank skipped");
-		res->status = PK_SKIP;
-	} else if (victim >= 0 && (status[victim] == -1 || status[victim] == PK_KILLED ||
-				   !WIFSIGNALED(status[victim]) || WTERMSIG(status[victim]) != SIGKILL)) {
-		snprintf(why, wl, "the victim, rank %d, did not die of SIGKILL (wait status 0x%x)", victim,
-			 (unsigned)status[victim]);
-	} else {
-		why[0] = '\0';
-		res->status = PK_PASS;
-	}
-}
-
-static int run_ranks(int n, const struct pk_kind *k, struct pk_result *res)
-{
-	memset(res, 0, sizeof(*res));
-	if (weft_get_unique_id(&g_id) != 0) {
-		snprintf(res->reason, sizeof(res->reason), "weft_get_unique_id failed");
-		return res->status = PK_FAIL;
-	}
-	g_note = mmap(NULL, sizeof(*g_note), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (g_note == MAP_FAILED) {
-		g_note = NULL;
-		snprintf(res->reason, sizeof(res->reason), "mmap: %s", strerror(errno));
-		return res->status = PK_FAIL;
-	}
-	int status[MAX_RANKS];
-	if (fork_ranks(n, k->rank_fn, status, res) == 0)
-		verdict(n, status, k->victim, res);
-	munmap(g_note, sizeof(*g_note));
-	g_note = NULL;
-	return res->status;
+	struct kc_run run = {.n = n,
+			     .fn = k->rank_fn,
+			     .timeout_s = RANKS_TIMEOUT,
+			     .victim = k->victim,
+			     .fail_grace_s = DEAD_BOUND_S + 2,
+			     .id = &g_id};
+	return kc_run_ranks(&run, res);
 }
 
 /* ---------------------------------------------------- the run's files */
@@ -1882,7 +1696,7 @@ static int name_ok(const char *s)
 }
 
 /* The gate: the pack is loaded and declares algorithms coherently. */
-static int check_declares(struct pk_result *res)
+static int check_declares(struct kc_result *res)
 {
 	char *why = res->reason;
 	size_t wl = sizeof(res->reason);
@@ -1963,7 +1777,7 @@ static int choose_mem(const struct pk_algo *a, const char *kind, char *why, size
 	return -1;
 }
 
-static int run_check(const char *name, int np, struct pk_result *res)
+static int run_check(const char *name, int np, struct kc_result *res)
 {
 	memset(res, 0, sizeof(*res));
 	if (strcmp(name, "declares") == 0)
@@ -2097,7 +1911,7 @@ int main(int argc, char **argv)
 	}
 	printf("pack-conformance: %s, pack '%s', %d ranks\n", run, g_pack, np);
 	fflush(stdout);
-	struct pk_result r;
+	struct kc_result r;
 	double t0 = now_s();
 	int st = run_check(run, np, &r);
 	if (st == PK_USAGE)

@@ -16,7 +16,6 @@
  *                              signal, 77 skip; FILE gets the reason. */
 #define _GNU_SOURCE
 #include <dirent.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -35,6 +34,8 @@
 #include <weft/info.h>
 #include <weft/plugin.h>
 #include <weft/weft.h>
+
+#include "keep_crashes.h"
 
 #define MAX_TARGETS 16
 #define MAX_NPS 8
@@ -229,55 +230,6 @@ static int run_child(char *const argv[], const char *out_path, const char *err_p
 	kill(-pid, SIGKILL);
 	g_child = 0;
 	return st;
-}
-
-static const char *signame(int sig)
-{
-	static char buf[32];
-	const char *abbrev = sigabbrev_np(sig);
-	if (abbrev)
-		snprintf(buf, sizeof(buf), "SIG%s", abbrev);
-	else
-		snprintf(buf, sizeof(buf), "signal %d", sig);
-	return buf;
-}
-
-/* Libraries a plugin pulls in may catch SIGSEGV and its kin, print a
- * backtrace and exit(1) (UCX's libucs does), which would hide that the
- * plugin crashed while loading. In the loading child this binary's sigaction
- * and signal, which such libraries bind to (it is linked with its symbols
- * exported), keep the default action of those signals. */
-static int g_keep_crashes;
-
-static int crash_signal(int sig)
-{
-	return sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGABRT;
-}
-
-int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
-{
-	int (*real)(int, const struct sigaction *, struct sigaction *);
-	void *sym = dlsym(RTLD_NEXT, "sigaction");
-	if (!sym) {
-		errno = ENOSYS;
-		return -1;
-	}
-	memcpy(&real, &sym, sizeof(real));
-	if (g_keep_crashes && act && crash_signal(sig) && act->sa_handler != SIG_DFL)
-		return real(sig, NULL, old); /* refused quietly: the caller sees success */
-	return real(sig, act, old);
-}
-
-sighandler_t signal(int sig, sighandler_t handler)
-{
-	struct sigaction sa, old;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = handler;
-	sa.sa_flags = SA_RESTART;
-	sigemptyset(&sa.sa_mask);
-	if (sigaction(sig, &sa, &old) != 0)
-		return SIG_ERR;
-	return old.sa_handler;
 }
 
 /* ------------------------------------------------------------ options */
@@ -619,7 +571,7 @@ static int load_plugin(struct loaded *L)
 			dup2(lfd, 2);
 		}
 		alarm(LOAD_TIMEOUT_S);
-		g_keep_crashes = 1;
+		kc_keep_crashes(); /* a plugin's libraries must not hide its crash (keep_crashes.h) */
 		load_child(pfd[1]);
 		_exit(0);
 	}
@@ -652,7 +604,7 @@ static int load_plugin(struct loaded *L)
 		fprintf(stderr, "weft-plugin-check: loading %s said:\n%s", opt.plugin, logtext);
 	if (WIFSIGNALED(st)) {
 		say("%s CRASHED while loading (its weft_plugin_init?): the loading process died of %s", opt.plugin,
-		    WTERMSIG(st) == SIGALRM ? "a timeout (SIGALRM)" : signame(WTERMSIG(st)));
+		    WTERMSIG(st) == SIGALRM ? "a timeout (SIGALRM)" : kc_signame(WTERMSIG(st)));
 		if (!opt.verbose && logtext && *logtext)
 			fprintf(stderr, "%s", logtext);
 		free(logtext);
@@ -743,7 +695,7 @@ static void run_item(struct item *it)
 		snprintf(it->reason, sizeof(it->reason), "could not start %s", argv[0]);
 	} else if (WIFSIGNALED(st)) {
 		it->status = ST_CRASH;
-		snprintf(it->reason, sizeof(it->reason), "the check process died of %s", signame(WTERMSIG(st)));
+		snprintf(it->reason, sizeof(it->reason), "the check process died of %s", kc_signame(WTERMSIG(st)));
 	} else {
 		int code = WEXITSTATUS(st);
 		char dflt[64];
@@ -1014,7 +966,7 @@ static int run_plan(struct loaded *L, struct item **out, int *nout)
 	ran = n - count[ST_SKIP];
 	const char *names = L->nt == 1 ? L->t[0].name : "the plugin's transports";
 	if (g_interrupted) {
-		say("interrupted by %s", signame(g_interrupted));
+		say("interrupted by %s", kc_signame(g_interrupted));
 		return EXIT_FAIL;
 	}
 	int bad = count[ST_FAIL] + count[ST_CRASH] + count[ST_TIMEOUT];
