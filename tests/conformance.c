@@ -14,9 +14,13 @@
  *  - as the check binary of tools/weft-plugin-check.c, one check per run:
  *      weft-conformance --list
  *      weft-conformance --run CHECK --np N --target TRANSPORT [--result FILE]
+ *                       [--hosts 2 [--netns NS,ADDR,DEV --netns NS,ADDR,DEV]]
  *    --list prints "name<TAB>description" per check; --run exits 0 (pass),
  *    1 (fail), 3 (a rank died by a signal) or 77 (skip), and writes the
- *    one-line reason to FILE. */
+ *    one-line reason to FILE. --hosts 2 puts rank r on host r % 2, in the
+ *    network namespaces --netns names, else by the test host identity
+ *    (tools/keep_crashes.h); a transport that reaches no rank of the other
+ *    host cannot run (77). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -196,6 +200,19 @@ static int host_memory_probe(struct world *w)
 	return 0;
 }
 
+/* Prints rank 0's connections' descriptions: to rank 1, and with two hosts
+ * to rank 2 as well (rank 1 on the other host, rank 2 on this one). */
+static void print_conn(int rank, int p, const char *desc)
+{
+	if (rank != 0 || (p != 1 && (p != 2 || kc_hosts() == 1)))
+		return;
+	if (kc_hosts() == 1)
+		printf("conformance: %s connection: %s\n", g_tp, desc);
+	else
+		printf("conformance: %s connection to rank %d (%s host): %s\n", g_tp, p,
+		       kc_host_of(p) == kc_host_of(rank) ? "this" : "the other", desc);
+}
+
 static int world_up(int rank, int n, struct world *w)
 {
 	memset(w, 0, sizeof(*w));
@@ -203,6 +220,8 @@ static int world_up(int rank, int n, struct world *w)
 	w->n = n;
 	ROK(weft_comm_create(&g_id, n, rank, &w->comm));
 	RCHECK(weft_comm_rank(w->comm) == rank && weft_comm_size(w->comm) == n, "rank/size wrong");
+	char hw[512];
+	RCHECK(kc_hosts_verify(w->comm, hw, sizeof(hw)) == 0, "%s", hw);
 	/* Every rank connects in increasing peer order: each pair meets. */
 	for (int p = 0; p < n; p++) {
 		if (p == rank)
@@ -211,11 +230,11 @@ static int world_up(int rank, int n, struct world *w)
 		const char *t = weft_conn_transport(w->conn[p]);
 		RCHECK(t && strcmp(t, g_tp) == 0, "connection to %d is carried by '%s', not '%s'", p, t ? t : "(null)",
 		       g_tp);
-		char desc[256];
+		char desc[1024];
 		int rc = weft_conn_describe(w->conn[p], desc, sizeof(desc));
 		RCHECK(rc == 0 || rc == -ENOSYS, "weft_conn_describe returned %d", rc);
-		if (rc == 0 && rank == 0 && p == 1)
-			printf("conformance: %s connection: %s\n", g_tp, desc);
+		if (rc == 0)
+			print_conn(rank, p, desc);
 	}
 	return host_memory_probe(w);
 }
@@ -255,43 +274,58 @@ static int cf_ranks(int n, wt_rank_fn fn, void *arg, struct kc_result *res)
 /* ------------------------------------------------------------ connect */
 /* Every rank connects to every other through the transport. Errors that
  * mean "this transport cannot run here" are a skip: not loaded or no context
- * opened (no device), or no reach to a rank of another process. */
+ * opened (no device), or no reach to a rank of another process or another
+ * host. Such a refusal is noted and the rank goes on to its next peer, which
+ * may still be waiting for it (a connect always meets its peer's), and all
+ * meet at the barrier before the skip. */
 static int rank_connect(int rank, int n, void *arg)
 {
 	weft_comm_t *comm;
+	char hw[512];
 	ROK(weft_comm_create(&g_id, n, rank, &comm));
+	RCHECK(kc_hosts_verify(comm, hw, sizeof(hw)) == 0, "%s", hw);
 	weft_conn_t *conn[MAX_RANKS] = {0};
+	int skip = 0;
 	for (int p = 0; p < n; p++) {
 		if (p == rank)
 			continue;
 		int rc = weft_connect(comm, p, g_tp, &conn[p]);
+		int other = kc_host_of(p) != kc_host_of(rank);
 		const char *why = NULL;
 		if (rc == -WEFT_ERR_PLUGIN)
 			why = "the transport is not loaded here, or it opened no context (no device?)";
 		else if (rc == -EHOSTUNREACH)
-			why = "it reaches no rank in another process of this host";
+			why = other ? "it reaches no rank on another host"
+				    : "it reaches no rank in another process of this host";
 		else if (rc == -WEFT_ERR_NO_DEVICE || rc == -ENODEV)
 			why = "no device of its kind here";
 		if (why) {
-			cf_note_skip(rank, "weft_connect to rank %d through '%s': %s: %s", p, g_tp, weft_strerror(rc), why);
-			weft_comm_destroy(comm);
-			return WT_SKIP;
+			if (kc_hosts() > 1)
+				cf_note_skip(
+					rank,
+					"weft_connect to rank %d (host %d; this rank on host %d) through '%s': %s: %s",
+					p, kc_host_of(p), kc_host_of(rank), g_tp, weft_strerror(rc), why);
+			else
+				cf_note_skip(rank, "weft_connect to rank %d through '%s': %s: %s", p, g_tp,
+					     weft_strerror(rc), why);
+			skip = 1;
+			continue;
 		}
 		RCHECK(rc == 0, "weft_connect to rank %d through '%s' returned %d (%s)", p, g_tp, rc, weft_strerror(rc));
 		const char *t = weft_conn_transport(conn[p]);
 		RCHECK(t && strcmp(t, g_tp) == 0, "connection to %d is carried by '%s', not '%s'", p, t ? t : "(null)",
 		       g_tp);
-		char desc[256];
+		char desc[1024];
 		rc = weft_conn_describe(conn[p], desc, sizeof(desc));
 		RCHECK(rc == 0 || rc == -ENOSYS, "weft_conn_describe returned %d", rc);
-		if (rc == 0 && rank == 0 && p == 1)
-			printf("conformance: %s connection: %s\n", g_tp, desc);
+		if (rc == 0)
+			print_conn(rank, p, desc);
 	}
 	ROK(weft_comm_barrier(comm));
 	for (int p = 0; p < n; p++)
 		ROK(weft_conn_close(conn[p]));
 	ROK(weft_comm_destroy(comm));
-	return 0;
+	return skip ? WT_SKIP : 0;
 }
 
 static int check_connect(int n, struct kc_result *res)
@@ -995,6 +1029,11 @@ static int check_stopped_flush(int n, int use_port, struct kc_result *res)
 		return res->status = KC_FAIL;
 	}
 	struct sf_arg a = {.ctl = map, .regions = (unsigned char *)map + SF_CTL, .use_port = use_port};
+	/* Across simulated hosts the comparison still holds: they are
+	 * processes of one machine, forked after the mapping was made. */
+	if (kc_hosts() > 1)
+		printf("conformance: the hosts are simulated on one machine, so the target's memory is still compared "
+		       "through the mapping it shares with this process\n");
 	struct sf_watch sw = {.ctl = map, .what = use_port ? "weft_port_flush" : "weft_flush", .t_phase = now_s()};
 	/* A stopped target is silent on the bootstrap: keep the peer timeout
 	 * well above the stop. */
@@ -1568,7 +1607,8 @@ static int usage(void)
 	fprintf(stderr, "usage: weft-conformance                        (Check suite: WEFT_TEST_TRANSPORT, "
 			"WEFT_TEST_NRANKS)\n"
 			"       weft-conformance --list\n"
-			"       weft-conformance --run CHECK --np N --target TRANSPORT [--result FILE]\n");
+			"       weft-conformance --run CHECK --np N --target TRANSPORT [--result FILE]\n"
+			"                        [--hosts 2 [--netns NAMESPACE,ADDRESS,DEVICE (once per host)]]\n");
 	return KC_USAGE;
 }
 
@@ -1586,7 +1626,12 @@ static int protocol_main(int argc, char **argv)
 		}
 		if (i + 1 >= argc)
 			return usage();
-		if (strcmp(a, "--run") == 0)
+		int h = kc_hosts_arg(a, argv[i + 1]);
+		if (h < 0)
+			return usage();
+		if (h == 0)
+			i++;
+		else if (strcmp(a, "--run") == 0)
 			run = argv[++i];
 		else if (strcmp(a, "--target") == 0)
 			target = argv[++i];
@@ -1597,7 +1642,7 @@ static int protocol_main(int argc, char **argv)
 		else
 			return usage();
 	}
-	if (!run || !target || np < 2 || np > MAX_RANKS)
+	if (!run || !target || np < 2 || np > MAX_RANKS || kc_hosts_ready() != 0)
 		return usage();
 	const struct cf_check *c = NULL;
 	for (size_t k = 0; k < CF_NCHECKS && !c; k++)
@@ -1608,7 +1653,8 @@ static int protocol_main(int argc, char **argv)
 		return KC_USAGE;
 	}
 	g_tp = target;
-	printf("conformance: %s, transport '%s', %d ranks\n", c->name, g_tp, np);
+	printf("conformance: %s, transport '%s', %d ranks%s%s\n", c->name, g_tp, np, kc_hosts() > 1 ? "; " : "",
+	       kc_hosts_text());
 	struct kc_result r;
 	int st = c->run(np, &r);
 	printf("conformance: %s np=%d: %s%s%s\n", c->name, np,

@@ -13,6 +13,7 @@
  * the protocol of tests/conformance.c:
  *   weft-pack-conformance --list [--target PACK]
  *   weft-pack-conformance --run CHECK --np N [--target PACK] [--result FILE] [-v]
+ *                         [--hosts 2 [--netns NS,ADDR,DEV --netns NS,ADDR,DEV]]
  * --list prints "name<TAB>description" per check: first `declares` (the
  * gate: the pack loaded and its declarations are coherent), then for each
  * algorithm the pack declares:
@@ -47,6 +48,10 @@
  * memory without a stream (skipped without a GPU).
  * Without --target the pack is the one loaded from the first folder of the
  * search path (weft-plugin-check's private folder), when exactly one is.
+ * --hosts 2 puts rank r on host r % 2 (tools/keep_crashes.h: the network
+ * namespaces --netns names, else the test host identity), so the comm spans
+ * hosts and the core joins them with a network transport (ofi, ucx); an
+ * algorithm that refuses such a comm is a skip with its reason, as below.
  * --run runs one check at N ranks and exits 0 (pass), 1 (fail), 3 (a rank
  * died by a signal it was not meant to), 77 (skip: N outside the
  * algorithm's rank range, no memory type it declares is usable here, its
@@ -614,6 +619,8 @@ static int rk_up(struct rk *R, int rank, int n)
 		RCHECK(cerr == 0, "cudaSetDevice(%d): %s", rank % ndev, R->cu.error_string(cerr));
 	}
 	ROK(weft_comm_create(&g_id, n, rank, &R->comm));
+	char hw[512];
+	RCHECK(kc_hosts_verify(R->comm, hw, sizeof(hw)) == 0, "%s", hw);
 	return 0;
 }
 
@@ -1837,8 +1844,10 @@ static int run_check(const char *name, int np, struct kc_result *res)
 /* ---------------------------------------------------------------- main */
 static int usage(void)
 {
-	fprintf(stderr, "usage: weft-pack-conformance --list [--target PACK]\n"
-			"       weft-pack-conformance --run CHECK --np N [--target PACK] [--result FILE] [-v]\n");
+	fprintf(stderr,
+		"usage: weft-pack-conformance --list [--target PACK]\n"
+		"       weft-pack-conformance --run CHECK --np N [--target PACK] [--result FILE] [-v]\n"
+		"                             [--hosts 2 [--netns NAMESPACE,ADDRESS,DEVICE (once per host)]]\n");
 	return PK_USAGE;
 }
 
@@ -1865,7 +1874,7 @@ int main(int argc, char **argv)
 	setenv("WEFT_CORE_BOOTSTRAP_TIMEOUT", "20", 0);
 	setenv("WEFT_CORE_BOOTSTRAP_ADDR", "127.0.0.1", 0);
 	const char *run = NULL, *result = NULL;
-	int np = 0, list = 0;
+	int np = 0, list = 0, h;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (strcmp(a, "--list") == 0)
@@ -1874,7 +1883,11 @@ int main(int argc, char **argv)
 			g_verbose = 1;
 		else if (i + 1 >= argc)
 			return usage();
-		else if (strcmp(a, "--run") == 0)
+		else if ((h = kc_hosts_arg(a, argv[i + 1])) <= 0) {
+			if (h < 0)
+				return usage();
+			i++;
+		} else if (strcmp(a, "--run") == 0)
 			run = argv[++i];
 		else if (strcmp(a, "--target") == 0)
 			g_pack = argv[++i];
@@ -1885,7 +1898,7 @@ int main(int argc, char **argv)
 		else
 			return usage();
 	}
-	if (!list && (!run || np < 2 || np > MAX_RANKS))
+	if ((!list && (!run || np < 2 || np > MAX_RANKS)) || kc_hosts_ready() != 0)
 		return usage();
 	if (g_verbose && !getenv("WEFT_LOG_LEVEL"))
 		setenv("WEFT_LOG_LEVEL", "info", 1);
@@ -1909,7 +1922,8 @@ int main(int argc, char **argv)
 		list_checks();
 		return 0;
 	}
-	printf("pack-conformance: %s, pack '%s', %d ranks\n", run, g_pack, np);
+	printf("pack-conformance: %s, pack '%s', %d ranks%s%s\n", run, g_pack, np, kc_hosts() > 1 ? "; " : "",
+	       kc_hosts_text());
 	fflush(stdout);
 	struct kc_result r;
 	double t0 = now_s();

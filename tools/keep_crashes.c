@@ -1,18 +1,23 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The check binaries' shared parts (keep_crashes.h): the crash-keeping
- * sigaction and signal, the rank runner and its verdict. */
+ * sigaction and signal, the rank runner and its verdict, simulated hosts. */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <weft/info.h>
 #include <weft/weft.h>
 
 #include "keep_crashes.h"
@@ -82,6 +87,232 @@ void kc_vnote(int rank, int skip, const char *where, const char *fmt, va_list ap
 		snprintf(skip ? kc_note->skip : kc_note->fail, sizeof(kc_note->fail), "rank %d: %s", rank, msg);
 }
 
+__attribute__((format(printf, 2, 3))) static void note_fail(int rank, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	kc_vnote(rank, 0, "", fmt, ap);
+	va_end(ap);
+}
+
+/* ------------------------------------------------------ simulated hosts */
+#define MAX_HOSTS 2
+
+static struct {
+	int n;      /* 1 or 2 */
+	int nns;    /* --netns given: network namespaces */
+	int set_up; /* the forking process is in host 0's namespace */
+	char ns[MAX_HOSTS][64], addr[MAX_HOSTS][INET_ADDRSTRLEN], dev[MAX_HOSTS][16];
+	char text[512];
+} hosts = {.n = 1};
+
+static int name_ok(const char *s, size_t max)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n >= max)
+		return 0;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '-' ||
+		      *s == '_' || *s == '.'))
+			return 0;
+	return 1;
+}
+
+int kc_hosts_arg(const char *opt, const char *val)
+{
+	if (strcmp(opt, "--hosts") == 0) {
+		if (strcmp(val, "1") != 0 && strcmp(val, "2") != 0) {
+			fprintf(stderr, "--hosts wants 1 or 2, not '%s'\n", val);
+			return -1;
+		}
+		hosts.n = atoi(val);
+		return 0;
+	}
+	if (strcmp(opt, "--netns") != 0)
+		return 1;
+	char ns[64], addr[64], dev[64];
+	struct in_addr a;
+	if (hosts.nns == MAX_HOSTS || sscanf(val, "%63[^,],%63[^,],%63s", ns, addr, dev) != 3 ||
+	    !name_ok(ns, sizeof(hosts.ns[0])) || !name_ok(dev, sizeof(hosts.dev[0])) ||
+	    inet_pton(AF_INET, addr, &a) != 1) {
+		fprintf(stderr, "--netns wants NAMESPACE,IPv4-ADDRESS,DEVICE (at most %d), not '%s'\n", MAX_HOSTS, val);
+		return -1;
+	}
+	int i = hosts.nns++;
+	/* name_ok and inet_pton bounded them */
+	memcpy(hosts.ns[i], ns, strlen(ns) + 1);
+	memcpy(hosts.addr[i], addr, strlen(addr) + 1);
+	memcpy(hosts.dev[i], dev, strlen(dev) + 1);
+	return 0;
+}
+
+int kc_hosts_ready(void)
+{
+	if (hosts.nns && hosts.nns != hosts.n) {
+		fprintf(stderr,
+			"--netns is given %d times for %d hosts: once per host, or not at "
+			"all\n",
+			hosts.nns, hosts.n);
+		return -1;
+	}
+	if (hosts.n == 1)
+		hosts.text[0] = '\0';
+	else if (hosts.nns)
+		snprintf(hosts.text, sizeof(hosts.text),
+			 "rank r on host r %% 2: network namespaces %s (%s on %s) and %s "
+			 "(%s on %s)",
+			 hosts.ns[0], hosts.addr[0], hosts.dev[0], hosts.ns[1], hosts.addr[1], hosts.dev[1]);
+	else
+		snprintf(hosts.text, sizeof(hosts.text),
+			 "rank r on host r %% 2: the test host identity "
+			 "(WEFT_TEST_HOST_ID=r %% 2), over 127.0.0.1");
+	return 0;
+}
+
+int kc_hosts(void)
+{
+	return hosts.n;
+}
+
+int kc_host_of(int rank)
+{
+	return rank % hosts.n;
+}
+
+const char *kc_hosts_text(void)
+{
+	return hosts.text;
+}
+
+static int enter_netns(int h, char *why, size_t len)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "/var/run/netns/%s", hosts.ns[h]);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(why, len, "open %s: %s", path, strerror(errno));
+		return -1;
+	}
+	int rc = setns(fd, CLONE_NEWNET);
+	int err = errno;
+	close(fd);
+	if (rc < 0) {
+		snprintf(why, len, "setns into network namespace %s: %s", hosts.ns[h], strerror(err));
+		return -1;
+	}
+	return 0;
+}
+
+/* As `ip netns exec` does: a private mount namespace with /sys mounted
+ * again, so /sys/class/net (where UCX finds its devices) shows this network
+ * namespace's interfaces. */
+static int private_sys(int h, char *why, size_t len)
+{
+	if (unshare(CLONE_NEWNS) < 0 || mount("", "/", NULL, MS_SLAVE | MS_REC, NULL) < 0) {
+		snprintf(why, len, "a private mount namespace: %s", strerror(errno));
+		return -1;
+	}
+	if (umount2("/sys", MNT_DETACH) < 0 && errno != EINVAL) {
+		snprintf(why, len, "umount /sys: %s", strerror(errno));
+		return -1;
+	}
+	if (mount(hosts.ns[h], "/sys", "sysfs", 0, NULL) < 0) {
+		snprintf(why, len, "mount sysfs on /sys: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* In the forking process, before the id: the root listens in host 0. */
+static int hosts_setup(char *why, size_t len)
+{
+	if (hosts.n == 1 || !hosts.nns || hosts.set_up)
+		return 0;
+	if (enter_netns(0, why, len) != 0)
+		return -1;
+	setenv("WEFT_CORE_BOOTSTRAP_ADDR", hosts.addr[0], 1);
+	hosts.set_up = 1;
+	return 0;
+}
+
+/* In a rank, before its body. */
+static int hosts_enter(int rank, char *why, size_t len)
+{
+	if (hosts.n == 1)
+		return 0;
+	int h = kc_host_of(rank);
+	if (!hosts.nns) {
+		char label[16];
+		snprintf(label, sizeof(label), "%d", h);
+		setenv("WEFT_TEST_HOST_ID", label, 1);
+		setenv("WEFT_UCX_NET_DEVICES", "lo", 0);
+		return 0;
+	}
+	if (enter_netns(h, why, len) != 0 || private_sys(h, why, len) != 0)
+		return -1;
+	setenv("WEFT_CORE_BOOTSTRAP_ADDR", hosts.addr[h], 1);
+	setenv("WEFT_UCX_NET_DEVICES", hosts.dev[h], 1);
+	setenv("WEFT_OFI_ADDR", hosts.addr[h], 1);
+	setenv("WEFT_OFI_IFACE", hosts.dev[h], 1);
+	return 0;
+}
+
+/* The peer classes the core gives come from weft_info_print_transport_choice,
+ * the one public place that names them ("  peer P (other-host):"). */
+int kc_hosts_verify(weft_comm_t *comm, char *why, size_t len)
+{
+	if (hosts.n == 1)
+		return 0;
+	char *text = NULL;
+	size_t tl = 0;
+	FILE *f = open_memstream(&text, &tl);
+	if (!f) {
+		snprintf(why, len, "open_memstream: %s", strerror(errno));
+		return -1;
+	}
+	weft_info_print_transport_choice(f, comm, 0, WEFT_MEM_HOST);
+	fclose(f);
+	int me = weft_comm_rank(comm), n = weft_comm_size(comm), rc = 0;
+	for (int p = 0; p < n && rc == 0; p++) {
+		if (p == me)
+			continue;
+		char key[32];
+		snprintf(key, sizeof(key), "\n  peer %d (", p);
+		const char *at = text ? strstr(text, key) : NULL;
+		if (!at) {
+			snprintf(why, len, "weft_info_print_transport_choice names no class for rank %d", p);
+			rc = -1;
+			break;
+		}
+		int other = strncmp(at + strlen(key), "other-host", 10) == 0;
+		int want = kc_host_of(p) != kc_host_of(me);
+		if (other == want)
+			continue;
+		if (!want)
+			snprintf(why, len,
+				 "rank %d was placed on this rank's host %d, but the core sees "
+				 "it on another",
+				 p, kc_host_of(me));
+		else if (hosts.nns)
+			snprintf(why, len,
+				 "rank %d was placed on host %d (network namespace %s), but the "
+				 "core sees it on "
+				 "this rank's host %d",
+				 p, kc_host_of(p), hosts.ns[kc_host_of(p)], kc_host_of(me));
+		else
+			snprintf(why, len,
+				 "rank %d was placed on host %d (WEFT_TEST_HOST_ID=%d), but the "
+				 "core sees it on "
+				 "this rank's host %d: a libweft built without WEFT_TEST_HOOKS "
+				 "ignores WEFT_TEST_HOST_ID "
+				 "(--hosts-mode netns needs none)",
+				 p, kc_host_of(p), kc_host_of(p), kc_host_of(me));
+		rc = -1;
+	}
+	free(text);
+	return rc;
+}
+
 /* ------------------------------------------------------ forking ranks */
 static double now_s(void)
 {
@@ -118,6 +349,11 @@ static int fork_wait(const struct kc_run *run, int *status, struct kc_result *re
 			/* A rank must never outlive the check that made it. */
 			alarm((unsigned)run->timeout_s + 5);
 			kc_keep_crashes();
+			char why[512];
+			if (hosts_enter(r, why, sizeof(why)) != 0) {
+				note_fail(r, "cannot place this rank on host %d: %s", kc_host_of(r), why);
+				_exit(KC_FAIL);
+			}
 			int rc = run->fn(r, n, run->arg);
 			fflush(NULL);
 			_exit(rc == 0 ? 0 : (rc < 0 ? 1 : rc & 0xff));
@@ -229,6 +465,11 @@ int kc_run_ranks(const struct kc_run *run, struct kc_result *res)
 	if (run->n < 2 || run->n > KC_MAX_RANKS) {
 		snprintf(res->reason, sizeof(res->reason), "%d ranks: from 2 to %d", run->n, KC_MAX_RANKS);
 		return res->status = KC_USAGE;
+	}
+	char why[512];
+	if (hosts_setup(why, sizeof(why)) != 0) {
+		snprintf(res->reason, sizeof(res->reason), "cannot enter host 0 for the bootstrap's root: %s", why);
+		return res->status = KC_FAIL;
 	}
 	if (weft_get_unique_id(run->id) != 0) {
 		snprintf(res->reason, sizeof(res->reason), "weft_get_unique_id failed");

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* What the check binaries share (weft-conformance, weft-pack-conformance and
  * weft-plugin-check): crashes that stay crashes, and forked ranks waited for
- * with a bound and judged. */
+ * with a bound, judged, and each placed on its simulated host. */
 #ifndef WEFT_TOOLS_KEEP_CRASHES_H
 #define WEFT_TOOLS_KEEP_CRASHES_H
 
@@ -75,11 +75,43 @@ struct kc_run {
 	struct weft_unique_id *id; /* filled with a fresh id (and root) before the ranks fork */
 };
 
-/* Makes a fresh id, forks the ranks, waits for them and judges, in order: a
- * rank that died by a signal (a crash), a watcher's failure, the first
- * failure a rank noted, a rank that hung, a rank that exited non-zero
- * silently, a skip, a victim that lived.
+/* Makes a fresh id, forks the ranks (each placed on its host, see below),
+ * waits for them and judges, in order: a rank that died by a signal (a
+ * crash), a watcher's failure, the first failure a rank noted, a rank that
+ * hung, a rank that exited non-zero silently, a skip, a victim that lived.
  * Returns res->status with res->reason filled (empty on a pass). */
 int kc_run_ranks(const struct kc_run *run, struct kc_result *res);
+
+/* ------------------------------------------------------ simulated hosts
+ * With --hosts 2 a suite binary puts rank r on host r % 2. Two ways:
+ *  - network namespaces (--netns NS,ADDR,DEV once per host, made by
+ *    weft-plugin-check): the forking process enters host 0's namespace, so
+ *    the bootstrap's root listens on its veth address; each rank enters its
+ *    host's namespace with a private /sys (as `ip netns exec` does) and binds
+ *    the bootstrap, ucx (WEFT_UCX_NET_DEVICES) and ofi (WEFT_OFI_ADDR,
+ *    WEFT_OFI_IFACE) to its veth;
+ *  - the test host identity (no --netns): each rank sets WEFT_TEST_HOST_ID to
+ *    its host's index, which a core built with WEFT_TEST_HOOKS appends to its
+ *    host identity; everything stays on 127.0.0.1 (and ucx on lo unless
+ *    WEFT_UCX_NET_DEVICES says otherwise). */
+
+/* Takes "--hosts N" or "--netns NS,ADDR,DEV": 0, -1 for a bad value (said on
+ * stderr), 1 when opt is neither. */
+int kc_hosts_arg(const char *opt, const char *val);
+
+/* After the arguments: 0, or -1 when they do not fit together (said). */
+int kc_hosts_ready(void);
+
+/* The number of hosts (1 unless --hosts 2), and the host of a rank. */
+int kc_hosts(void);
+int kc_host_of(int rank);
+
+/* One line describing the placement, "" with one host. */
+const char *kc_hosts_text(void);
+
+/* In a rank, on its comm: 0 when the core sees every peer on the host it was
+ * placed on (other-host exactly for peers of the other host), else -1 with
+ * why. Always 0 with one host. */
+int kc_hosts_verify(weft_comm_t *comm, char *why, size_t len);
 
 #endif
