@@ -12,8 +12,12 @@
  *   BIN --list                 one "name<TAB>description" line per check,
  *                              the first one gating the others;
  *   BIN --run NAME --np N --target PLUGIN-NAME --result FILE
+ *       [--hosts 2 [--netns NS,ADDR,DEV --netns NS,ADDR,DEV]]
  *                              exit 0 pass, 1 fail, 3 a rank died by a
- *                              signal, 77 skip; FILE gets the reason. */
+ *                              signal, 77 skip; FILE gets the reason;
+ *                              --hosts 2 puts rank r on host r % 2, in
+ *                              the namespaces named (made here), else by
+ *                              the test host identity (keep_crashes.h). */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -107,13 +111,24 @@ static struct {
 	int npatterns;
 	int list, verbose, timeout_s;
 	const char *tap, *json;
-} opt = {.np = {2, 3, 4}, .nnp = 3, .timeout_s = 200};
+	int hosts;              /* 1, or 2: rank r on host r % 2 */
+	const char *hosts_mode; /* NULL (choose), "netns" or "identity" */
+} opt = {.np = {2, 3, 4}, .nnp = 3, .timeout_s = 200, .hosts = 1};
 
 static char g_tmp[PATH_MAX];   /* the private folder, removed at exit */
 static char g_link[PATH_MAX + 256]; /* the link to the plugin file in it */
 static FILE *g_out;            /* result lines: stdout, or stderr when a report goes there */
 static volatile sig_atomic_t g_interrupted;
 static volatile pid_t g_child; /* process group of the running child */
+static pid_t g_main_pid;       /* only this process removes what it made */
+
+/* Two hosts in network namespaces, made and removed by this process. */
+static struct {
+	int made[2]; /* ip netns add ran: delete at exit */
+	char ns[2][16], addr[2][16], ip[PATH_MAX];
+	char arg[2][64]; /* --netns NS,ADDR,DEV for the suites */
+} g_ns;
+static char g_hosts_line[1200]; /* "# two hosts: ...", "" with one */
 
 /* ------------------------------------------------------------ helpers */
 
@@ -166,8 +181,13 @@ static void on_signal(int sig)
 
 /* Removes the private folder and what the checks left in it (plain files
  * and the link, nothing deeper). */
+static void netns_remove(void);
+
 static void cleanup(void)
 {
+	if (getpid() != g_main_pid)
+		return;
+	netns_remove();
 	if (!g_tmp[0])
 		return;
 	DIR *d = opendir(g_tmp);
@@ -186,10 +206,10 @@ static void cleanup(void)
 }
 
 /* Forks argv with stdout and stderr to out_path (stdout alone when err_path
- * differs), in its own process group, and waits up to timeout_s. Returns the
- * wait status, -1 when it could not start, -2 after a timeout (the group is
- * killed). */
-static int run_child(char *const argv[], const char *out_path, const char *err_path, int timeout_s)
+ * differs), in its own process group, and waits up to timeout_s (cut short
+ * by a signal to this process when interruptible). Returns the wait status,
+ * -1 when it could not start, -2 after a timeout (the group is killed). */
+static int run_child(char *const argv[], const char *out_path, const char *err_path, int timeout_s, int interruptible)
 {
 	fflush(NULL);
 	pid_t pid = fork();
@@ -218,7 +238,7 @@ static int run_child(char *const argv[], const char *out_path, const char *err_p
 			st = -1;
 			break;
 		}
-		if (g_interrupted || now_s() > end) {
+		if ((interruptible && g_interrupted) || now_s() > end) {
 			kill(-pid, SIGKILL);
 			waitpid(pid, NULL, 0);
 			st = -2;
@@ -256,6 +276,19 @@ static void usage(FILE *out)
 		"  --json FILE     also write a JSON report ('-' for stdout, with --tap too)\n"
 		"  --report FMT    the report (tap or json) on stdout, the result lines on stderr\n"
 		"  --timeout S     seconds one check may run before it is killed (default 200)\n"
+		"  --hosts N       1 (default) or 2: rank r runs on simulated host r %% 2, so at\n"
+		"                  4 ranks each host has two and a rank has peers on its own\n"
+		"                  host and on the other; a transport that reaches no rank on\n"
+		"                  another host (shm, nvlink) cannot run (77). The hosts are:\n"
+		"                   - netns: two network namespaces joined by a veth pair (as\n"
+		"                     root, where the ip command is and ip netns add works);\n"
+		"                     each rank enters its host's, the bootstrap, ucx and ofi\n"
+		"                     are bound to its veth; removed at exit, signals included;\n"
+		"                   - identity: else the test host identity: each rank sets\n"
+		"                     WEFT_TEST_HOST_ID (honoured by a libweft built with\n"
+		"                     WEFT_TEST_HOOKS), everything over 127.0.0.1\n"
+		"                  The line '# two hosts: ...' says which, and why\n"
+		"  --hosts-mode M  netns or identity: that one (netns failing is then exit 2)\n"
 		"  -v, --verbose   print every check's output and the plugin's load log\n"
 		"  -h, --help      print this help\n"
 		"\n"
@@ -268,8 +301,9 @@ static void usage(FILE *out)
 		"exit status: 0 every check that ran passed; 1 a check failed, crashed (a\n"
 		"rank died by a signal, named) or timed out, or the plugin crashed while\n"
 		"loading; 2 bad usage, a file the core would not load, a plugin the registry\n"
-		"rejected (its reason is printed) or a kind with no checks; 77 nothing could\n"
-		"run here (the transport reaches no rank here, or has no device).\n");
+		"rejected (its reason is printed), a kind with no checks, or namespaces that\n"
+		"--hosts-mode netns could not make; 77 nothing could run here (the transport\n"
+		"reaches no rank here, with --hosts 2 none on the other host, or has no device).\n");
 }
 
 static int parse_np(const char *v)
@@ -301,8 +335,9 @@ static int parse_args(int argc, char **argv)
 			val = eq + 1;
 			a = key;
 		}
-		int takes = !strcmp(a, "--np") || !strcmp(a, "--check") || !strcmp(a, "--tap") || !strcmp(a, "--json") ||
-			    !strcmp(a, "--report") || !strcmp(a, "--timeout");
+		int takes = !strcmp(a, "--np") || !strcmp(a, "--check") || !strcmp(a, "--tap") ||
+			    !strcmp(a, "--json") || !strcmp(a, "--report") || !strcmp(a, "--timeout") ||
+			    !strcmp(a, "--hosts") || !strcmp(a, "--hosts-mode");
 		if (takes && !val) {
 			if (i + 1 >= argc) {
 				say("%s needs a value", a);
@@ -347,6 +382,18 @@ static int parse_args(int argc, char **argv)
 				return -1;
 			}
 			opt.timeout_s = (int)t;
+		} else if (!strcmp(a, "--hosts")) {
+			if (strcmp(val, "1") != 0 && strcmp(val, "2") != 0) {
+				say("--hosts wants 1 or 2, not '%s'", val);
+				return -1;
+			}
+			opt.hosts = atoi(val);
+		} else if (!strcmp(a, "--hosts-mode")) {
+			if (strcmp(val, "netns") != 0 && strcmp(val, "identity") != 0) {
+				say("--hosts-mode wants netns or identity, not '%s'", val);
+				return -1;
+			}
+			opt.hosts_mode = val;
 		} else if (a[0] == '-' && a[1]) {
 			say("unknown option '%s' (try --help)", a);
 			return -1;
@@ -363,6 +410,10 @@ static int parse_args(int argc, char **argv)
 	}
 	if (!opt.plugin && !opt.list) {
 		usage(stderr);
+		return -1;
+	}
+	if (opt.hosts_mode && opt.hosts == 1) {
+		say("--hosts-mode chooses how two hosts are made: give --hosts 2 with it");
 		return -1;
 	}
 	return 0;
@@ -414,7 +465,7 @@ static int list_checks(struct suite_run *r)
 	snprintf(out, sizeof(out), "%s/list.out", g_tmp);
 	snprintf(err, sizeof(err), "%s/list.log", g_tmp);
 	char *argv[] = {r->bin, "--list", NULL};
-	int st = run_child(argv, out, err, LIST_TIMEOUT_S);
+	int st = run_child(argv, out, err, LIST_TIMEOUT_S, 1);
 	char *text = read_file(out);
 	if (st < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0 || !text) {
 		char *e = read_file(err);
@@ -680,10 +731,21 @@ static void run_item(struct item *it)
 	snprintf(res, sizeof(res), "%s/check-%d.result", g_tmp, it->id);
 	snprintf(np, sizeof(np), "%d", it->np);
 	unlink(res);
-	char *argv[] = {it->target->run->bin, "--run",  it->check->name, "--np", np, "--target", (char *)it->target->name,
-			"--result",            res,     NULL};
+	char *argv[16] = {
+		it->target->run->bin, "--run", it->check->name, "--np", np, "--target", (char *)it->target->name,
+		"--result",           res};
+	int k = 9;
+	if (opt.hosts > 1) {
+		argv[k++] = "--hosts";
+		argv[k++] = "2";
+		for (int h = 0; h < 2 && g_ns.arg[h][0]; h++) {
+			argv[k++] = "--netns";
+			argv[k++] = g_ns.arg[h];
+		}
+	}
+	argv[k] = NULL;
 	double t0 = now_s();
-	int st = run_child(argv, log, log, opt.timeout_s);
+	int st = run_child(argv, log, log, opt.timeout_s, 1);
 	it->secs = now_s() - t0;
 	it->output = read_file(log);
 	if (st == -2) {
@@ -794,6 +856,8 @@ static void write_tap(const char *path, const struct item *items, int n, int mul
 	if (!f)
 		return;
 	fprintf(f, "TAP version 13\n1..%d\n", n);
+	if (g_hosts_line[0])
+		fprintf(f, "%s\n", g_hosts_line);
 	for (int i = 0; i < n; i++) {
 		const struct item *it = &items[i];
 		fprintf(f, "%s %d - %s%s%s np=%d", it->status == ST_PASS || it->status == ST_SKIP ? "ok" : "not ok", it->id,
@@ -837,7 +901,9 @@ static void write_json(const char *path, const struct loaded *L, const struct it
 	fprintf(f, "],\n  \"np\": [");
 	for (int i = 0; i < opt.nnp; i++)
 		fprintf(f, "%s%d", i ? ", " : "", opt.np[i]);
-	fprintf(f, "],\n  \"checks\": [\n");
+	const char *mode = g_ns.arg[0][0] ? "netns" : "identity";
+	fprintf(f, "],\n  \"hosts\": %d, \"hosts_mode\": \"%s\",\n  \"checks\": [\n", opt.hosts,
+		opt.hosts == 1 ? "one" : mode);
 	for (int i = 0; i < n; i++) {
 		const struct item *it = &items[i];
 		fprintf(f, "    {\"id\": %d, \"target\": ", it->id);
@@ -857,6 +923,171 @@ static void write_json(const char *path, const struct loaded *L, const struct it
 	fprintf(f, "},\n  \"exit\": %d\n}\n", code);
 	if (f != stdout)
 		fclose(f);
+}
+
+/* --------------------------------------------------------- two hosts */
+
+/* The ip command: in PATH, else where distributions put it. */
+static int find_ip(void)
+{
+	const char *path = getenv("PATH");
+	char *dirs = NULL;
+	if (asprintf(&dirs, "%s:/usr/sbin:/sbin:/usr/bin:/bin", path && *path ? path : "") < 0)
+		return -1;
+	char *save = NULL;
+	int found = 0;
+	for (char *d = strtok_r(dirs, ":", &save); d && !found; d = strtok_r(NULL, ":", &save)) {
+		snprintf(g_ns.ip, sizeof(g_ns.ip), "%s/ip", *d ? d : ".");
+		found = access(g_ns.ip, X_OK) == 0;
+	}
+	free(dirs);
+	return found ? 0 : -1;
+}
+
+/* Runs ip with the arguments (NULL-ended): 0, or -1 with its output's first
+ * line (or how it ended) in why. Not cut short by a signal: cleanup runs it
+ * after one. */
+static int run_ip(char *why, size_t len, ...)
+{
+	char *argv[16] = {g_ns.ip};
+	int n = 1;
+	va_list ap;
+	va_start(ap, len);
+	for (char *a; n < 15 && (a = va_arg(ap, char *)) != NULL;)
+		argv[n++] = a;
+	va_end(ap);
+	argv[n] = NULL;
+	char out[PATH_MAX + 16];
+	snprintf(out, sizeof(out), "%s/ip.out", g_tmp);
+	int st = run_child(argv, out, out, 20, 0);
+	char *text = read_file(out);
+	unlink(out);
+	int ok = st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+	if (!ok && why) {
+		int k = snprintf(why, len, "'ip");
+		for (int i = 1; i < n && k > 0 && (size_t)k < len; i++)
+			k += snprintf(why + k, len - (size_t)k, " %s", argv[i]);
+		if (k > 0 && (size_t)k < len)
+			snprintf(why + k, len - (size_t)k, "' %s: %.*s", st == -2 ? "timed out" : "failed",
+				 text ? (int)strcspn(text, "\n") : 0, text ? text : "");
+	}
+	if (ok && why)
+		snprintf(why, len, "%s", text ? text : "");
+	free(text);
+	return ok ? 0 : -1;
+}
+
+static void netns_remove(void)
+{
+	for (int i = 0; i < 2; i++)
+		if (g_ns.made[i]) {
+			/* Deleting a namespace deletes the veth end in it, and with it the pair. */
+			if (run_ip(NULL, 0, "netns", "delete", g_ns.ns[i], NULL) != 0)
+				say("could not remove network namespace %s: remove it with ip netns delete %s",
+				    g_ns.ns[i], g_ns.ns[i]);
+			g_ns.made[i] = 0;
+		}
+}
+
+/* Two namespaces wpc<pid>a and wpc<pid>b (unique per process, so parallel
+ * runs never meet), joined by veths of the same names, 10.251.X.(4Y+1|4Y+2)
+ * from the pid. 0, or -1 with why (what was made is removed). */
+static int netns_make(char *why, size_t len)
+{
+	unsigned pid = (unsigned)getpid();
+	for (int i = 0; i < 2; i++) {
+		snprintf(g_ns.ns[i], sizeof(g_ns.ns[i]), "wpc%u%c", pid % 10000000u, 'a' + i);
+		snprintf(g_ns.addr[i], sizeof(g_ns.addr[i]), "10.251.%u.%u", (pid / 64) % 256,
+			 4 * (pid % 64) + 1 + (unsigned)i);
+		snprintf(g_ns.arg[i], sizeof(g_ns.arg[i]), "%s,%s,%s", g_ns.ns[i], g_ns.addr[i], g_ns.ns[i]);
+	}
+	char cidr[2][24];
+	for (int i = 0; i < 2; i++)
+		snprintf(cidr[i], sizeof(cidr[i]), "%s/30", g_ns.addr[i]);
+	int rc = 0;
+	for (int i = 0; i < 2 && rc == 0; i++) {
+		g_ns.made[i] = 1; /* before it runs: a signal now must still remove it */
+		rc = run_ip(why, len, "netns", "add", g_ns.ns[i], NULL);
+		if (rc != 0)
+			g_ns.made[i] = 0;
+	}
+	if (rc == 0)
+		rc = run_ip(why, len, "link", "add", g_ns.ns[0], "netns", g_ns.ns[0], "type", "veth", "peer", "name",
+			    g_ns.ns[1], "netns", g_ns.ns[1], NULL);
+	for (int i = 0; i < 2 && rc == 0; i++) {
+		rc = run_ip(why, len, "-n", g_ns.ns[i], "addr", "add", cidr[i], "dev", g_ns.ns[i], NULL);
+		if (rc == 0)
+			rc = run_ip(why, len, "-n", g_ns.ns[i], "link", "set", g_ns.ns[i], "up", NULL);
+		if (rc == 0)
+			rc = run_ip(why, len, "-n", g_ns.ns[i], "link", "set", "lo", "up", NULL);
+	}
+	/* UCX lists a network device only once it is fully up (carrier on, no
+	 * address still tentative), as a host's would be after boot. */
+	for (int tries = 0; rc == 0 && tries < 200; tries++) {
+		int ready = 0;
+		for (int i = 0; i < 2; i++) {
+			char link[1024], addr[1024];
+			if (run_ip(link, sizeof(link), "-n", g_ns.ns[i], "-o", "link", "show", "dev", g_ns.ns[i],
+				   NULL) == 0 &&
+			    run_ip(addr, sizeof(addr), "-n", g_ns.ns[i], "-o", "addr", "show", "dev", g_ns.ns[i],
+				   NULL) == 0 &&
+			    strstr(link, "state UP") && !strstr(addr, "tentative"))
+				ready++;
+		}
+		if (ready == 2)
+			return 0;
+		if (g_interrupted)
+			break;
+		usleep(50000);
+	}
+	if (rc == 0)
+		snprintf(why, len, "%s", g_interrupted ? "interrupted" : "the veth pair did not come up within 10 s");
+	netns_remove();
+	g_ns.arg[0][0] = g_ns.arg[1][0] = '\0';
+	return -1;
+}
+
+/* Chooses how two hosts are made and prints the line that says so: 0, or
+ * the exit status to end with. */
+static int hosts_prepare(void)
+{
+	if (opt.hosts == 1)
+		return 0;
+	const char *mode = opt.hosts_mode;
+	char why[1024] = "";
+	int forced = mode && !strcmp(mode, "netns");
+	if (!mode || forced) {
+		if (geteuid() != 0)
+			snprintf(why, sizeof(why), "not root");
+		else if (find_ip() != 0)
+			snprintf(why, sizeof(why), "no ip command");
+		else if (netns_make(why, sizeof(why)) == 0)
+			mode = "netns";
+		if (!mode || strcmp(mode, "netns") != 0) {
+			if (forced) {
+				say("--hosts-mode netns: cannot make two network namespaces: %s", why);
+				return EXIT_USAGE;
+			}
+			if (strncmp(why, "'ip netns add", 13) == 0) {
+				char w[sizeof(why)];
+				snprintf(w, sizeof(w), "netns refused: %s", why);
+				snprintf(why, sizeof(why), "%s", w);
+			}
+			mode = "identity";
+		}
+	} else {
+		snprintf(why, sizeof(why), "--hosts-mode identity");
+	}
+	if (!strcmp(mode, "netns"))
+		snprintf(g_hosts_line, sizeof(g_hosts_line),
+			 "# two hosts: network namespaces %s/%s joined by veth, %s and %s/30", g_ns.ns[0], g_ns.ns[1],
+			 g_ns.addr[0], g_ns.addr[1]);
+	else
+		snprintf(g_hosts_line, sizeof(g_hosts_line),
+			 "# two hosts: test host identity (%s): WEFT_TEST_HOST_ID=r %% 2, over 127.0.0.1", why);
+	fprintf(g_out, "%s\n", g_hosts_line);
+	fflush(g_out);
+	return 0;
 }
 
 /* ---------------------------------------------------------------- main */
@@ -998,6 +1229,7 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
+	g_main_pid = getpid();
 	atexit(cleanup);
 
 	static struct loaded L;
@@ -1086,6 +1318,8 @@ int main(int argc, char **argv)
 	free(sp);
 	fprintf(g_out, "weft-plugin-check: search path %s: the file alone comes first%s\n", L.search_path,
 		in_default ? "; its folder is searched anyway, so its siblings load as usual" : ", not its folder");
+	if ((rc = hosts_prepare()) != 0)
+		return rc;
 	struct item *items = NULL;
 	int n = 0;
 	rc = run_plan(&L, &items, &n);
