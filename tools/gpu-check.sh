@@ -82,7 +82,7 @@ do_build() {
 			cmake --build "$bdir" -j "$jobs" --target ${WEFT_GPU_TARGETS:-weft-plugin-nvlink weft-plugin-algo-gpu \
 				weft-plugin-shm weft-plugin-algo-host test_algo_host test_nvlink_gpu test_devchan_gpu test_nvlink_nodev test_algo_gpu \
 				test_algo_gpu_sched weft-gpu-bench weft-algo-gpu-bench weft-info weft-perf weft-perf-gpu test_perfgpu_gpu \
-				weft_nccl weft-nccl-driver weft-plugin-check weft-conformance weft-pack-conformance}
+				weft_nccl weft-nccl-driver weft-plugin-check weft-conformance weft-pack-conformance test_ib_dmabuf_gpu}
 		fi &&
 		tools/check-no-multicast.sh "$bdir"
 }

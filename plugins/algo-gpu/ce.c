@@ -694,7 +694,7 @@ done:
 			rc = wag_cuda_record(g->done, a->stream, err, sizeof(err));
 	}
 	if (rc == 0 && !a->stream)
-		rc = wag_cuda_sync_stream(NULL, err, sizeof(err));
+		rc = wag_sync_call(c, err, sizeof(err));
 out:
 	if (rc)
 		WAG_LOG(WEFT_LOG_ERROR, "%s: %s",

@@ -375,6 +375,17 @@ static int premul_end(const struct weft_coll_args *a, void *tmp, int rc)
 	return rc;
 }
 
+/* A call without a stream completes before it returns. Kernels stop early
+ * when the comm is aborted or a peer dies, and the sync cannot tell that
+ * apart from completion; the comm's status can, so it decides. */
+int wag_sync_call(struct wag_ctx *c, char *err, size_t errlen)
+{
+	int rc = wag_cuda_sync_stream(NULL, err, errlen);
+	if (rc == 0 && (rc = c->prim->comm_status(c->comm)) != 0)
+		snprintf(err, errlen, "the call stopped early: %s", wag_errname(rc));
+	return rc;
+}
+
 int wag_run(struct wag_ctx *c, const struct weft_coll_args *a, enum wag_kind k)
 {
 	int rc = supports_kind(c, a, k);
@@ -519,7 +530,7 @@ int wag_run(struct wag_ctx *c, const struct weft_coll_args *a, enum wag_kind k)
 		break;
 	}
 	if (rc == 0 && !a->stream)
-		rc = wag_cuda_sync_stream(NULL, err, sizeof(err));
+		rc = wag_sync_call(c, err, sizeof(err));
 	if (rc)
 		WAG_LOG(WEFT_LOG_ERROR, "%s", err[0] ? err : wag_errname(rc));
 	return rc;
@@ -718,7 +729,7 @@ static int ex_p2p(void *state, const struct weft_coll_args *a)
 			WAG_LOG(WEFT_LOG_WARN, "sendrecv: releasing a send's copy: %s", e2);
 	}
 	if (rc == 0 && !a->stream)
-		rc = wag_cuda_sync_stream(NULL, err, sizeof(err));
+		rc = wag_sync_call(c, err, sizeof(err));
 	if (rc)
 		WAG_LOG(WEFT_LOG_ERROR, "%s", err[0] ? err : wag_errname(rc));
 	return rc;

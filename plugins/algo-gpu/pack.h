@@ -85,6 +85,8 @@ static inline const char *wag_errname(int rc)
 	return weft_kit_strerror(rc);
 }
 size_t wag_esize(enum weft_datatype t);
+/* Syncs a stream-less call and returns the comm's status if it stopped early. */
+int wag_sync_call(struct wag_ctx *c, char *err, size_t errlen);
 /* Runs one call with a kernel algorithm of the pack (pack.c). */
 int wag_run(struct wag_ctx *c, const struct weft_coll_args *a, enum wag_kind k);
 /* Runs one call on the callers' own buffers (ce.c): on the copy engines
