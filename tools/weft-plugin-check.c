@@ -1055,26 +1055,24 @@ static int hosts_prepare(void)
 		return 0;
 	const char *mode = opt.hosts_mode;
 	char why[1024] = "";
-	int forced = mode && !strcmp(mode, "netns");
-	if (!mode || forced) {
+	if (!mode || !strcmp(mode, "netns")) {
+		int made = 0;
 		if (geteuid() != 0)
 			snprintf(why, sizeof(why), "not root");
 		else if (find_ip() != 0)
 			snprintf(why, sizeof(why), "no ip command");
-		else if (netns_make(why, sizeof(why)) == 0)
-			mode = "netns";
-		if (!mode || strcmp(mode, "netns") != 0) {
-			if (forced) {
-				say("--hosts-mode netns: cannot make two network namespaces: %s", why);
-				return EXIT_USAGE;
-			}
-			if (strncmp(why, "'ip netns add", 13) == 0) {
-				char w[sizeof(why)];
-				snprintf(w, sizeof(w), "netns refused: %s", why);
-				snprintf(why, sizeof(why), "%s", w);
-			}
-			mode = "identity";
+		else
+			made = netns_make(why, sizeof(why)) == 0;
+		if (!made && mode) {
+			say("--hosts-mode netns: cannot make two network namespaces: %s", why);
+			return EXIT_USAGE;
 		}
+		if (!made && strncmp(why, "'ip netns add", 13) == 0) {
+			char w[sizeof(why)];
+			snprintf(w, sizeof(w), "netns refused: %s", why);
+			snprintf(why, sizeof(why), "%s", w);
+		}
+		mode = made ? "netns" : "identity";
 	} else {
 		snprintf(why, sizeof(why), "--hosts-mode identity");
 	}
