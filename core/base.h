@@ -14,7 +14,8 @@
  * transport context goes through that context's mutex (struct weft__tp.lock),
  * because the user thread and the proxy thread both drive it.
  *
- * Lock order: comm->port_lock, then comm->lock, then a weft__tp lock. No code
+ * Lock order: comm->port_lock, then a staged connection's send lock, then the
+ * staging list's lock, then comm->lock, then a weft__tp lock. No code
  * takes comm->lock or port_lock while holding a transport lock. */
 #ifndef WEFT_CORE_BASE_H
 #define WEFT_CORE_BASE_H
@@ -85,6 +86,7 @@ struct weft__tp {
 #define WEFT__TAG_SEM (WEFT__TAG_RESERVED + 3)
 #define WEFT__TAG_SETUP_FAIL (WEFT__TAG_RESERVED + 4)   /* a setup failed here: waits on this rank end */
 #define WEFT__TAG_SETUP_STATUS (WEFT__TAG_RESERVED + 5) /* each rank's outcome of one setup */
+#define WEFT__TAG_SPLIT (WEFT__TAG_RESERVED + 6)        /* weft_comm_split: the new comm's id */
 #define WEFT__TAG_FIN_BASE (WEFT__TAG_RESERVED + 0x1000) /* + a connection's number in its pair */
 #define WEFT__TAG_FIN_RANGE 0xE000u
 
@@ -127,6 +129,10 @@ struct weft_comm {
 	/* What the progress thread drains each round (progress.h's weft__drain_fn),
 	 * set by the port channels' module (atomic). */
 	int (*drain)(weft_comm_t *comm, int *pending);
+	/* The same for the receive side of staged connections (stage.c), which
+	 * sets it with their list at its first one (atomic). */
+	int (*stage_drain)(weft_comm_t *comm, int *pending);
+	struct weft__stage_comm *stage;
 
 	struct weft__coll_comm *coll; /* the collective layer's state (coll.c), set by its first call (atomic) */
 };
@@ -164,6 +170,7 @@ struct weft_conn {
 	uint32_t pair_seq; /* this connection's number among those of its pair */
 	int fin_sent;      /* closed, and the peer was told */
 	int orphan;        /* the peer never completed it (a cancelled setup): no fin is awaited */
+	struct weft__stage *stage; /* device data through bounce buffers (stage.c); NULL: direct */
 };
 
 struct weft_sem {

@@ -17,13 +17,15 @@
 #include "progress.h"
 #include "registry.h"
 #include "sem.h"
+#include "stage.h"
 #include "tpsel.h"
 
 /* Connect message, little-endian:
  *   magic u32 "WFTC" | status i32 (0, or this side's error) | flags u32 (bit 0: the
  *   caller named a transport; bits 8-15: how many leading candidates a use or
  *   require rule pinned, whose connect failure is an error, not a fall-back;
- *   bits 16-23: the memory type the caller asked for) |
+ *   bits 16-23: the memory type the caller asked for; bit 24: this side can
+ *   stage device data through host memory, stage.c) |
  *   candidate count u32 |
  *   per candidate: name char[32] | address length u32 | address bytes */
 #define CONN_MAGIC 0x43544657u /* "WFTC" */
@@ -463,10 +465,15 @@ static int connect_peer(weft_comm_t *comm, int peer, const char *transport, enum
 		}
 	}
 
+	/* Staging's buffers are made now, since nothing may fail once connected. */
+	struct weft__stage *st = NULL;
+	if (pl.status == 0 && mem != WEFT_MEM_HOST)
+		weft__stage_prepare(comm, mem, &st);
+
 	/* Always send, even on a local failure, so the peer is not left waiting. */
 	size_t mlen = 0, tlen = 0;
 	uint32_t flags = (transport != NULL) | ((uint32_t)(pl.npinned > 255 ? 255 : pl.npinned) << 8) |
-			 ((uint32_t)mem << 16);
+			 ((uint32_t)mem << 16) | (st ? 1u << 24 : 0);
 	unsigned char *mine = build_msg(comm, pl.status, (int)flags, pl.c, pl.nc, &mlen), *theirs = NULL;
 	int chosen = -1, pinned = 0;
 	if (!mine) {
@@ -492,18 +499,25 @@ static int connect_peer(weft_comm_t *comm, int peer, const char *transport, enum
 	 * weft_connect meets its peer's), so this count names the pair's connection
 	 * alike on both sides. */
 	conn->pair_seq = comm->pair_seq[peer]++;
+	rc = weft__stage_attach(conn, st, (get32(theirs + 8) >> 24) & 1, mem);
 	free(theirs);
 	drop_cands(comm, pl.c, pl.nc, chosen);
 	free(pl.c);
 	pthread_mutex_lock(&comm->lock);
-	weft__list_push(&comm->conns, &conn->link);
+	/* A staged setup that failed leaves a connected endpoint: it waits with
+	 * the closed ones for the comm's end, and no fin is awaited for it. */
+	conn->orphan = rc != 0;
+	weft__list_push(rc != 0 ? &comm->closed : &comm->conns, &conn->link);
 	pthread_mutex_unlock(&comm->lock);
+	if (rc != 0)
+		return rc;
 	WEFT_DEBUG("connected to rank %d through %s (%s peer, %s memory)", peer, tp->name, weft__peer_class_name(cls),
 		   mem_name(mem));
 	*out = conn;
 	return 0;
 
 err:
+	weft__stage_discard(comm, st);
 	free(theirs);
 	free(conn);
 	drop_cands(comm, pl.c, pl.nc, -1);
@@ -533,6 +547,7 @@ static void conn_free(weft_conn_t *conn)
 	pthread_mutex_lock(&comm->lock);
 	weft__list_del(&conn->link);
 	pthread_mutex_unlock(&comm->lock);
+	weft__stage_destroy(conn);
 	ep_destroy(conn->tp, conn->ep);
 	free(conn);
 }
@@ -641,12 +656,19 @@ void weft__conn_close_all(weft_comm_t *comm)
 		conn_free(weft__container_of(comm->conns.prev, weft_conn_t, link));
 	while (!weft__list_empty(&comm->closed))
 		conn_free(weft__container_of(comm->closed.prev, weft_conn_t, link));
+	weft__stage_comm_free(comm);
 }
 
 /* -------------------------------------------------------- data movement */
 int weft__conn_put_once(weft_conn_t *conn, weft_rmem_t *dst, uint64_t dst_off, weft_mem_t *src, uint64_t src_off,
 			size_t len, int retry)
 {
+	if (weft__stage_wants(conn, dst, src)) {
+		/* Port channels do not stage yet: refused loudly, never half done. */
+		WEFT_ERROR("put: device data to rank %d is staged through host memory, which only weft_put does",
+			   conn->peer);
+		return -ENOTSUP;
+	}
 	struct weft__tp *tp = conn->tp;
 	pthread_mutex_lock(&tp->lock);
 	int rc = !retry && weft__fault_should_fail(WEFT_FAULT_PUT)
@@ -658,6 +680,8 @@ int weft__conn_put_once(weft_conn_t *conn, weft_rmem_t *dst, uint64_t dst_off, w
 
 int weft__conn_signal_once(weft_conn_t *conn, weft_rsem_t *rsem, uint64_t value)
 {
+	if (conn->stage)
+		return weft__stage_signal_once(conn, rsem, value);
 	struct weft__tp *tp = conn->tp;
 	pthread_mutex_lock(&tp->lock);
 	int rc = WEFT__TP_CALL(tp, signal, conn->ep, rsem->rmem->rmh[conn->tpi], rsem->off, value);
@@ -667,6 +691,8 @@ int weft__conn_signal_once(weft_conn_t *conn, weft_rsem_t *rsem, uint64_t value)
 
 int weft__conn_flush_once(weft_conn_t *conn, int retry)
 {
+	if (conn->stage)
+		return weft__stage_flush_once(conn, retry);
 	struct weft__tp *tp = conn->tp;
 	pthread_mutex_lock(&tp->lock);
 	int rc = !retry && weft__fault_should_fail(WEFT_FAULT_FLUSH) ? weft__fault_error(WEFT_FAULT_FLUSH)
@@ -708,12 +734,16 @@ WEFT_API int weft_put(weft_conn_t *conn, weft_rmem_t *dst, uint64_t dst_off, wef
 		WEFT_ERROR("weft_put: NULL %s", !conn ? "conn" : !dst ? "dst" : "src");
 		return -EINVAL;
 	}
-	int rc = weft__put_check(conn, dst, dst_off, src, src_off, len);
+	int staged = weft__stage_wants(conn, dst, src);
+	int rc = staged ? weft__stage_put_check(conn, dst, dst_off, src, src_off, len)
+			: weft__put_check(conn, dst, dst_off, src, src_off, len);
 	if (rc != 0)
 		return rc;
 	rc = weft__comm_status(conn->comm);
 	if (rc != 0 || len == 0)
 		return rc;
+	if (staged)
+		return report_op(conn, "staged put", weft__stage_put(conn, dst, dst_off, src, src_off, len));
 	struct weft__backoff b;
 	weft__backoff_init(&b, 1000);
 	for (int retry = 0; (rc = weft__conn_put_once(conn, dst, dst_off, src, src_off, len, retry)) == -EAGAIN;
@@ -734,7 +764,7 @@ WEFT_API int weft_signal(weft_conn_t *conn, weft_rsem_t *sem, uint64_t value)
 	int rc = weft__comm_status(conn->comm);
 	if (rc != 0)
 		return rc;
-	rc = weft__rsem_claim(conn, sem, value);
+	rc = conn->stage ? weft__stage_claim(conn, sem, value) : weft__rsem_claim(conn, sem, value);
 	if (rc != 0)
 		return rc;
 	struct weft__backoff b;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The comm's progress thread (progress.h): it runs while it has users, drives
- * the transports, drains what the port channels registered, and raises the
- * device abort flags when the comm fails. */
+ * the transports, drains what the port channels and staging registered, and
+ * raises the device abort flags when the comm fails. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -33,6 +33,11 @@ static void proxy_fail(weft_comm_t *comm, int rc, const char *what)
 void weft__progress_set_drain(weft_comm_t *comm, weft__drain_fn drain)
 {
 	__atomic_store_n(&comm->drain, drain, __ATOMIC_RELEASE);
+}
+
+void weft__progress_set_stage_drain(weft_comm_t *comm, weft__drain_fn drain)
+{
+	__atomic_store_n(&comm->stage_drain, drain, __ATOMIC_RELEASE);
 }
 
 static void *proxy_main(void *arg)
@@ -71,6 +76,12 @@ static void *proxy_main(void *arg)
 			int rc = drain ? drain(comm, &pending) : 0;
 			if (rc < 0)
 				proxy_fail(comm, rc, "a trigger");
+			else
+				worked += rc;
+			weft__drain_fn sdrain = __atomic_load_n(&comm->stage_drain, __ATOMIC_ACQUIRE);
+			rc = sdrain ? sdrain(comm, &pending) : 0;
+			if (rc < 0)
+				proxy_fail(comm, rc, "a staged receive");
 			else
 				worked += rc;
 			rc = weft__comm_progress(comm);

@@ -14,6 +14,8 @@ typedef int (*weft__drain_fn)(weft_comm_t *comm, int *pending);
 /* Sets the drain the progress thread calls on each round (port.c does, at its
  * first port channel). Thread safety: any thread. */
 void weft__progress_set_drain(weft_comm_t *comm, weft__drain_fn drain);
+/* The same for the receive side of staged connections (stage.c). */
+void weft__progress_set_stage_drain(weft_comm_t *comm, weft__drain_fn drain);
 
 /* Around waits in the bootstrap, and for each port channel: the progress
  * thread runs (started at the first hold) and progresses the transports

@@ -153,6 +153,32 @@ struct weft_tp_peer {
 	const char *addr; /* numeric IP address of the peer's bootstrap */
 };
 
+/* ABI 0.3: staging of device data through pinned host memory
+ * (weft_transport_ops.stage), offered by a GPU transport so that the core,
+ * which calls no GPU runtime, can carry device buffers over a transport that
+ * cannot register them (docs/plugin-abi.md, "Staging"). Calls on one context
+ * never overlap (the core holds its lock); they may come from any thread. */
+enum weft_stage_dir {
+	WEFT_STAGE_TO_HOST = 0,  /* src is device memory, dst pinned host memory */
+	WEFT_STAGE_TO_DEVICE = 1 /* src is pinned host memory, dst device memory */
+};
+
+struct weft_tp_stage_ops {
+	size_t size;
+	/* Pinned host memory, mapped into the device, zero-filled, for bounce
+	 * buffers: copies from and to it run asynchronously at full speed. */
+	int (*host_alloc)(void *tc, size_t bytes, void **host_ptr);
+	int (*host_free)(void *tc, void *host_ptr);
+	/* Starts an asynchronous copy of len bytes and names it by *ticket;
+	 * copies of one direction may run in order, the two directions apart. */
+	int (*copy_start)(void *tc, void *dst, const void *src, size_t len, enum weft_stage_dir dir,
+			  uint64_t *ticket);
+	/* Non-blocking: 0 when the copy is complete (dst holds the bytes, src
+	 * may be reused), -EAGAIN while not, another code when it failed. After
+	 * 0 or an error the ticket is spent: it is never tested again. */
+	int (*copy_test)(void *tc, uint64_t ticket);
+};
+
 /* A transport. Contexts (`tc`), memory handles (`mh`, `rmh`) and endpoints (`ep`)
  * are the plugin's own opaque objects. Unless marked otherwise, the core never
  * calls into one context from two threads at once. Calls marked "non-blocking"
@@ -224,6 +250,8 @@ struct weft_transport_ops {
 	/* ABI 0.3: WEFT_TP_CAP_* bits of what this transport does; the core reads
 	 * it only from a plugin built for 0.3 or later. */
 	uint32_t caps;
+	/* Optional staging ops, for GPU transports (NULL: none). */
+	const struct weft_tp_stage_ops *stage; /* ABI 0.3 */
 };
 
 /* ------------------------------------------------------- algorithm packs */
