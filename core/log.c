@@ -80,8 +80,45 @@ int weft__log_get_rank(void)
 	return log_rank;
 }
 
+/* weft_last_error's: the calling thread's last error line, without the
+ * pid and rank prefix. */
+static _Thread_local char last_error[1024];
+static _Thread_local size_t last_error_len;
+
+static void keep_error(const char *who, const char *fmt, va_list ap)
+{
+	int n = snprintf(last_error, sizeof(last_error), "%s: ", who ? who : "core");
+	if (n < 0 || (size_t)n >= sizeof(last_error))
+		return;
+	int m = vsnprintf(last_error + n, sizeof(last_error) - (size_t)n, fmt, ap);
+	last_error_len = (size_t)n + (m > 0 ? (size_t)m : 0);
+	/* A message that ends in a newline is kept without it. */
+	size_t have = strlen(last_error);
+	if (have && last_error[have - 1] == '\n') {
+		last_error[have - 1] = '\0';
+		last_error_len--;
+	}
+}
+
+WEFT_API size_t weft_last_error(char *buf, size_t len)
+{
+	if (buf && len) {
+		size_t n = strlen(last_error);
+		n = n < len - 1 ? n : len - 1;
+		memcpy(buf, last_error, n);
+		buf[n] = '\0';
+	}
+	return last_error_len;
+}
+
 void weft__vlog(enum weft_log_level level, const char *who, const char *fmt, va_list ap)
 {
+	if (level == WEFT_LOG_ERROR) {
+		va_list cp;
+		va_copy(cp, ap);
+		keep_error(who, fmt, cp);
+		va_end(cp);
+	}
 	if ((int)level > weft__log_level())
 		return;
 	char line[2048];

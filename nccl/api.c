@@ -508,16 +508,8 @@ WN_API ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devl
 }
 WN_ALIAS(ncclCommInitAll);
 
-/* ncclCommSplit: ranks that share a color form a new comm, ordered by key
- * then by parent rank. The first of each color makes the unique id and sends
- * it to the others through the parent's bootstrap. */
-struct split_entry {
-	int color;
-	int key;
-};
-
-#define WN_SPLIT_TAG_BASE 0x4e430000u /* "NC" + sequence: below weft's reserved tags */
-
+/* ncclCommSplit: weft_comm_split, which orders a color's ranks by key, then
+ * by parent rank, and meets them through a rendezvous of their own. */
 WN_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config)
 {
 	static const char fn[] = "ncclCommSplit";
@@ -540,95 +532,32 @@ WN_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_
 		WN_ERROR("%s: inside ncclGroupStart/End; weft splits outside groups only", fn);
 		return ncclInvalidUsage;
 	}
-	int n = comm->nranks;
-	struct split_entry mine = {color, key};
-	struct split_entry *all = calloc((size_t)n, sizeof(*all));
-	int *members = calloc((size_t)n, sizeof(*members));
-	if (!all || !members) {
-		free(all);
-		free(members);
-		WN_ERROR("%s: out of memory", fn);
-		return ncclSystemError;
-	}
-	uint32_t tag = WN_SPLIT_TAG_BASE | (comm->split_seq++ & 0xffffu);
-	int rc = weft_comm_allgather(comm->wc, &mine, all, sizeof(mine));
+	weft_comm_t *wc = NULL;
+	/* The new comm's transports open on the parent's GPU, as comm_connect's do. */
+	int prev = wn_device_enter(comm->device);
+	int rc = weft_comm_split(comm->wc, color == NCCL_SPLIT_NOCOLOR ? WEFT_SPLIT_NOCOLOR : color, key, &wc);
+	wn_device_leave(prev);
 	if (rc != 0) {
-		WN_ERROR("%s: exchanging colors failed: %s", fn, weft_strerror(rc));
-		r = wn_result(rc);
-		goto out_free;
+		WN_ERROR("%s: weft_comm_split failed: %s", fn, weft_strerror(rc));
+		return wn_result(rc);
 	}
-	if (color == NCCL_SPLIT_NOCOLOR) {
-		*newcomm = NULL;
-		r = ncclSuccess;
-		goto out_free;
-	}
-	/* Members of my color in new-rank order (insertion sort: stable by parent rank). */
-	int m = 0, myrank = -1;
-	for (int p = 0; p < n; p++) {
-		if (all[p].color != color)
-			continue;
-		int i = m++;
-		while (i > 0 && all[members[i - 1]].key > all[p].key) {
-			members[i] = members[i - 1];
-			i--;
-		}
-		members[i] = p;
-	}
-	for (int i = 0; i < m; i++)
-		if (members[i] == comm->rank)
-			myrank = i;
-	struct weft_unique_id id;
-	if (myrank == 0) {
-		if ((rc = weft_get_unique_id(&id)) != 0) {
-			WN_ERROR("%s: weft_get_unique_id failed: %s", fn, weft_strerror(rc));
-			/* The members wait for the id: they learn of this failure as a dead
-			 * rendezvous only if this rank leaves, so send zeros they refuse. */
-			memset(&id, 0, sizeof(id));
-		}
-		for (int i = 1; i < m; i++) {
-			int src = weft_comm_send(comm->wc, members[i], tag, &id, sizeof(id));
-			if (src != 0) {
-				WN_ERROR("%s: sending the new comm's id to rank %d failed: %s", fn, members[i],
-					 weft_strerror(src));
-				if (!rc)
-					rc = src;
-			}
-		}
-	} else {
-		rc = weft_comm_recv(comm->wc, members[0], tag, &id, sizeof(id));
-		if (rc != 0)
-			WN_ERROR("%s: receiving the new comm's id from rank %d failed: %s", fn, members[0],
-				 weft_strerror(rc));
-		else {
-			static const struct weft_unique_id zero;
-			if (memcmp(&id, &zero, sizeof(id)) == 0) {
-				WN_ERROR("%s: rank %d could not make the new comm's id", fn, members[0]);
-				rc = -WEFT_ERR_PEER;
-			}
-		}
-	}
-	if (rc != 0) {
-		r = wn_result(rc);
-		goto out_free;
-	}
-	struct ncclComm *c = wn_comm_new(myrank, m, config, comm->device);
+	if (!wc)
+		return ncclSuccess; /* NCCL_SPLIT_NOCOLOR */
+	struct ncclComm *c = wn_comm_new(weft_comm_rank(wc), weft_comm_size(wc), config, comm->device);
 	if (!c) {
-		r = ncclSystemError;
-		goto out_free;
+		WN_ERROR("%s: out of memory", fn);
+		weft_comm_destroy(wc);
+		return ncclSystemError;
 	}
 	if (!config) {
 		c->blocking = comm->blocking;
 		memcpy(c->name, comm->name, sizeof(c->name));
 	}
-	if ((r = comm_connect(c, &id, fn)) != ncclSuccess) {
-		wn_comm_free(c);
-		goto out_free;
-	}
+	c->wc = wc;
+	WN_INFO("%s: rank %d of %d ready%s%s (device %d)", fn, c->rank, c->nranks, c->name[0] ? ", comm " : "",
+		c->name, c->device);
 	*newcomm = c;
-out_free:
-	free(members);
-	free(all);
-	return r;
+	return ncclSuccess;
 }
 WN_ALIAS(ncclCommSplit);
 

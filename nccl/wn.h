@@ -37,7 +37,6 @@ struct ncclComm {
 	int nranks;
 	int device;         /* CUDA device recorded at init, -1 for none */
 	int blocking;
-	unsigned split_seq; /* ncclCommSplit calls made on this comm, for bootstrap tags */
 	char name[64];      /* config->commName, for log lines */
 	void *shadow;       /* the real NCCL's communicator (fallback), or NULL */
 	pthread_mutex_t shadow_lock;

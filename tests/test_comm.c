@@ -2,10 +2,11 @@
 /* Tests of the communicator layer (core/comm.c and friends) beyond what the
  * transport conformance suite checks: several communicators alive at once,
  * several ranks in one process, launcher environments, transport choice when
- * none is named, and argument checks of the communicator calls. */
+ * none is named, argument checks of the communicator calls, and splits. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -214,6 +215,90 @@ START_TEST(argument_checks)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- split */
+/* 4 ranks: odd and even ranks split with keys in reverse order, so the new
+ * ranks run backwards; then ranks 0-2 split again while rank 3 opts out. The
+ * new comms outlive their parent, and ping over them (ranks 0 and 1). */
+static int rank_split(int rank, int n, void *arg)
+{
+	weft_comm_t *comm, *half, *three;
+	ROK(weft_comm_create(&g_id[0], n, rank, &comm));
+	ROK(weft_comm_split(comm, rank % 2, -rank, &half));
+	RCHECK(half != NULL, "no comm for color %d", rank % 2);
+	RCHECK(weft_comm_size(half) == n / 2, "split size %d", weft_comm_size(half));
+	/* Keys -rank: the highest parent rank of a color comes first. */
+	int want = (n - 2 + rank % 2 - rank) / 2;
+	RCHECK(weft_comm_rank(half) == want, "parent rank %d is rank %d of its color, not %d", rank,
+	       weft_comm_rank(half), want);
+	int32_t me = rank, all[4];
+	ROK(weft_comm_allgather(half, &me, all, sizeof(me)));
+	for (int i = 0; i < n / 2; i++)
+		RCHECK(all[i] == (n - 2 + rank % 2) - 2 * i, "new rank %d is parent rank %d", i, all[i]);
+	ROK(weft_comm_split(comm, rank == 3 ? WEFT_SPLIT_NOCOLOR : 7, 0, &three));
+	RCHECK((three == NULL) == (rank == 3), "rank %d: comm %p after a split with%s a color", rank, (void *)three,
+	       rank == 3 ? "out" : "");
+	ROK(weft_comm_destroy(comm));
+	if (three) {
+		RCHECK(weft_comm_size(three) == 3 && weft_comm_rank(three) == rank, "rank %d: %d of %d", rank,
+		       weft_comm_rank(three), weft_comm_size(three));
+		if (rank < 2)
+			ROK(ping(three, rank, TP, 0x40));
+		else
+			ROK(weft_comm_barrier(three));
+		ROK(weft_comm_destroy(three));
+	}
+	ROK(weft_comm_barrier(half));
+	ROK(weft_comm_destroy(half));
+	return 0;
+}
+
+START_TEST(split_colors_keys)
+{
+	ck_assert_int_eq(weft_get_unique_id(&g_id[0]), 0);
+	ck_assert_int_eq(wt_fork_ranks(4, rank_split, NULL, 90), 0);
+}
+END_TEST
+
+/* Bad arguments are refused on the spot, naming the problem, and the
+ * caller's thread can read that message back; other threads cannot. */
+static void *other_thread(void *p)
+{
+	*(size_t *)p = weft_last_error(NULL, 0);
+	return NULL;
+}
+
+START_TEST(split_refusals_and_last_error)
+{
+	char buf[256];
+	weft_comm_t *out = (weft_comm_t *)&buf; /* must come back NULL */
+	ck_assert_int_eq(weft_comm_split(NULL, 0, 0, &out), -EINVAL);
+	ck_assert_ptr_null(out);
+	size_t len = weft_last_error(buf, sizeof(buf));
+	ck_assert_msg(strstr(buf, "weft_comm_split: NULL comm") && len == strlen(buf), "last error '%s' (%zu)", buf,
+		      len);
+	ck_assert_int_eq(weft_get_unique_id(&g_id[0]), 0);
+	weft_comm_t *comm;
+	ck_assert_int_eq(weft_comm_create(&g_id[0], 1, 0, &comm), 0);
+	ck_assert_int_eq(weft_comm_split(comm, -5, 0, &out), -EINVAL);
+	len = weft_last_error(buf, sizeof(buf));
+	ck_assert_msg(strstr(buf, "color -5 is negative"), "last error '%s'", buf);
+	/* Truncated to the buffer, the full length returned. */
+	char small[6];
+	ck_assert_uint_eq(weft_last_error(small, sizeof(small)), len);
+	ck_assert_str_eq(small, "core:");
+	size_t theirs = 1;
+	pthread_t th;
+	ck_assert_int_eq(pthread_create(&th, NULL, other_thread, &theirs), 0);
+	pthread_join(th, NULL);
+	ck_assert_uint_eq(theirs, 0);
+	/* One rank alone splits into a comm of itself. */
+	ck_assert_int_eq(weft_comm_split(comm, 3, 9, &out), 0);
+	ck_assert_int_eq(weft_comm_size(out), 1);
+	ck_assert_int_eq(weft_comm_destroy(out), 0);
+	ck_assert_int_eq(weft_comm_destroy(comm), 0);
+}
+END_TEST
+
 int main(void)
 {
 	setenv("WEFT_CORE_PEER_TIMEOUT", "3", 0);
@@ -226,6 +311,8 @@ int main(void)
 	tcase_add_test(tc, create_from_env);
 	tcase_add_test(tc, create_from_env_without_launcher);
 	tcase_add_test(tc, argument_checks);
+	tcase_add_test(tc, split_colors_keys);
+	tcase_add_test(tc, split_refusals_and_last_error);
 	tcase_set_timeout(tc, 90);
 	suite_add_tcase(s, tc);
 	return wt_run_suite(s);

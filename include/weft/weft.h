@@ -47,6 +47,13 @@ enum weft_error {
  * Thread safety: any thread. Blocking: no. */
 WEFT_API const char *weft_strerror(int err);
 
+/* The message of the last error weft logged on the calling thread (what its
+ * last failing call said, with the module that said it), copied into buf,
+ * truncated to len - 1 bytes and NUL-terminated. Returns the message's full
+ * length, 0 when this thread has had no error. buf may be NULL with len 0.
+ * Thread safety: any thread; each thread has its own. Blocking: no. */
+WEFT_API size_t weft_last_error(char *buf, size_t len);
+
 /* Returns WEFT_VERSION_CODE of the library actually loaded, which may differ
  * from the header the caller was compiled against. Thread safety: any thread. */
 WEFT_API int weft_get_version(void);
@@ -96,6 +103,18 @@ WEFT_API int weft_comm_create(const struct weft_unique_id *id, int nranks, int r
  * environment (Open MPI, Slurm, torchrun; see docs/launching.md).
  * Errors: -ENOENT when no launcher variables are set. */
 WEFT_API int weft_comm_create_from_env(weft_comm_t **comm);
+
+/* Splits comm: the ranks that pass the same color form a new communicator,
+ * ranked by key, then by their rank in comm. A rank passing
+ * WEFT_SPLIT_NOCOLOR takes part but gets *newcomm NULL. Every rank of comm
+ * calls it; the new comm meets through its own rendezvous (its first rank's
+ * id, handed over comm's bootstrap) and lives on when comm is destroyed.
+ * Errors: -EINVAL (a negative color other than WEFT_SPLIT_NOCOLOR), those of
+ * weft_comm_create, and comm's own when it is broken.
+ * Thread safety: one thread per comm. Blocking: yes, until every rank of comm
+ * called it and the new comm is made. */
+#define WEFT_SPLIT_NOCOLOR (-1)
+WEFT_API int weft_comm_split(weft_comm_t *comm, int color, int key, weft_comm_t **newcomm);
 
 /* Destroys a communicator and everything created from it. Accepts NULL.
  * Each connection is closed on both sides: destroy waits until every connected
