@@ -18,6 +18,7 @@
 #include "registry.h"
 #include "sem.h"
 #include "stage.h"
+#include "topo.h"
 #include "tpsel.h"
 
 /* Connect message, little-endian:
@@ -465,9 +466,13 @@ static int connect_peer(weft_comm_t *comm, int peer, const char *transport, enum
 		}
 	}
 
-	/* Staging's buffers are made now, since nothing may fail once connected. */
+	/* Staging's buffers are made now, since nothing may fail once connected,
+	 * where a candidate may need them: one that does not declare mem. */
 	struct weft__stage *st = NULL;
-	if (pl.status == 0 && mem != WEFT_MEM_HOST)
+	int may_stage = 0;
+	for (int i = 0; pl.status == 0 && mem != WEFT_MEM_HOST && i < pl.nc; i++)
+		may_stage |= weft__topo_declares_mem(comm->tp[pl.c[i].tpi].ops, mem) != 1;
+	if (may_stage)
 		weft__stage_prepare(comm, mem, &st);
 
 	/* Always send, even on a local failure, so the peer is not left waiting. */

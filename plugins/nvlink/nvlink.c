@@ -36,6 +36,7 @@ struct nvl_ctx {
 	uint64_t next_export;
 	struct nvl_fdsrv srv;
 	struct nvl_import *imports; /* import cache */
+	struct nvl_stage *stage;    /* streams and events of the stage ops (nvlink_stage.c) */
 };
 
 struct nvl_mh {
@@ -88,6 +89,13 @@ static uint64_t hash_str(const char *s)
 static int on_dev(struct nvl_ctx *tc)
 {
 	return grt_set_device(tc->dev);
+}
+
+int nvl_ctx_stage(void *ctx, struct nvl_stage ***slot)
+{
+	struct nvl_ctx *tc = ctx;
+	*slot = &tc->stage;
+	return on_dev(tc);
 }
 
 /* ------------------------------------------------------------ context */
@@ -143,6 +151,8 @@ static void nvl_close(void *ctx)
 	if (!tc)
 		return;
 	nvl_fdsrv_stop(&tc->srv);
+	if (tc->stage && on_dev(tc) == 0)
+		nvl_stage_free(tc->stage);
 	/* Handles are released before close; whatever is left is freed anyway. */
 	while (tc->imports) {
 		struct nvl_import *im = tc->imports;
@@ -758,6 +768,7 @@ static const struct weft_transport_ops nvl_ops = {
 	.mem_alloc = nvl_mem_alloc,
 	.mem_free = nvl_mem_free,
 	.mem_query = nvl_mem_query,
+	.stage = &nvl_stage_ops,
 };
 
 static const struct weft_plugin_desc nvl_desc = {

@@ -91,6 +91,13 @@ struct nvl_fdsrv {
 	struct nvl_export **exports;
 };
 
+/* nvlink_stage.c: the stage ops, and their per-context state. */
+struct nvl_stage;
+extern const struct weft_tp_stage_ops nvl_stage_ops;
+void nvl_stage_free(struct nvl_stage *s);
+/* nvlink.c: makes ctx's device current and points *slot at its stage state. */
+int nvl_ctx_stage(void *ctx, struct nvl_stage ***slot);
+
 void nvl_sock_name(uint64_t tag, int rank, char *name, size_t len);
 int nvl_fdsrv_start(struct nvl_fdsrv *s, uint64_t tag, int rank);
 void nvl_fdsrv_stop(struct nvl_fdsrv *s);
