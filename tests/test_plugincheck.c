@@ -72,6 +72,17 @@ static int count_lines(const char *s, const char *needle)
 #define HAS(out, text) ck_assert_msg(strstr((out), (text)) != NULL, "output lacks \"%s\"", (text))
 #define LACKS(out, text) ck_assert_msg(strstr((out), (text)) == NULL, "output has \"%s\"", (text))
 
+/* The report a run wrote into dir (malloc'd; the test fails without it). */
+static char *report(const char *dir, const char *name)
+{
+	char *path;
+	ck_assert_int_ge(asprintf(&path, "%s/%s", dir, name), 0);
+	char *text = wt_read_file(path);
+	ck_assert_msg(text != NULL, "no report %s", path);
+	free(path);
+	return text;
+}
+
 /* ---------------------------------------------------------------- usage */
 START_TEST(list_and_refusals)
 {
@@ -195,21 +206,14 @@ START_TEST(reports)
 			 PC_LAZY);
 	ck_assert_int_eq(rc, 1);
 	free(out);
-	char *path;
-	ck_assert_int_ge(asprintf(&path, "%s/r.tap", dir), 0);
-	char *tap = wt_read_file(path);
-	free(path);
-	ck_assert_ptr_nonnull(tap);
+	char *tap = report(dir, "r.tap");
 	printf("TAP:\n%s", tap);
 	HAS(tap, "TAP version 13\n1..2\n");
 	HAS(tap, "ok 1 - connect np=2\n");
 	HAS(tap, "not ok 2 - put/flush remote completion np=2\n  ---\n  status: fail\n  message: \"rank 0: weft_flush returned 0");
 	HAS(tap, "  output: |\n");
 	free(tap);
-	ck_assert_int_ge(asprintf(&path, "%s/r.json", dir), 0);
-	char *json = wt_read_file(path);
-	free(path);
-	ck_assert_ptr_nonnull(json);
+	char *json = report(dir, "r.json");
 	printf("JSON:\n%s", json);
 	HAS(json, "\"targets\": [{\"name\": \"lazyflush\", \"kind\": \"transport\"");
 	HAS(json, "\"check\": \"put/flush remote completion\", \"np\": 2, \"status\": \"fail\"");
@@ -218,10 +222,11 @@ START_TEST(reports)
 	free(json);
 
 	/* --report: the report alone on stdout. */
-	ck_assert_int_ge(asprintf(&path, "%s --report json --np 2 --check abort %s 2>/dev/null", PC_TOOL, PC_SHM), 0);
+	char *cmd;
+	ck_assert_int_ge(asprintf(&cmd, "%s --report json --np 2 --check abort %s 2>/dev/null", PC_TOOL, PC_SHM), 0);
 	int st;
-	char *only = wt_run_capture(path, &st);
-	free(path);
+	char *only = wt_run_capture(cmd, &st);
+	free(cmd);
 	ck_assert_ptr_nonnull(only);
 	ck_assert_msg(only[0] == '{', "stdout is not the JSON report alone:\n%s", only);
 	HAS(only, "\"exit\": 0");
@@ -289,22 +294,24 @@ static int built(const char *path, const char *what)
 	return 0;
 }
 
-START_TEST(hosts_usage)
+/* The tool, given these options and the shm file, refuses them (exit 2)
+ * saying why. */
+static void refused(const char *opts, const char *why)
 {
 	int rc;
-	char *out = tool(&rc, "--hosts 3 %s", PC_SHM);
+	char *out = tool(&rc, "%s %s", opts, PC_SHM);
 	ck_assert_int_eq(rc, 2);
-	HAS(out, "--hosts wants 1 or 2");
+	HAS(out, why);
 	free(out);
-	out = tool(&rc, "--hosts 2 --hosts-mode vm %s", PC_SHM);
-	ck_assert_int_eq(rc, 2);
-	HAS(out, "--hosts-mode wants netns or identity");
-	free(out);
-	out = tool(&rc, "--hosts-mode identity %s", PC_SHM);
-	ck_assert_int_eq(rc, 2);
-	HAS(out, "give --hosts 2 with it");
-	free(out);
-	out = tool(&rc, "--help");
+}
+
+START_TEST(hosts_usage)
+{
+	refused("--hosts 3", "--hosts wants 1 or 2");
+	refused("--hosts 2 --hosts-mode vm", "--hosts-mode wants netns or identity");
+	refused("--hosts-mode identity", "give --hosts 2 with it");
+	int rc;
+	char *out = tool(&rc, "--help");
 	ck_assert_int_eq(rc, 0);
 	HAS(out, "--hosts N");
 	HAS(out, "--hosts-mode M");
@@ -395,17 +402,10 @@ START_TEST(shm_reaches_no_other_host)
 	LACKS(out, "not ok");
 	free(out);
 	/* The reports say how the hosts were made. */
-	char *path;
-	ck_assert_int_ge(asprintf(&path, "%s/r.tap", dir), 0);
-	char *tap = wt_read_file(path);
-	free(path);
-	ck_assert_ptr_nonnull(tap);
+	char *tap = report(dir, "r.tap");
 	HAS(tap, "TAP version 13\n1..24\n# two hosts: test host identity (--hosts-mode identity)");
 	free(tap);
-	ck_assert_int_ge(asprintf(&path, "%s/r.json", dir), 0);
-	char *json = wt_read_file(path);
-	free(path);
-	ck_assert_ptr_nonnull(json);
+	char *json = report(dir, "r.json");
 	HAS(json, "\"hosts\": 2, \"hosts_mode\": \"identity\"");
 	free(json);
 	wt_rmdir(dir);
