@@ -397,3 +397,73 @@ WEFT_API int weft_recv(void *buf, size_t count, enum weft_datatype type, int pee
 	return p2p("weft_recv", 0, buf, count, type, peer, comm, stream);
 }
 
+
+/* ------------------------------------------------------ v-collectives */
+
+/* The element offset off + count within reach of a size_t byte address. */
+static int span_ok(size_t off, size_t count, size_t es)
+{
+	return off <= SIZE_MAX / es && count <= SIZE_MAX / es - off;
+}
+
+/* One send and one recv per rank as a group; on a bad entry nothing runs. */
+static int run_v(const char *fn, const void *sendbuf, const size_t *scounts, const size_t *sdispls, size_t scount,
+		 void *recvbuf, const size_t *rcounts, const size_t *rdispls, enum weft_datatype type,
+		 weft_comm_t *comm, void *stream)
+{
+	int rc;
+	if ((rc = check_comm(comm, fn)) || (rc = check_type(type, fn)))
+		return rc;
+	if (!rcounts || !rdispls || (!scounts && sdispls)) {
+		WEFT_ERROR("%s: NULL %s", fn, !rcounts ? "recvcounts" : !rdispls ? "displacements" : "sendcounts");
+		return -EINVAL;
+	}
+	int n = weft_comm_size(comm), me = weft_comm_rank(comm);
+	size_t es = weft_datatype_size(type);
+	for (int p = 0; p < n; p++) {
+		size_t sc = scounts ? scounts[p] : scount, so = sdispls ? sdispls[p] : 0;
+		if (!span_ok(so, sc, es) || !span_ok(rdispls[p], rcounts[p], es)) {
+			WEFT_ERROR("%s: rank %d's count or displacement is too large", fn, p);
+			return -EINVAL;
+		}
+		if ((rc = check_buf(sendbuf, sc, fn, "sendbuf")) || (rc = check_buf(recvbuf, rcounts[p], fn, "recvbuf")))
+			return rc;
+	}
+	size_t own = scounts ? scounts[me] : scount;
+	if (own != rcounts[me]) {
+		WEFT_ERROR("%s: this rank sends itself %zu elements but expects %zu from itself", fn, own, rcounts[me]);
+		return -EINVAL;
+	}
+	weft_group_start();
+	int first = 0;
+	for (int i = 0; i < n; i++) {
+		/* From the next rank up, as the collectives start, so not all begin at rank 0. */
+		int p = (me + i) % n;
+		size_t sc = scounts ? scounts[p] : scount, so = sdispls ? sdispls[p] : 0;
+		rc = weft_send((const char *)sendbuf + so * es, sc, type, p, comm, stream);
+		first = first ? first : rc;
+		rc = weft_recv((char *)recvbuf + rdispls[p] * es, rcounts[p], type, p, comm, stream);
+		first = first ? first : rc;
+	}
+	rc = weft_group_end();
+	return first ? first : rc;
+}
+
+WEFT_API int weft_alltoallv(const void *sendbuf, const size_t *sendcounts, const size_t *sdispls, void *recvbuf,
+			    const size_t *recvcounts, const size_t *rdispls, enum weft_datatype type,
+			    weft_comm_t *comm, void *stream)
+{
+	if (!sendcounts || !sdispls) {
+		WEFT_ERROR("weft_alltoallv: NULL %s", !sendcounts ? "sendcounts" : "sdispls");
+		return -EINVAL;
+	}
+	return run_v("weft_alltoallv", sendbuf, sendcounts, sdispls, 0, recvbuf, recvcounts, rdispls, type, comm,
+		     stream);
+}
+
+WEFT_API int weft_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf, const size_t *recvcounts,
+			     const size_t *displs, enum weft_datatype type, weft_comm_t *comm, void *stream)
+{
+	return run_v("weft_allgatherv", sendbuf, NULL, NULL, sendcount, recvbuf, recvcounts, displs, type, comm,
+		     stream);
+}

@@ -392,7 +392,8 @@ enum {
 	JOB_BIG = 2,    /* 64 MiB */
 	JOB_TINY = 4,   /* 4 KiB chunks, two slots: flow control everywhere */
 	JOB_RULE = 8,   /* an [algorithm] rule pins the large allreduce for small sizes */
-	JOB_GROUPS = 16 /* fused send/recv, refusals, argument errors */
+	JOB_GROUPS = 16, /* fused send/recv, refusals, argument errors */
+	JOB_V = 32       /* alltoallv and allgatherv, uneven counts, gaps, in place */
 };
 
 struct job {
@@ -596,6 +597,97 @@ static int rule(int rank, int n, weft_comm_t *comm, uint64_t seed)
 	return 0;
 }
 
+/* ------------------------------------------------------ v-collectives */
+#define VPOISON 0xa5a5a5a5u
+
+/* Element i of what rank `from` sends rank `to`. */
+static uint32_t vval(uint64_t seed, int from, int to, size_t i)
+{
+	return (uint32_t)mix64(seed ^ ((uint64_t)from << 48) ^ ((uint64_t)to << 40) ^ i);
+}
+
+/* Rank p sends rank q (p * 5 + q * 3 + seed) % 7 * 301 elements, zeros included;
+ * every block sits after a gap of 3 poisoned elements. */
+static size_t vcount(uint64_t seed, int p, int q)
+{
+	return (size_t)((p * 5 + q * 3 + (int)(seed % 7)) % 7) * 301;
+}
+
+static int vcolls(int rank, int n, weft_comm_t *comm, uint64_t seed)
+{
+	size_t sc[16], sd[16], rcn[16], rd[16], stot = 0, rtot = 0;
+	for (int p = 0; p < n; p++) {
+		sd[p] = stot + 3;
+		sc[p] = vcount(seed, rank, p);
+		stot = sd[p] + sc[p];
+		rd[p] = rtot + 3;
+		rcn[p] = vcount(seed, p, rank);
+		rtot = rd[p] + rcn[p];
+	}
+	uint32_t *sb = malloc((stot + 3) * 4), *rb = malloc((rtot + 3) * 4);
+	RCHECK(sb && rb, "out of memory");
+	for (size_t i = 0; i < stot + 3; i++)
+		sb[i] = VPOISON;
+	for (int p = 0; p < n; p++)
+		for (size_t i = 0; i < sc[p]; i++)
+			sb[sd[p] + i] = vval(seed, rank, p, i);
+	for (size_t i = 0; i < rtot + 3; i++)
+		rb[i] = VPOISON;
+	ROK(weft_alltoallv(sb, sc, sd, rb, rcn, rd, WEFT_UINT32, comm, NULL));
+	for (int p = 0; p < n; p++)
+		for (size_t i = 0; i < rcn[p]; i++)
+			RCHECK(rb[rd[p] + i] == vval(seed, p, rank, i), "alltoallv: element %zu from rank %d is %#x", i,
+			       p, rb[rd[p] + i]);
+	for (int p = 0; p <= n; p++)
+		for (size_t i = (p ? rd[p - 1] + rcn[p - 1] : 0); i < (p < n ? rd[p] : rtot + 3); i++)
+			RCHECK(rb[i] == VPOISON, "alltoallv wrote element %zu, in a gap", i);
+	/* Allgatherv: rank p contributes vcount(seed, p, p) elements, out of place
+	 * and then in place (the own block already at its displacement). */
+	rtot = 0;
+	for (int p = 0; p < n; p++) {
+		rcn[p] = vcount(seed, p, p);
+		rd[p] = rtot + 3;
+		rtot = rd[p] + rcn[p];
+	}
+	free(rb);
+	rb = malloc((rtot + 3) * 4);
+	RCHECK(rb, "out of memory");
+	for (int inplace = 0; inplace < 2; inplace++) {
+		for (size_t i = 0; i < rtot + 3; i++)
+			rb[i] = VPOISON;
+		const uint32_t *src = sb + sd[rank];
+		if (inplace) {
+			for (size_t i = 0; i < rcn[rank]; i++)
+				rb[rd[rank] + i] = sb[sd[rank] + i];
+			src = rb + rd[rank];
+		}
+		ROK(weft_allgatherv(src, rcn[rank], rb, rcn, rd, WEFT_UINT32, comm, NULL));
+		for (int p = 0; p < n; p++)
+			for (size_t i = 0; i < rcn[p]; i++)
+				RCHECK(rb[rd[p] + i] == vval(seed, p, p, i), "allgatherv%s: element %zu of rank %d is %#x",
+				       inplace ? " in place" : "", i, p, rb[rd[p] + i]);
+		RCHECK(rb[0] == VPOISON && rb[rd[0] - 1] == VPOISON, "allgatherv wrote the leading gap");
+	}
+	/* Refusals, on every rank alike, before anything is queued. */
+	size_t bad = rcn[rank] + 1;
+	RCHECK(weft_allgatherv(sb, bad, rb, rcn, rd, WEFT_UINT32, comm, NULL) == -EINVAL,
+	       "allgatherv accepted an own count that disagrees with recvcounts");
+	RCHECK(weft_alltoallv(sb, NULL, sd, rb, rcn, rd, WEFT_UINT32, comm, NULL) == -EINVAL, "NULL sendcounts");
+	RCHECK(weft_allgatherv(sb, rcn[rank], rb, rcn, NULL, WEFT_UINT32, comm, NULL) == -EINVAL, "NULL displs");
+	size_t huge[16];
+	for (int p = 0; p < n; p++)
+		huge[p] = SIZE_MAX / 2;
+	RCHECK(weft_allgatherv(sb, rcn[rank], rb, rcn, huge, WEFT_UINT32, comm, NULL) == -EINVAL,
+	       "a displacement past the address space accepted");
+	char msg[200];
+	weft_last_error(msg, sizeof(msg));
+	RCHECK(strstr(msg, "too large"), "the refusal said '%s'", msg);
+	free(sb);
+	free(rb);
+	/* The comm still works after the refusals. */
+	return weft_comm_barrier(comm);
+}
+
 static int rank_main(int rank, int n, void *arg)
 {
 	const struct job *j = arg;
@@ -614,6 +706,8 @@ static int rank_main(int rank, int n, void *arg)
 		bad = big(rank, n, comm, j->seed + 200000);
 	if (!bad && (j->flags & JOB_TINY))
 		bad = tiny(rank, n, comm, j->seed + 300000);
+	if (!bad && (j->flags & JOB_V))
+		bad = vcolls(rank, n, comm, j->seed + 500000);
 	if (!bad && (j->flags & JOB_RULE))
 		bad = rule(rank, n, comm, j->seed + 400000);
 	/* A failing rank leaves without destroying its comm: the peers then see a
@@ -634,7 +728,7 @@ static void run_job(int n, int flags)
 
 START_TEST(np2_grid_groups)
 {
-	run_job(2, JOB_GRID | JOB_GROUPS);
+	run_job(2, JOB_GRID | JOB_GROUPS | JOB_V);
 }
 END_TEST
 
@@ -646,13 +740,13 @@ END_TEST
 
 START_TEST(np4_grid_groups)
 {
-	run_job(4, JOB_GRID | JOB_GROUPS);
+	run_job(4, JOB_GRID | JOB_GROUPS | JOB_V);
 }
 END_TEST
 
 START_TEST(np3_tiny_slots_groups)
 {
-	run_job(3, JOB_TINY | JOB_GROUPS);
+	run_job(3, JOB_TINY | JOB_GROUPS | JOB_V);
 }
 END_TEST
 

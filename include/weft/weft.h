@@ -383,6 +383,20 @@ WEFT_API int weft_recv(void *buf, size_t count, enum weft_datatype type, int pee
  * Per calling thread. */
 WEFT_API int weft_group_start(void);
 WEFT_API int weft_group_end(void);
+/* v-collectives, counts and displacements in elements, one per rank:
+ * alltoallv sends sendcounts[p] elements from sendbuf + sdispls[p] to rank p
+ * and receives recvcounts[p] from rank p at recvbuf + rdispls[p]; allgatherv
+ * sends sendcount elements to every rank and receives recvcounts[p] from rank
+ * p at recvbuf + displs[p]. What p sends this rank is what this rank expects
+ * from p (as NCCL requires); the own entries must agree (-EINVAL). They run as
+ * one group of sends and receives, so any pack's send/recv algorithm serves
+ * them, and they may sit inside an outer group. Thread and blocking rules as
+ * the collectives. */
+WEFT_API int weft_alltoallv(const void *sendbuf, const size_t *sendcounts, const size_t *sdispls, void *recvbuf,
+			    const size_t *recvcounts, const size_t *rdispls, enum weft_datatype type,
+			    weft_comm_t *comm, void *stream);
+WEFT_API int weft_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf, const size_t *recvcounts,
+			     const size_t *displs, enum weft_datatype type, weft_comm_t *comm, void *stream);
 
 #ifdef __cplusplus
 }
