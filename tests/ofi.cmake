@@ -6,3 +6,8 @@ if(TARGET weft-plugin-ofi)
   target_compile_definitions(test_ofi PRIVATE WEFT_OFI_PLUGIN_PATH="$<TARGET_FILE:weft-plugin-ofi>")
   add_dependencies(test_ofi weft-plugin-ofi)
 endif()
+# Device memory (FI_HMEM): the plugin's sources (weft-ofi-testable) driven
+# through a provider double that grants FI_HMEM on the real shm and tcp.
+if(TARGET weft-ofi-testable)
+  weft_add_test(test_ofi_mem SOURCES test_ofi_mem.c tp_harness.c LABELS unit TIMEOUT 120 LIBS weft-ofi-testable)
+endif()

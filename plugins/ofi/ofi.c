@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include <sys/random.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -161,10 +162,11 @@ static bool is_ip_provider(const char *prov)
 }
 
 /* fi_getinfo for one provider with our hints. want_dc / want_order add
- * FI_DELIVERY_COMPLETE and write-after-write ordering to the hints.
- * Returns 0 with *out (caller frees) or a negative code (-ENODATA: no match). */
+ * FI_DELIVERY_COMPLETE and write-after-write ordering to the hints, want_hmem
+ * FI_HMEM and FI_MR_HMEM. Returns 0 with *out (caller frees) or a negative
+ * code (-ENODATA: no match). */
 static int query_prov(const char *prov, const struct ofi_settings *s, const char *addr, bool want_dc,
-		      bool want_order, struct fi_info **out)
+		      bool want_order, bool want_hmem, struct fi_info **out)
 {
 	struct fi_info *hints = fi_allocinfo();
 	struct fi_info *list = NULL;
@@ -188,6 +190,10 @@ static int query_prov(const char *prov, const struct ofi_settings *s, const char
 		hints->tx_attr->msg_order = FI_ORDER_RMA_WAW;
 		hints->rx_attr->msg_order = FI_ORDER_RMA_WAW;
 	}
+	if (want_hmem) {
+		hints->caps |= FI_HMEM;
+		hints->domain_attr->mr_mode |= FI_MR_HMEM;
+	}
 	bool ip = is_ip_provider(prov);
 	if (ip && s->iface[0] != '\0') {
 		hints->domain_attr->name = strdup(s->iface);
@@ -197,7 +203,7 @@ static int query_prov(const char *prov, const struct ofi_settings *s, const char
 		}
 	}
 	const char *node = ip && addr && addr[0] != '\0' ? addr : NULL;
-	rc = fi_getinfo(OFI_FI_VERSION, node, NULL, node ? FI_SOURCE : 0, hints, &list);
+	rc = ofi_sys->getinfo(OFI_FI_VERSION, node, NULL, node ? FI_SOURCE : 0, hints, &list);
 	fi_freeinfo(hints);
 	if (rc < 0)
 		return rc == -FI_ENODATA ? -ENODATA : rc;
@@ -234,7 +240,7 @@ static int query_best(const char *prov, const struct ofi_settings *s, const char
 			continue;
 		if (!want_order && strcmp(s->signal_order, "ordered") == 0)
 			continue;
-		rc = query_prov(prov, s, addr, want_dc, want_order, out);
+		rc = query_prov(prov, s, addr, want_dc, want_order, false, out);
 		if (rc == 0) {
 			*dc = want_dc;
 			*ordered = want_order;
@@ -244,6 +250,77 @@ static int query_best(const char *prov, const struct ofi_settings *s, const char
 			return ofi_errno("fi_getinfo", rc);
 	}
 	return rc;
+}
+
+/* Whether this libfabric registers CUDA memory in a domain of fi, asked with
+ * a zero-length registration of iface FI_HMEM_CUDA. libfabric refuses an
+ * interface it was built or started without with -FI_ENOSYS, and its shm
+ * grants FI_HMEM even then (for host memory alone). Any other answer comes
+ * from the interface itself, refusing or taking a host address: it is there. */
+static bool cuda_iface_present(const char *prov, struct fi_info *fi)
+{
+	struct fid_fabric *fabric = NULL;
+	struct fid_domain *domain = NULL;
+	struct fid_mr *mr = NULL;
+	bool present = false;
+	int rc;
+	if ((rc = fi_fabric(fi->fabric_attr, &fabric, NULL)) < 0)
+		goto out;
+	if ((rc = ofi_sys->domain(fabric, fi, &domain, NULL)) < 0)
+		goto out;
+	unsigned char byte = 0;
+	struct iovec iov = {.iov_base = &byte, .iov_len = 0};
+	struct fi_mr_attr attr = {
+		.mr_iov = &iov,
+		.iov_count = 1,
+		.access = FI_WRITE | FI_REMOTE_WRITE,
+		.requested_key = 1,
+		.iface = FI_HMEM_CUDA,
+	};
+	rc = ofi_sys->mr_regattr(domain, &attr, 0, &mr);
+	if (rc == 0)
+		fi_close(&mr->fid);
+	present = rc != -FI_ENOSYS && rc != -FI_EOPNOTSUPP;
+out:
+	if (!present)
+		OFI_DBG("provider '%s' grants FI_HMEM, but this libfabric registers no CUDA memory there: %s (%d)",
+			prov, fi_strerror(rc < 0 ? -rc : rc), rc);
+	if (domain)
+		fi_close(&domain->fid);
+	if (fabric)
+		fi_close(&fabric->fid);
+	return present;
+}
+
+/* query_best, then the same hints with FI_HMEM as one more try, kept where
+ * the provider grants FI_HMEM with FI_MR_HMEM and registers CUDA memory
+ * (*cuda true); else the answer without it, so that providers lacking
+ * FI_HMEM serve host memory as before. */
+static int query_dom(const char *prov, const struct ofi_settings *s, const char *addr, struct fi_info **out,
+		     bool *dc, bool *ordered, bool *cuda)
+{
+	struct fi_info *fi = NULL, *hm = NULL;
+	int rc = query_best(prov, s, addr, &fi, dc, ordered);
+	if (rc < 0)
+		return rc;
+	*cuda = false;
+	rc = query_prov(prov, s, addr, *dc, *ordered, true, &hm);
+	if (rc == 0 && (hm->caps & FI_HMEM) && (hm->domain_attr->mr_mode & FI_MR_HMEM) &&
+	    cuda_iface_present(prov, hm)) {
+		fi_freeinfo(fi);
+		*out = hm;
+		*cuda = true;
+		return 0;
+	}
+	if (rc == 0 && !((hm->caps & FI_HMEM) && (hm->domain_attr->mr_mode & FI_MR_HMEM)))
+		OFI_DBG("provider '%s' answers FI_HMEM hints with caps 0x%llx mr_mode 0x%llx: no device memory", prov,
+			(unsigned long long)hm->caps, (unsigned long long)hm->domain_attr->mr_mode);
+	else if (rc < 0 && rc != -ENODATA)
+		OFI_DBG("provider '%s': fi_getinfo with FI_HMEM failed: %s (%d)", prov, fi_strerror(-rc), rc);
+	if (hm)
+		fi_freeinfo(hm);
+	*out = fi;
+	return 0;
 }
 
 static void dom_close(struct ofi_dom *d)
@@ -308,12 +385,12 @@ static int shm_name_endpoint(struct ofi_ctx *ctx, struct ofi_dom *d)
 static int dom_open(struct ofi_ctx *ctx, struct ofi_dom *d, const char *prov, const struct ofi_settings *s,
 		    const char *addr, bool explicit)
 {
-	bool dc = false, ordered = false;
+	bool dc = false, ordered = false, cuda = false;
 	int rc;
 	memset(d, 0, sizeof(*d));
 	d->ctx = ctx;
 	snprintf(d->prov, sizeof(d->prov), "%s", prov);
-	rc = query_best(prov, s, addr, &d->info, &dc, &ordered);
+	rc = query_dom(prov, s, addr, &d->info, &dc, &ordered, &cuda);
 	if (rc == -ENODATA) {
 		OFI_LOG(explicit ? WEFT_LOG_ERROR : WEFT_LOG_DEBUG,
 			"provider '%s' offers no FI_EP_RDM endpoint with FI_RMA%s%s%s%s", prov,
@@ -329,6 +406,7 @@ static int dom_open(struct ofi_ctx *ctx, struct ofi_dom *d, const char *prov, co
 	d->mr_mode = (uint64_t)fi->domain_attr->mr_mode;
 	d->inject_size = fi->tx_attr->inject_size;
 	d->op_flags = dc ? FI_DELIVERY_COMPLETE : 0;
+	d->hmem_cuda = cuda;
 	d->chunk = fi->ep_attr->max_msg_size ? fi->ep_attr->max_msg_size : SIZE_MAX;
 	/* Ordered signals need the provider to order both the RMA writes and their
 	 * data up to max_order_waw_size bytes; each write is cut to that size.
@@ -361,7 +439,7 @@ static int dom_open(struct ofi_ctx *ctx, struct ofi_dom *d, const char *prov, co
 		rc = ofi_errno("fi_fabric", rc);
 		goto err_info;
 	}
-	if ((rc = fi_domain(d->fabric, fi, &d->domain, NULL)) < 0) {
+	if ((rc = ofi_sys->domain(d->fabric, fi, &d->domain, NULL)) < 0) {
 		rc = ofi_errno("fi_domain", rc);
 		goto err_close;
 	}
@@ -375,7 +453,7 @@ static int dom_open(struct ofi_ctx *ctx, struct ofi_dom *d, const char *prov, co
 		rc = ofi_errno("fi_cq_open", rc);
 		goto err_close;
 	}
-	if ((rc = fi_endpoint(d->domain, fi, &d->ep, NULL)) < 0) {
+	if ((rc = ofi_sys->endpoint(d->domain, fi, &d->ep, NULL)) < 0) {
 		rc = ofi_errno("fi_endpoint", rc);
 		goto err_close;
 	}
@@ -400,9 +478,10 @@ static int dom_open(struct ofi_ctx *ctx, struct ofi_dom *d, const char *prov, co
 		rc = ofi_errno("fi_getname", rc);
 		goto err_close;
 	}
-	OFI_DBG("opened provider=%s fabric=%s domain=%s mr_mode=0x%llx chunk=%zu signal=%s delivery_complete=%d",
+	OFI_DBG("opened provider=%s fabric=%s domain=%s mr_mode=0x%llx chunk=%zu signal=%s delivery_complete=%d "
+		"cuda=%d",
 		prov, fi->fabric_attr->name, fi->domain_attr->name, (unsigned long long)d->mr_mode, d->chunk,
-		d->sig_mode == OFI_SIG_ORDERED ? "ordered" : "wait", dc);
+		d->sig_mode == OFI_SIG_ORDERED ? "ordered" : "wait", dc, cuda);
 	return 0;
 
 err_close:
@@ -510,10 +589,11 @@ static int ofi_describe(void *tc, char *buf, size_t len)
 	if (ctx) {
 		for (int k = 0; k < ctx->ndoms; k++) {
 			struct ofi_dom *d = &ctx->doms[k];
-			append(buf, len, &at, "%sprovider=%s fabric=%s domain=%s signal=%s%s", k ? "; " : "", d->prov,
+			append(buf, len, &at, "%sprovider=%s fabric=%s domain=%s signal=%s%s%s", k ? "; " : "", d->prov,
 			       d->info->fabric_attr->name, d->info->domain_attr->name,
 			       d->sig_mode == OFI_SIG_ORDERED ? "ordered" : "wait",
-			       d->op_flags & FI_DELIVERY_COMPLETE ? " delivery_complete" : "");
+			       d->op_flags & FI_DELIVERY_COMPLETE ? " delivery_complete" : "",
+			       d->hmem_cuda ? " hmem=cuda" : "");
 		}
 	} else {
 		struct ofi_settings s;
@@ -549,10 +629,10 @@ static int ofi_probe(struct weft_tp_device *devs, int *n)
 	const char *want[2] = {s.local, s.remote};
 	for (int i = 0; i < 2; i++) {
 		struct fi_info *fi = NULL;
-		bool dc, ordered;
+		bool dc, ordered, cuda;
 		if (i == 1 && strcmp(want[0], want[1]) == 0)
 			break;
-		if (query_best(want[i], &s, s.addr, &fi, &dc, &ordered) < 0)
+		if (query_dom(want[i], &s, s.addr, &fi, &dc, &ordered, &cuda) < 0)
 			continue;
 		if (count < *n) {
 			struct weft_tp_device *d = &devs[count];
@@ -561,7 +641,7 @@ static int ofi_probe(struct weft_tp_device *devs, int *n)
 			snprintf(d->name, sizeof(d->name), "%s", fi->domain_attr->name ? fi->domain_attr->name : want[i]);
 			snprintf(d->link, sizeof(d->link), "%s", want[i]);
 			d->numa_node = -1;
-			d->mem_types = 1u << WEFT_MEM_HOST;
+			d->mem_types = (1u << WEFT_MEM_HOST) | (cuda ? 1u << WEFT_MEM_CUDA : 0);
 			if (s.pinned)
 				d->peer_classes = (1u << WEFT_PEER_CLASS_COUNT) - 1;
 			else if (i == 0)
@@ -619,5 +699,8 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 	ofi_core = core;
 	if (weft_kit_params_declare(core, "ofi", ofi_params, WEFT_KIT_NROWS(ofi_params)) < 0)
 		return NULL; /* logged, naming the parameter */
+	uint32_t v = fi_version();
+	OFI_INFO("libfabric %u.%u (built against %u.%u)", FI_MAJOR(v), FI_MINOR(v), FI_MAJOR_VERSION,
+		 FI_MINOR_VERSION);
 	return ofi_descs;
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* ofi plugin: private declarations shared by its sources (context and domains
- * in ofi.c, memory regions in ofi_mem.c, endpoints and RMA in ofi_ep.c). */
+ * in ofi.c, memory regions in ofi_mem.c, endpoints and RMA in ofi_ep.c, the
+ * calls that decide device memory in ofi_sys.c). */
 #ifndef WEFT_OFI_H
 #define WEFT_OFI_H
 
@@ -45,6 +46,26 @@ struct ofi_ctx;
 struct ofi_ep;
 struct ofi_op;
 
+/* The calls that decide whether device memory (FI_HMEM) works: the libfabric
+ * ones whose answer depends on the provider, and the CUDA driver's lookup of
+ * a pointer's device. One table, so that a test can stand in a provider with
+ * FI_HMEM, which no library on our machines has. Each returns what the call
+ * it wraps returns (libfabric: 0 or a negative FI_ code). */
+struct ofi_sys_ops {
+	int (*getinfo)(uint32_t version, const char *node, const char *service, uint64_t flags,
+		       const struct fi_info *hints, struct fi_info **info);
+	int (*domain)(struct fid_fabric *fabric, struct fi_info *info, struct fid_domain **domain, void *context);
+	int (*endpoint)(struct fid_domain *domain, struct fi_info *info, struct fid_ep **ep, void *context);
+	int (*mr_regattr)(struct fid_domain *domain, const struct fi_mr_attr *attr, uint64_t flags, struct fid_mr **mr);
+	/* The CUDA device ordinal of ptr: 0, or a negative code, logged. */
+	int (*cuda_device)(const void *ptr, int *dev);
+};
+extern const struct ofi_sys_ops *ofi_sys;
+#ifdef WEFT_TEST_HOOKS
+/* Swaps the table (tests/test_ofi_mem.c); NULL restores the real one. */
+void ofi_set_sys_ops(const struct ofi_sys_ops *ops);
+#endif
+
 /* One opened provider: fabric, domain, and the single RDM endpoint, address
  * vector and completion queue that every weft endpoint of that provider shares. */
 struct ofi_dom {
@@ -61,6 +82,7 @@ struct ofi_dom {
 	size_t inject_size;
 	uint64_t op_flags;  /* FI_DELIVERY_COMPLETE when the provider accepted it */
 	enum ofi_sig_mode sig_mode;
+	bool hmem_cuda;             /* opened with FI_HMEM: CUDA memory registers with fi_mr_regattr */
 	char name[OFI_EP_NAME_MAX]; /* fi_getname of ep */
 	size_t namelen;
 };
@@ -79,10 +101,12 @@ struct ofi_ctx {
 	int nregions;          /* live registrations, for close's sanity check */
 };
 
-/* A local registration: one MR per opened domain. */
+/* A local registration: one MR per opened domain, except that CUDA memory
+ * has none in a domain without FI_HMEM (mr[k] NULL: its peers cannot reach it). */
 struct ofi_mh {
 	void *base;
 	size_t len;
+	enum weft_mem_type type;
 	struct fid_mr *mr[OFI_MAX_DOMS];
 };
 

@@ -488,8 +488,12 @@ static int check_op(struct ofi_ep *ep, const struct ofi_rmh *r, uint64_t roff, s
 		return ep->error;
 	*e = remote_entry(ep, r);
 	if (!*e) {
-		OFI_ERR("%s: rank %d's region has no key for provider '%s'", what, r->peer, ep->dom->prov);
-		return -WEFT_ERR_PROTOCOL;
+		/* A peer registers CUDA memory only with its providers that have
+		 * FI_HMEM (ofi_mem_register): the region is real, this path is not. */
+		OFI_ERR("%s: rank %d's region has no key for provider '%s' (registered with '%s'%s%s only: device "
+			"memory where '%s' has no FI_HMEM)", what, r->peer, ep->dom->prov, r->ent[0].prov,
+			r->count > 1 ? ", " : "", r->count > 1 ? r->ent[1].prov : "", ep->dom->prov);
+		return -ENOTSUP;
 	}
 	if (roff > (*e)->len || len > (*e)->len - roff) {
 		OFI_ERR("%s: remote range %llu+%zu is outside rank %d's %llu-byte region", what,
@@ -540,6 +544,11 @@ int ofi_put(void *epv, void *rmhv, uint64_t roff, void *mhv, uint64_t loff, size
 		return -EINVAL;
 	}
 	if (!m->mr[ep->dom_idx]) {
+		if (m->type == WEFT_MEM_CUDA) {
+			OFI_ERR("put: the local region is CUDA memory, which provider '%s' (toward rank %d) cannot "
+				"register: it has no FI_HMEM", ep->dom->prov, ep->peer_rank);
+			return -ENOTSUP;
+		}
 		OFI_ERR("put: local region is not registered with provider '%s'", ep->dom->prov);
 		return -EINVAL;
 	}

@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* ofi plugin: memory regions. Registers a buffer in every opened domain and
- * writes/reads the plugin's versioned section of a registered-memory blob. */
+/* ofi plugin: memory regions. Registers a buffer in every opened domain (CUDA
+ * memory in those opened with FI_HMEM) and writes/reads the plugin's
+ * versioned section of a registered-memory blob. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+
+#include <sys/uio.h>
 
 #include "ofi.h"
 
@@ -25,42 +28,84 @@ static size_t pad8(size_t n)
 	return (n + 7) & ~(size_t)7;
 }
 
+/* One domain's MR of m, of host memory with fi_mr_reg, of CUDA memory with
+ * fi_mr_regattr naming the interface and device; bound and enabled where the
+ * provider wants it (FI_MR_ENDPOINT). */
+static int mr_make(struct ofi_ctx *ctx, struct ofi_dom *d, struct ofi_mh *m, int dev, struct fid_mr **out)
+{
+	uint64_t key = (d->mr_mode & FI_MR_PROV_KEY) ? 0 : ctx->next_key++;
+	int rc;
+	if (m->type == WEFT_MEM_CUDA) {
+		struct iovec iov = {.iov_base = m->base, .iov_len = m->len};
+		struct fi_mr_attr attr = {
+			.mr_iov = &iov,
+			.iov_count = 1,
+			.access = FI_WRITE | FI_REMOTE_WRITE,
+			.requested_key = key,
+			.iface = FI_HMEM_CUDA,
+		};
+		attr.device.cuda = dev;
+		if ((rc = ofi_sys->mr_regattr(d->domain, &attr, 0, out)) < 0) {
+			OFI_ERR("fi_mr_regattr of CUDA memory %p (%zu bytes, device %d) on provider '%s' failed: %s",
+				m->base, m->len, dev, d->prov, fi_strerror(-rc));
+			return ofi_code(rc);
+		}
+	} else if ((rc = fi_mr_reg(d->domain, m->base, m->len, FI_WRITE | FI_REMOTE_WRITE, 0, key, 0, out, NULL)) < 0) {
+		return ofi_errno("fi_mr_reg", rc);
+	}
+	if (d->mr_mode & FI_MR_ENDPOINT) {
+		if ((rc = fi_mr_bind(*out, &d->ep->fid, 0)) < 0)
+			return ofi_errno("fi_mr_bind", rc);
+		if ((rc = fi_mr_enable(*out)) < 0)
+			return ofi_errno("fi_mr_enable", rc);
+	}
+	return 0;
+}
+
 int ofi_mem_register(void *tc, void *ptr, size_t len, enum weft_mem_type type, void **mh)
 {
 	struct ofi_ctx *ctx = tc;
-	int rc;
+	int rc, dev = -1;
 	if (!ctx || !mh || !ptr || len == 0) {
 		if (ofi_core)
 			OFI_ERR("mem_register: %s", !ptr ? "NULL buffer" : len == 0 ? "zero length" : "NULL argument");
 		return -EINVAL;
 	}
-	if (type != WEFT_MEM_HOST) {
-		OFI_DBG("mem_register: memory type %d is not supported (host memory only)", (int)type);
+	if (type != WEFT_MEM_HOST && type != WEFT_MEM_CUDA) {
+		OFI_DBG("mem_register: memory type %d is not supported (host and CUDA memory only)", (int)type);
 		return -ENOTSUP;
+	}
+	if (type == WEFT_MEM_CUDA) {
+		int n = 0;
+		for (int k = 0; k < ctx->ndoms; k++)
+			n += ctx->doms[k].hmem_cuda;
+		if (n == 0) {
+			OFI_DBG("mem_register: CUDA memory at %p is not supported: of providers %s%s%s none has "
+				"FI_HMEM with FI_MR_HMEM and libfabric's CUDA interface; stage it through host memory",
+				ptr, ctx->doms[0].prov, ctx->ndoms > 1 ? ", " : "",
+				ctx->ndoms > 1 ? ctx->doms[1].prov : "");
+			return -ENOTSUP;
+		}
+		if ((rc = ofi_sys->cuda_device(ptr, &dev)) < 0)
+			return rc;
 	}
 	struct ofi_mh *m = ofi_core->calloc(1, sizeof(*m));
 	if (!m)
 		return -ENOMEM;
 	m->base = ptr;
 	m->len = len;
+	m->type = type;
 	for (int k = 0; k < ctx->ndoms; k++) {
 		struct ofi_dom *d = &ctx->doms[k];
-		uint64_t key = (d->mr_mode & FI_MR_PROV_KEY) ? 0 : ctx->next_key++;
-		rc = fi_mr_reg(d->domain, ptr, len, FI_WRITE | FI_REMOTE_WRITE, 0, key, 0, &m->mr[k], NULL);
-		if (rc < 0) {
-			rc = ofi_errno("fi_mr_reg", rc);
+		if (type == WEFT_MEM_CUDA && !d->hmem_cuda) {
+			/* The region stays usable through the other provider; puts
+			 * through this one refuse it (ofi_put). */
+			OFI_DBG("mem_register: CUDA memory at %p is not registered with provider '%s' (no FI_HMEM)",
+				ptr, d->prov);
+			continue;
+		}
+		if ((rc = mr_make(ctx, d, m, dev, &m->mr[k])) < 0)
 			goto err_close_mrs;
-		}
-		if (d->mr_mode & FI_MR_ENDPOINT) {
-			if ((rc = fi_mr_bind(m->mr[k], &d->ep->fid, 0)) < 0) {
-				rc = ofi_errno("fi_mr_bind", rc);
-				goto err_close_mrs;
-			}
-			if ((rc = fi_mr_enable(m->mr[k])) < 0) {
-				rc = ofi_errno("fi_mr_enable", rc);
-				goto err_close_mrs;
-			}
-		}
 	}
 	ctx->nregions++;
 	*mh = m;
@@ -129,10 +174,14 @@ int ofi_mem_serialize(void *tc, void *mh, void *buf, size_t *len)
 	if (!ctx || !m || !len)
 		return -EINVAL;
 	size_t need = OFI_MEM_HDR;
+	int count = 0;
 	for (int k = 0; k < ctx->ndoms; k++) {
+		if (!m->mr[k])
+			continue; /* CUDA memory in a domain without FI_HMEM */
 		if ((rc = mr_key(&ctx->doms[k], m->mr[k], keys[k], &keylen[k], &rawbase[k])) < 0)
 			return rc;
 		need += OFI_MEM_ENT + pad8(keylen[k]);
+		count++;
 	}
 	if (!buf || *len < need) {
 		*len = need;
@@ -142,12 +191,14 @@ int ofi_mem_serialize(void *tc, void *mh, void *buf, size_t *len)
 	memset(p, 0, need);
 	weft_kit_le_put32(p, OFI_MEM_MAGIC);
 	weft_kit_le_put16(p + 4, OFI_MEM_VERSION);
-	weft_kit_le_put16(p + 6, (uint16_t)ctx->ndoms);
+	weft_kit_le_put16(p + 6, (uint16_t)count);
 	weft_kit_le_put32(p + 8, (uint32_t)need);
 	p += OFI_MEM_HDR;
 	for (int k = 0; k < ctx->ndoms; k++) {
 		const struct ofi_dom *d = &ctx->doms[k];
 		uint32_t flags = 0;
+		if (!m->mr[k])
+			continue;
 		if (d->mr_mode & FI_MR_VIRT_ADDR)
 			flags |= OFI_RENT_VIRT;
 		if (d->mr_mode & FI_MR_RAW)
