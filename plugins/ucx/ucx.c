@@ -224,6 +224,20 @@ const char *ucx_tl_class(const char *tl)
 	return "other";
 }
 
+bool ucx_context_cuda(ucp_context_h context)
+{
+	ucp_context_attr_t attr;
+	memset(&attr, 0, sizeof(attr));
+	attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+	ucs_status_t st = ucx_sys->context_query(context, &attr);
+	if (st != UCS_OK) {
+		UCX_DBG("ucp_context_query(UCP_ATTR_FIELD_MEMORY_TYPES) failed: %s (%d): host memory only",
+			ucs_status_string(st), (int)st);
+		return false;
+	}
+	return (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+}
+
 static int ucx_open(const struct weft_tp_open_args *args, void **tc)
 {
 	int rc;
@@ -243,6 +257,7 @@ static int ucx_open(const struct weft_tp_open_args *args, void **tc)
 	for (int i = 0; i < nres; i++)
 		if (strcmp(ucx_tl_class(res[i].tl), "shm") == 0 && strcmp(res[i].tl, "self") != 0)
 			ctx->has_shm = true;
+	ctx->has_cuda = ucx_context_cuda(ctx->context);
 	ucp_worker_params_t wp;
 	memset(&wp, 0, sizeof(wp));
 	wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
@@ -263,9 +278,9 @@ static int ucx_open(const struct weft_tp_open_args *args, void **tc)
 		rc = -WEFT_ERR_TRANSPORT;
 		goto err_release_addr;
 	}
-	UCX_DBG("opened context for rank %d: UCX %s, worker address %zu bytes, tls=%s net_devices=%s", ctx->rank,
-		ucp_get_version_string(), ctx->addrlen, ctx->set.tls[0] ? ctx->set.tls : "(default)",
-		ctx->set.net_devices[0] ? ctx->set.net_devices : "(all)");
+	UCX_DBG("opened context for rank %d: UCX %s, worker address %zu bytes, tls=%s net_devices=%s cuda=%d",
+		ctx->rank, ucp_get_version_string(), ctx->addrlen, ctx->set.tls[0] ? ctx->set.tls : "(default)",
+		ctx->set.net_devices[0] ? ctx->set.net_devices : "(all)", ctx->has_cuda);
 	*tc = ctx;
 	return 0;
 
@@ -374,6 +389,7 @@ static int ucx_describe(void *tc, char *buf, size_t len)
 	       sp->tls[0] ? sp->tls : "default", sp->net_devices[0] ? sp->net_devices : "all",
 	       sp->sig_mode == UCX_SIG_FENCE ? "fence" : "flush", emodes[sp->err_mode]);
 	if (ctx) {
+		append(buf, len, &at, " mem=host%s", ctx->has_cuda ? ",cuda" : "");
 		struct ucx_res res[UCX_MAX_RES];
 		int n = context_resources(ctx->context, res, UCX_MAX_RES);
 		append(buf, len, &at, " resources=");
@@ -397,6 +413,10 @@ static int ucx_probe(struct weft_tp_device *devs, int *n)
 		return rc == -WEFT_ERR_NO_DEVICE ? (*n = 0, 0) : rc;
 	struct ucx_res res[UCX_MAX_RES];
 	int nres = context_resources(context, res, UCX_MAX_RES);
+	/* The memory types are the context's, not a transport's: UCX moves CUDA
+	 * memory over any of them (its cuda_copy stages what a network cannot
+	 * reach directly). */
+	bool cuda = ucx_context_cuda(context);
 	ucp_cleanup(context);
 	if (nres < 0)
 		return nres;
@@ -433,7 +453,7 @@ static int ucx_probe(struct weft_tp_device *devs, int *n)
 			snprintf(d->name, sizeof(d->name), "%s", names[c]);
 			snprintf(d->link, sizeof(d->link), "%s", classes[c]);
 			d->numa_node = -1;
-			d->mem_types = 1u << WEFT_MEM_HOST;
+			d->mem_types = (1u << WEFT_MEM_HOST) | (cuda ? 1u << WEFT_MEM_CUDA : 0);
 			if (c == 0)
 				d->peer_classes = (1u << WEFT_PEER_SAME_PROCESS) |
 						  (shm_cross_process ? 1u << WEFT_PEER_SAME_HOST : 0);
@@ -491,5 +511,8 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 	ucx_core = core;
 	if (weft_kit_params_declare(core, "ucx", ucx_params, WEFT_KIT_NROWS(ucx_params)) < 0)
 		return NULL; /* logged, naming the parameter */
+	unsigned major = 0, minor = 0, release = 0;
+	ucp_get_version(&major, &minor, &release);
+	UCX_INFO("UCX %u.%u.%u (built against %d.%d)", major, minor, release, UCP_API_MAJOR, UCP_API_MINOR);
 	return ucx_descs;
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* ucx plugin: private declarations shared by its sources (descriptor, parameters
- * and contexts in ucx.c, memory in ucx_mem.c, endpoints and RMA in ucx_ep.c). */
+ * and contexts in ucx.c, memory in ucx_mem.c, endpoints and RMA in ucx_ep.c,
+ * the calls that decide device memory in ucx_sys.c). */
 #ifndef WEFT_UCX_H
 #define WEFT_UCX_H
 
@@ -47,6 +48,19 @@ extern const struct weft_core_api *ucx_core;
 struct ucx_ep;
 struct ucx_sig;
 
+/* The UCX calls that decide device memory: which memory types a context
+ * reaches, and mapping a buffer of one. One table, so that a test can stand
+ * in a UCX built with CUDA, which no library on our machines is. */
+struct ucx_sys_ops {
+	ucs_status_t (*context_query)(ucp_context_h context, ucp_context_attr_t *attr);
+	ucs_status_t (*mem_map)(ucp_context_h context, const ucp_mem_map_params_t *params, ucp_mem_h *memh);
+};
+extern const struct ucx_sys_ops *ucx_sys;
+#ifdef WEFT_TEST_HOOKS
+/* Swaps the table (tests/test_ucx_mem.c); NULL restores the real one. */
+void ucx_set_sys_ops(const struct ucx_sys_ops *ops);
+#endif
+
 /* Settings read from the parameters once per open (or describe/probe). */
 struct ucx_settings {
 	char tls[UCX_PARAM_MAX];         /* "" when unset: UCX's choice */
@@ -65,6 +79,7 @@ struct ucx_ctx {
 	ucp_context_h context;
 	ucp_worker_h worker;
 	bool has_shm;        /* the context has a cross-process shared-memory transport */
+	bool has_cuda;       /* ucp_context_query lists UCS_MEMORY_TYPE_CUDA */
 	ucp_address_t *addr; /* this worker's address, for endpoint() */
 	size_t addrlen;
 	struct ucx_ep *eps;         /* every endpoint, for progress */
@@ -81,6 +96,7 @@ struct ucx_ctx {
 struct ucx_mh {
 	void *base;
 	size_t len;
+	ucs_memory_type_t mem_type; /* what it was mapped as; put passes it on */
 	ucp_mem_h memh;
 	void *rkey;       /* packed remote key (ucp_rkey_pack), released at deregister */
 	size_t rkey_len;
@@ -113,6 +129,9 @@ int ucx_code(ucs_status_t st);
 int ucx_errno(const char *what, ucs_status_t st);
 /* The class of a UCX transport name: "shm", "tcp", "ib", "gpu" or "other". */
 const char *ucx_tl_class(const char *tl);
+/* Whether a context reaches CUDA memory (UCP_ATTR_FIELD_MEMORY_TYPES); a
+ * failed query is logged at debug and reads as no. */
+bool ucx_context_cuda(ucp_context_h context);
 
 /* ucx_mem.c */
 int ucx_mem_register(void *tc, void *ptr, size_t len, enum weft_mem_type type, void **mh);

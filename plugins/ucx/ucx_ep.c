@@ -693,7 +693,7 @@ static int put_impl(struct ucx_ep *ep, void *rmhv, uint64_t roff, void *mhv, uin
 	memset(&prm, 0, sizeof(prm));
 	prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FIELD_MEMH;
 	prm.cb.send = req_done;
-	prm.memory_type = UCS_MEMORY_TYPE_HOST;
+	prm.memory_type = m->mem_type;
 	prm.memh = m->memh;
 	ucs_status_ptr_t sp = ucp_put_nbx(ep->uep, (char *)m->base + loff, len, r->base + roff, rkey, &prm);
 	ep->posted++;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* ucx plugin: memory. Maps a user buffer with ucp_mem_map, writes and validates
- * the plugin's versioned section of a registered-memory blob (the packed remote
- * key), and unpacks a peer's key lazily, once per endpoint that uses it. */
+/* ucx plugin: memory. Maps a user buffer (host memory, or CUDA memory where the
+ * context reaches it) with ucp_mem_map, writes and validates the plugin's
+ * versioned section of a registered-memory blob (the packed remote key), and
+ * unpacks a peer's key lazily, once per endpoint that uses it. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -30,8 +31,14 @@ int ucx_mem_register(void *tc, void *ptr, size_t len, enum weft_mem_type type, v
 			UCX_ERR("mem_register: %s", !ptr ? "NULL buffer" : len == 0 ? "zero length" : "NULL argument");
 		return -EINVAL;
 	}
-	if (type != WEFT_MEM_HOST) {
-		UCX_DBG("mem_register: memory type %d is not supported (host memory only)", (int)type);
+	if (type != WEFT_MEM_HOST && type != WEFT_MEM_CUDA) {
+		UCX_DBG("mem_register: memory type %d is not supported (host and CUDA memory only)", (int)type);
+		return -ENOTSUP;
+	}
+	if (type == WEFT_MEM_CUDA && !ctx->has_cuda) {
+		UCX_DBG("mem_register: CUDA memory at %p is not supported: UCX %s lists no CUDA memory type "
+			"(ucp_context_query: UCX built or configured without CUDA); stage it through host memory",
+			ptr, ucp_get_version_string());
 		return -ENOTSUP;
 	}
 	struct ucx_mh *m = ucx_core->calloc(1, sizeof(*m));
@@ -39,15 +46,18 @@ int ucx_mem_register(void *tc, void *ptr, size_t len, enum weft_mem_type type, v
 		return -ENOMEM;
 	m->base = ptr;
 	m->len = len;
+	m->mem_type = type == WEFT_MEM_CUDA ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
 	ucp_mem_map_params_t mp;
 	memset(&mp, 0, sizeof(mp));
 	mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
 			UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
 	mp.address = ptr;
 	mp.length = len;
-	mp.memory_type = UCS_MEMORY_TYPE_HOST;
-	if ((st = ucp_mem_map(ctx->context, &mp, &m->memh)) != UCS_OK) {
-		rc = ucx_errno("ucp_mem_map", st);
+	mp.memory_type = m->mem_type;
+	if ((st = ucx_sys->mem_map(ctx->context, &mp, &m->memh)) != UCS_OK) {
+		UCX_ERR("ucp_mem_map of %s memory %p (%zu bytes) failed: %s (%d)",
+			type == WEFT_MEM_CUDA ? "CUDA" : "host", ptr, len, ucs_status_string(st), (int)st);
+		rc = ucx_code(st);
 		goto err_free;
 	}
 	if ((st = ucp_rkey_pack(ctx->context, m->memh, &m->rkey, &m->rkey_len)) != UCS_OK) {
