@@ -80,19 +80,10 @@ struct weft__stage_comm {
 };
 
 /* --------------------------------------------------------------- params */
-static const struct weft_param_decl stage_params[] = {
-	{sizeof(struct weft_param_decl), "core", "stage_chunk", WEFT_PARAM_SIZE, "1M",
-	 "Bytes per chunk when device data is staged through pinned host memory."},
-	{sizeof(struct weft_param_decl), "core", "stage_depth", WEFT_PARAM_INT, "4",
-	 "Staged chunks in flight per connection and direction (1 to 64)."},
-};
-
-/* Declared here, on first use, so the module keeps its own parameters;
- * -EEXIST is a declaration that already stands. */
+/* core.stage_chunk and core.stage_depth are declared with the core's other
+ * parameters (config.c); the bounds are checked here, where they matter. */
 static int stage_params_get(size_t *chunk, unsigned *depth)
 {
-	for (size_t i = 0; i < sizeof(stage_params) / sizeof(stage_params[0]); i++)
-		(void)weft__param_declare("core", &stage_params[i]);
 	uint64_t c = 0;
 	int64_t d = 0;
 	int rc = weft__param_get("core", "stage_chunk", WEFT_PARAM_SIZE, &c, NULL);

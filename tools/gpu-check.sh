@@ -247,6 +247,11 @@ do_plugin_check() {
 	local r=0 t="$bdir/bin/weft-plugin-check"
 	WEFT_REQUIRE_GPU=1 "$t" --np 2 "$bdir/lib/weft/libweft-nvlink.so" || r=1
 	WEFT_REQUIRE_GPU=1 "$t" --np 2 "$bdir/lib/weft/libweft-algo-gpu.so" || r=1
+	# The copy-engine algorithms start at 256 MiB or more, past the edges the
+	# checker calls at: checked again from 16 MiB, as the GPU tests do.
+	WEFT_REQUIRE_GPU=1 WEFT_ALGO_GPU_CE_ALLREDUCE_MIN=16M WEFT_ALGO_GPU_CE_REDUCE_SCATTER_MIN=16M \
+		WEFT_ALGO_GPU_CE_ALLGATHER_MIN=16M WEFT_ALGO_GPU_CE_BROADCAST_MIN=16M WEFT_ALGO_GPU_CE_ALLTOALL_MIN=16M \
+		"$t" --np 2 --check '*-ce/*' "$bdir/lib/weft/libweft-algo-gpu.so" || r=1
 	return $r
 }
 
