@@ -2,8 +2,8 @@
 # Algorithm-pack conformance checks (tests/pack_conformance.c), built and
 # installed as weft-pack-conformance beside weft-conformance, where
 # tools/weft-plugin-check.c looks for the pack suite. In the tree:
-#   pack_conformance_algo_host  every check of algo-host at 2, 3, 4 and 8
-#                               ranks, one line each (tests/pack_conformance.sh);
+#   pack_conformance_algo_host  weft-plugin-check on algo-host: every check at
+#                               2, 3, 4 and 8 ranks, two at a time;
 #   pack_conformance_wrong      a pack whose float16 allreduce leaves one rank
 #                               out (tests/plugins/pack_wrong.c, in a folder
 #                               of its own) fails its dtypes-ops check.
@@ -21,7 +21,7 @@ set(_pc_sh ${CMAKE_CURRENT_SOURCE_DIR}/pack_conformance.sh)
 set(_pc_env "WEFT_CONFIG=${CMAKE_CURRENT_BINARY_DIR}/empty.conf;WEFT_PLUGIN_PATH=")
 if(TARGET weft-plugin-algo-host AND TARGET weft-plugin-shm)
   add_test(NAME pack_conformance_algo_host
-    COMMAND bash ${_pc_sh} all $<TARGET_FILE:weft-pack-conformance> algo-host "2 3 4 8")
+    COMMAND weft-plugin-check --jobs 2 --np 2,3,4,8 $<TARGET_FILE:weft-plugin-algo-host>)
   set_tests_properties(pack_conformance_algo_host PROPERTIES LABELS mp TIMEOUT 600
     ENVIRONMENT "${_pc_env}" FAIL_REGULAR_EXPRESSION "(^|\n)not ok ")
   add_dependencies(weft-pack-conformance weft-plugin-algo-host weft-plugin-shm)

@@ -310,11 +310,14 @@ START_TEST(hosts_usage)
 	refused("--hosts 3", "--hosts wants 1 or 2");
 	refused("--hosts 2 --hosts-mode vm", "--hosts-mode wants netns or identity");
 	refused("--hosts-mode identity", "give --hosts 2 with it");
+	refused("--jobs 0", "--jobs wants 1 to 16 checks at once, not '0'");
+	refused("--jobs 2x", "--jobs wants 1 to 16");
 	int rc;
 	char *out = tool(&rc, "--help");
 	ck_assert_int_eq(rc, 0);
 	HAS(out, "--hosts N");
 	HAS(out, "--hosts-mode M");
+	HAS(out, "--jobs J");
 	free(out);
 }
 END_TEST

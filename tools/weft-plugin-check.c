@@ -102,6 +102,7 @@ struct item {
 	double secs;
 	char reason[1024];
 	char *output;
+	int done; /* its result is in (printed in plan order) */
 };
 
 static struct {
@@ -110,10 +111,11 @@ static struct {
 	const char *patterns[MAX_PATTERNS];
 	int npatterns;
 	int list, verbose, timeout_s;
+	int jobs; /* checks run at once after each gate */
 	const char *tap, *json;
 	int hosts;              /* 1, or 2: rank r on host r % 2 */
 	const char *hosts_mode; /* NULL (choose), "netns" or "identity" */
-} opt = {.np = {2, 3, 4}, .nnp = 3, .timeout_s = 200, .hosts = 1};
+} opt = {.np = {2, 3, 4}, .nnp = 3, .timeout_s = 200, .jobs = 1, .hosts = 1};
 
 static char g_tmp[PATH_MAX];   /* the private folder, removed at exit */
 static char g_link[PATH_MAX + 256]; /* the link to the plugin file in it */
@@ -276,6 +278,8 @@ static void usage(FILE *out)
 		"  --json FILE     also write a JSON report ('-' for stdout, with --tap too)\n"
 		"  --report FMT    the report (tap or json) on stdout, the result lines on stderr\n"
 		"  --timeout S     seconds one check may run before it is killed (default 200)\n"
+		"  --jobs J        checks run at once (default 1); each rank count's connect\n"
+		"                  check still runs alone first, and lines print in plan order\n"
 		"  --hosts N       1 (default) or 2: rank r runs on simulated host r %% 2, so at\n"
 		"                  4 ranks each host has two and a rank has peers on its own\n"
 		"                  host and on the other; a transport that reaches no rank on\n"
@@ -337,7 +341,7 @@ static int parse_args(int argc, char **argv)
 		}
 		int takes = !strcmp(a, "--np") || !strcmp(a, "--check") || !strcmp(a, "--tap") ||
 			    !strcmp(a, "--json") || !strcmp(a, "--report") || !strcmp(a, "--timeout") ||
-			    !strcmp(a, "--hosts") || !strcmp(a, "--hosts-mode");
+			    !strcmp(a, "--jobs") || !strcmp(a, "--hosts") || !strcmp(a, "--hosts-mode");
 		if (takes && !val) {
 			if (i + 1 >= argc) {
 				say("%s needs a value", a);
@@ -382,6 +386,14 @@ static int parse_args(int argc, char **argv)
 				return -1;
 			}
 			opt.timeout_s = (int)t;
+		} else if (!strcmp(a, "--jobs")) {
+			char *end;
+			long j = strtol(val, &end, 10);
+			if (*val == '\0' || *end || j < 1 || j > 16) {
+				say("--jobs wants 1 to 16 checks at once, not '%s'", val);
+				return -1;
+			}
+			opt.jobs = (int)j;
 		} else if (!strcmp(a, "--hosts")) {
 			if (strcmp(val, "1") != 0 && strcmp(val, "2") != 0) {
 				say("--hosts wants 1 or 2, not '%s'", val);
@@ -1145,6 +1157,95 @@ static int prepare_suites(struct suite_run *runs, int *nruns, const struct loade
 }
 
 /* Runs the plan and prints it: the exit status. */
+/* --jobs: a check after its gate runs in a worker process (run_item, as
+ * inline), which leaves status, time and reason in check-N.item for the
+ * main process; its output is the check's log, read back from there. */
+struct worker {
+	pid_t pid;
+	struct item *it;
+};
+
+static void item_path(const struct item *it, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/check-%d.item", g_tmp, it->id);
+}
+
+static pid_t worker_start(struct item *it)
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid != 0)
+		return pid;
+	run_item(it);
+	char path[PATH_MAX + 32];
+	item_path(it, path, sizeof(path));
+	FILE *f = fopen(path, "we");
+	if (f) {
+		fprintf(f, "%d %.3f\n%s", (int)it->status, it->secs, it->reason);
+		fclose(f);
+	}
+	_exit(0);
+}
+
+static void worker_done(struct worker *w, int wst)
+{
+	struct item *it = w->it;
+	char path[PATH_MAX + 32], log[PATH_MAX + 32];
+	item_path(it, path, sizeof(path));
+	char *text = read_file(path);
+	int status = -1;
+	double secs = 0;
+	int used = 0;
+	if (text && sscanf(text, "%d %lf\n%n", &status, &secs, &used) >= 2 && status >= 0 && status <= ST_SKIP) {
+		it->status = (enum item_status)status;
+		it->secs = secs;
+		snprintf(it->reason, sizeof(it->reason), "%s", text + used);
+	} else {
+		it->status = ST_CRASH;
+		snprintf(it->reason, sizeof(it->reason), "the worker running the check left no result (wait status 0x%x)",
+			 (unsigned)wst);
+	}
+	free(text);
+	unlink(path);
+	snprintf(log, sizeof(log), "%s/check-%d.log", g_tmp, it->id);
+	it->output = read_file(log);
+	it->done = 1;
+	w->pid = 0;
+}
+
+/* Waits for one worker (any, or all with drain) and records its item. */
+static void workers_reap(struct worker *w, int nw, int drain)
+{
+	for (;;) {
+		int running = 0;
+		for (int i = 0; i < nw; i++)
+			running += w[i].pid > 0;
+		if (!running)
+			return;
+		if (g_interrupted)
+			for (int i = 0; i < nw; i++)
+				if (w[i].pid > 0)
+					kill(w[i].pid, SIGTERM);
+		int st;
+		pid_t got = waitpid(-1, &st, 0);
+		if (got < 0 && errno != EINTR)
+			return;
+		for (int i = 0; got > 0 && i < nw; i++)
+			if (w[i].pid == got) {
+				worker_done(&w[i], st);
+				if (!drain)
+					return;
+			}
+	}
+}
+
+/* Prints the items from *next on that are done, in plan order. */
+static void print_ready(struct item *items, int n, int *next, int multi)
+{
+	while (*next < n && items[*next].done)
+		print_item(&items[(*next)++], multi);
+}
+
 static int run_plan(struct loaded *L, struct item **out, int *nout)
 {
 	int cap = 0, n = 0, multi = L->nt > 1;
@@ -1173,20 +1274,51 @@ static int run_plan(struct loaded *L, struct item **out, int *nout)
 	}
 	fprintf(g_out, "1..%d\n", n);
 	const struct item *gate = NULL;
+	struct worker w[16] = {{0}};
+	int next = 0;
 	for (int i = 0; i < n && !g_interrupted; i++) {
 		struct item *it = &items[i];
 		if (it->gate) {
+			/* The checks after it need what it proves: the workers finish first. */
+			workers_reap(w, opt.jobs, 1);
+			print_ready(items, n, &next, multi);
 			gate = it;
 			run_item(it);
+			it->done = 1;
 		} else if (gate && gate->status != ST_PASS) {
 			it->status = ST_SKIP;
 			snprintf(it->reason, sizeof(it->reason), "%s np=%d %s", gate->check->name, gate->np,
 				 gate->status == ST_SKIP ? "was skipped" : "did not pass");
+			it->done = 1;
+		} else if (opt.jobs > 1) {
+			int slot = -1;
+			while (slot < 0 && !g_interrupted) {
+				for (int k = 0; k < opt.jobs && slot < 0; k++)
+					if (w[k].pid <= 0)
+						slot = k;
+				if (slot < 0) {
+					workers_reap(w, opt.jobs, 0);
+					print_ready(items, n, &next, multi);
+				}
+			}
+			if (slot < 0)
+				break;
+			w[slot].it = it;
+			w[slot].pid = worker_start(it);
+			if (w[slot].pid < 0) {
+				w[slot].pid = 0;
+				it->status = ST_FAIL;
+				snprintf(it->reason, sizeof(it->reason), "fork: %s", strerror(errno));
+				it->done = 1;
+			}
 		} else {
 			run_item(it);
+			it->done = 1;
 		}
-		print_item(it, multi);
+		print_ready(items, n, &next, multi);
 	}
+	workers_reap(w, opt.jobs, 1);
+	print_ready(items, n, &next, multi);
 	*out = items;
 	*nout = n;
 	int count[5] = {0}, ran = 0;
