@@ -769,7 +769,7 @@ WEFT_API int weft_signal(weft_conn_t *conn, weft_rsem_t *sem, uint64_t value)
 	int rc = weft__comm_status(conn->comm);
 	if (rc != 0)
 		return rc;
-	rc = conn->stage ? weft__stage_claim(conn, sem, value) : weft__rsem_claim(conn, sem, value);
+	rc = weft__rsem_claim(conn, sem, value);
 	if (rc != 0)
 		return rc;
 	struct weft__backoff b;

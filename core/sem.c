@@ -432,7 +432,9 @@ int weft__rsem_claim(const weft_conn_t *conn, weft_rsem_t *rsem, uint64_t value)
 			   conn->peer);
 		return -EINVAL;
 	}
-	if (!rsem->rmem->rmh[conn->tpi]) {
+	/* A staged connection's signal travels as a descriptor the far side
+	 * applies (stage.c), so the transport needs no handle of the semaphore. */
+	if (!conn->stage && !rsem->rmem->rmh[conn->tpi]) {
 		WEFT_ERROR("signal: rank %d's semaphore is not reachable through transport %s", rsem->peer,
 			   conn->tp->name);
 		return -ENOTSUP;

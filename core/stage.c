@@ -518,24 +518,6 @@ int weft__stage_put(weft_conn_t *conn, weft_rmem_t *dst, uint64_t dst_off, weft_
 	return rc;
 }
 
-int weft__stage_claim(const weft_conn_t *conn, weft_rsem_t *rsem, uint64_t value)
-{
-	if (rsem->comm != conn->comm || rsem->peer != conn->peer) {
-		WEFT_ERROR("signal: the semaphore belongs to rank %d but the connection goes to rank %d", rsem->peer,
-			   conn->peer);
-		return -EINVAL;
-	}
-	uint64_t last = __atomic_load_n(&rsem->last, __ATOMIC_RELAXED);
-	do {
-		if (value <= last) {
-			WEFT_ERROR("signal: value %llu does not exceed %llu, signalled before (tokens only grow)",
-				   (unsigned long long)value, (unsigned long long)last);
-			return -EINVAL;
-		}
-	} while (!__atomic_compare_exchange_n(&rsem->last, &last, value, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
-	return 0;
-}
-
 /* Trylock: a port proxy must never block behind a caller's long put. */
 int weft__stage_signal_once(weft_conn_t *conn, weft_rsem_t *rsem, uint64_t value)
 {

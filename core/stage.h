@@ -39,10 +39,8 @@ int weft__stage_put(weft_conn_t *conn, weft_rmem_t *dst, uint64_t dst_off, weft_
 		    size_t len);
 /* One attempt to post a signal on a staged connection: the far side applies it
  * after its device copies of every earlier chunk completed. 0, -EAGAIN, or an
- * error. The value was claimed already (weft__stage_claim). */
+ * error. The value was claimed already (weft__rsem_claim). */
 int weft__stage_signal_once(weft_conn_t *conn, weft_rsem_t *rsem, uint64_t value);
-/* Claims value for rsem (it must exceed every earlier one): 0 or -EINVAL. */
-int weft__stage_claim(const weft_conn_t *conn, weft_rsem_t *rsem, uint64_t value);
 /* One test of a staged connection's flush: 0 once the far side completed
  * every descriptor posted (its device copies included) and the transport's
  * flush is complete; -EAGAIN while not. */

@@ -298,14 +298,24 @@ int wag_hier_allgather(const struct wag_hier_layout *l, uint64_t count, struct w
 	return finish(p, rc);
 }
 
-int wag_hier_broadcast(const struct wag_hier_layout *l, uint64_t count, int root, struct wag_hier_plan *p)
+/* A rooted schedule's start: each host's leader is the root's collector
+ * there (the root itself on its own host). */
+static int rooted_begin(struct wag_hier_plan *p, const struct wag_hier_layout *l, int root, int *lead)
 {
 	int rc = begin(p, l);
 	if (rc || root < 0 || root >= l->nranks)
 		return rc ? rc : -EINVAL;
-	int H = l->nhosts, lead[WAG_HIER_MAX_HOSTS];
-	for (int h = 0; h < H; h++)
+	for (int h = 0; h < l->nhosts; h++)
 		lead[h] = collector(l, h, root);
+	return 0;
+}
+
+int wag_hier_broadcast(const struct wag_hier_layout *l, uint64_t count, int root, struct wag_hier_plan *p)
+{
+	int H = l ? l->nhosts : 0, lead[WAG_HIER_MAX_HOSTS];
+	int rc = rooted_begin(p, l, root, lead);
+	if (rc)
+		return rc;
 	rc = add(p, l, WAG_HM_COPY, root, WAG_HB_IN, 0, root, WAG_HB_OUT, 0, count);
 	end_round(p);
 	if (rc == 0)
@@ -321,12 +331,10 @@ int wag_hier_broadcast(const struct wag_hier_layout *l, uint64_t count, int root
 
 int wag_hier_reduce(const struct wag_hier_layout *l, uint64_t count, int root, struct wag_hier_plan *p)
 {
-	int rc = begin(p, l);
-	if (rc || root < 0 || root >= l->nranks)
-		return rc ? rc : -EINVAL;
-	int H = l->nhosts, lead[WAG_HIER_MAX_HOSTS];
-	for (int h = 0; h < H; h++)
-		lead[h] = collector(l, h, root);
+	int H = l ? l->nhosts : 0, lead[WAG_HIER_MAX_HOSTS];
+	int rc = rooted_begin(p, l, root, lead);
+	if (rc)
+		return rc;
 	/* Partial sums in the leaders' scratch, the root's output last. */
 	for (int h = 0; h < H && rc == 0; h++)
 		rc = add(p, l, WAG_HM_COPY, lead[h], WAG_HB_IN, 0, lead[h], WAG_HB_TMP, 0, count);
