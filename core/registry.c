@@ -25,6 +25,7 @@
 #include "config.h"
 #include "log.h"
 #include "plugin_api.h"
+#include "elfcheck.h"
 #include "registry.h"
 #include "rules.h"
 
@@ -325,6 +326,11 @@ static void load_file(const char *path, int dir)
 	}
 	if (!S_ISREG(st.st_mode)) {
 		reject(path, NULL, dir, NULL, "is not a regular file");
+		return;
+	}
+	char why[256];
+	if (weft__elf_check(path, why, sizeof(why)) != 0) {
+		reject(path, NULL, dir, NULL, "%s", why);
 		return;
 	}
 	dlerror();

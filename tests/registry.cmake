@@ -45,8 +45,9 @@ rt_plugin(rt-baddesc baddesc SOURCES ${RT_SRC}/rt_transport.c DEFS RT_NAME="rt-b
 rt_plugin(rt-old old SOURCES ${RT_SRC}/rt_old.c INCLUDES ${CMAKE_CURRENT_SOURCE_DIR}/abi)
 target_compile_options(weft-plugin-rt-old PRIVATE -Wno-missing-prototypes) # the frozen header has none
 
-weft_add_test(test_registry SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_registry.c LABELS unit TIMEOUT 120)
+weft_add_test(test_registry SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_registry.c LABELS unit TIMEOUT 120 LIBS m)
 target_compile_definitions(test_registry PRIVATE
   RT_PLUGIN_BASE="${CMAKE_CURRENT_BINARY_DIR}"
+  RT_INTREE_DIR="${WEFT_PLUGIN_BUILD_DIR}"
   RT_WEFT_INFO="$<TARGET_FILE:weft-info>")
 add_dependencies(test_registry weft-info ${RT_TARGETS})
