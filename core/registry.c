@@ -187,6 +187,19 @@ static const char *missing_transport_op(const struct weft_transport_ops *t)
 	return NULL;
 }
 
+/* <name> of .../libweft-<name>.so (is_plugin_file matched the pattern). */
+static void file_stem(const char *path, char *out, size_t len)
+{
+	const char *b = strrchr(path, '/');
+	b = b ? b + 1 : path;
+	if (strncmp(b, "libweft-", 8) == 0)
+		b += 8;
+	size_t n = strlen(b);
+	if (n >= 3 && strcmp(b + n - 3, ".so") == 0)
+		n -= 3;
+	snprintf(out, len, "%.*s", (int)n, b);
+}
+
 /* Checks one descriptor and records it as loaded, rejected or shadowed. */
 static void take_desc(const char *path, int dir, int idx, const struct weft_plugin_desc *d)
 {
@@ -220,6 +233,24 @@ static void take_desc(const char *path, int dir, int idx, const struct weft_plug
 	if (!valid_name(d->name)) {
 		reject(path, NULL, dir, d, "descriptor %d has the bad name '%s': names are 1-%d characters of [a-z0-9-]",
 		       idx, name, REG_NAME_MAX);
+		return;
+	}
+	/* A file's name says what it is: a user's libweft-x.so cannot take the
+	 * name of a built-in plugin (or of another file of its folder). */
+	char stem[REG_NAME_MAX + 2];
+	file_stem(path, stem, sizeof(stem));
+	size_t sl = strlen(stem);
+	if (idx == 0 ? strcmp(d->name, stem) != 0
+		     : strncmp(d->name, stem, sl) != 0 || d->name[sl] != '-' || d->name[sl + 1] == '\0') {
+		if (idx == 0)
+			reject(path, NULL, dir, d,
+			       "its first descriptor names '%s', not '%s': a plugin's first descriptor takes the name "
+			       "of its file, libweft-<name>.so",
+			       name, stem);
+		else
+			reject(path, NULL, dir, d,
+			       "descriptor %d names '%s': a file's further descriptors are named '%s-<suffix>'", idx,
+			       name, stem);
 		return;
 	}
 	if (d->kind != WEFT_PLUGIN_TRANSPORT && d->kind != WEFT_PLUGIN_ALGO_PACK) {

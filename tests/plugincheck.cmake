@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # tools/weft-plugin-check.c run as a vendor runs it (tests/test_plugincheck.c),
 # against plugin files of this build:
-#   plugins-lazyflush/libweft-tp-lazyflush.so (tests/plugins/tp_lazyflush.c,
+#   plugins-lazyflush/libweft-lazyflush.so (tests/plugins/tp_lazyflush.c,
 #     descriptor 'lazyflush'): a loopback TCP transport whose flush returns
 #     before the target landed anything; WEFT_LAZYFLUSH_CORRECT=1 makes it
 #     wait, WEFT_LAZYFLUSH_CRASH=connect|put makes it die there;
@@ -13,12 +13,12 @@
 #     identity (case hosts), and in network namespaces (case netns, label
 #     netns: root and ip netns).
 # Each case is its own ctest entry (CK_RUN_CASE).
-weft_add_plugin(tp-lazyflush SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/plugins/tp_lazyflush.c LIBS Threads::Threads
+weft_add_plugin(lazyflush SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/plugins/tp_lazyflush.c LIBS Threads::Threads
   NO_INSTALL)
 weft_add_plugin(tp-crashinit SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/plugins/tp_lazyflush.c LIBS Threads::Threads
   NO_INSTALL)
 target_compile_definitions(weft-plugin-tp-crashinit PRIVATE LF_CRASH_AT_INIT=1)
-set_target_properties(weft-plugin-tp-lazyflush weft-plugin-tp-crashinit PROPERTIES
+set_target_properties(weft-plugin-lazyflush weft-plugin-tp-crashinit PROPERTIES
   LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/plugins-lazyflush)
 
 if(TARGET weft-plugin-shm)
@@ -26,12 +26,12 @@ if(TARGET weft-plugin-shm)
   target_link_libraries(test_plugincheck PRIVATE weft-testlib)
   target_compile_definitions(test_plugincheck PRIVATE
     PC_TOOL="$<TARGET_FILE:weft-plugin-check>"
-    PC_LAZY="$<TARGET_FILE:weft-plugin-tp-lazyflush>"
+    PC_LAZY="$<TARGET_FILE:weft-plugin-lazyflush>"
     PC_CRASHINIT="$<TARGET_FILE:weft-plugin-tp-crashinit>"
     PC_SHM="$<TARGET_FILE:weft-plugin-shm>"
     PC_ABI1="$<TARGET_FILE:weft-plugin-rt-abi1>"
     PC_SKELETON="${CMAKE_CURRENT_BINARY_DIR}/example-plugin-skeleton/libweft-skeleton.so")
-  add_dependencies(test_plugincheck weft-plugin-check weft-conformance weft-plugin-tp-lazyflush
+  add_dependencies(test_plugincheck weft-plugin-check weft-conformance weft-plugin-lazyflush
     weft-plugin-tp-crashinit weft-plugin-shm weft-plugin-rt-abi1)
   # The two-host cases' plugins, "" where this build has none (the case says so).
   foreach(p ofi ucx algo-host)

@@ -142,8 +142,8 @@ START_TEST(lazy_flush_fails_every_time)
 	for (int i = 0; i < LAZY_RUNS; i++) {
 		int rc;
 		char *out = tool(&rc, "--np 2 --check 'put/flush remote completion' %s", PC_LAZY);
-		/* Named from its descriptor, not from the file (libweft-tp-lazyflush.so),
-		 * and its sibling that crashes in init was not loaded. */
+		/* Named from its descriptor, and its sibling that crashes in init
+		 * was not loaded. */
 		HAS(out, "transport 'lazyflush'");
 		LACKS(out, "CRASHED");
 		HAS(out, "ok 1 connect np=2\n");

@@ -127,22 +127,29 @@ static const struct weft_plugin_desc rt_badname = {.size = sizeof(rt_badname),
 						   .name = "Bad_Name",
 						   .ops = RT_OPS};
 static const struct weft_plugin_desc rt_badkind = {
-	.size = sizeof(rt_badkind), .abi_major = WEFT_PLUGIN_ABI_MAJOR, .kind = 7, .name = "rt-badkind", .ops = RT_OPS};
+	.size = sizeof(rt_badkind), .abi_major = WEFT_PLUGIN_ABI_MAJOR, .kind = 7, .name = RT_NAME "-badkind", .ops = RT_OPS};
 static const struct weft_plugin_desc rt_noops = {.size = sizeof(rt_noops),
 						 .abi_major = WEFT_PLUGIN_ABI_MAJOR,
 						 .kind = WEFT_PLUGIN_TRANSPORT,
-						 .name = "rt-noops"};
+						 .name = RT_NAME "-noops"};
 static const struct weft_transport_ops rt_tiny_ops = {.size = sizeof(size_t)};
 static const struct weft_plugin_desc rt_tinyops = {.size = sizeof(rt_tinyops),
 						   .abi_major = WEFT_PLUGIN_ABI_MAJOR,
 						   .kind = WEFT_PLUGIN_TRANSPORT,
-						   .name = "rt-tinyops",
+						   .name = RT_NAME "-tinyops",
 						   .ops = &rt_tiny_ops};
+/* The file's own name again (refused: further names take a suffix), and a
+ * well-named second transport given twice (the second refused as a twin). */
 static const struct weft_plugin_desc rt_twin = {.size = sizeof(rt_twin),
 						.abi_major = WEFT_PLUGIN_ABI_MAJOR,
 						.kind = WEFT_PLUGIN_TRANSPORT,
 						.name = RT_NAME,
 						.ops = RT_OPS};
+static const struct weft_plugin_desc rt_second = {.size = sizeof(rt_second),
+						  .abi_major = WEFT_PLUGIN_ABI_MAJOR,
+						  .kind = WEFT_PLUGIN_TRANSPORT,
+						  .name = RT_NAME "-second",
+						  .ops = RT_OPS};
 #endif
 
 static const struct weft_plugin_desc *const rt_descs[] = {
@@ -151,7 +158,7 @@ static const struct weft_plugin_desc *const rt_descs[] = {
 	&rt_algo_desc,
 #endif
 #ifdef RT_BAD_DESCS
-	&rt_small, &rt_short, &rt_noname, &rt_badname, &rt_badkind, &rt_noops, &rt_tinyops, &rt_twin,
+	&rt_small, &rt_short, &rt_noname, &rt_badname, &rt_badkind, &rt_noops, &rt_tinyops, &rt_twin, &rt_second, &rt_second,
 #endif
 	NULL,
 };
