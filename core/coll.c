@@ -60,6 +60,7 @@ static const struct weft_prim_api prim_api = {
 	.memchan_device_handle = weft_memchan_device_handle,
 	.sem_create_on = weft_sem_create_on,
 	.connect_mem = weft_connect_mem,
+	.sem_wait_any = weft_sem_wait_any,
 };
 
 const struct weft_prim_api *weft__coll_prim_api(void)
@@ -117,6 +118,7 @@ struct cat_pack {
 struct cat_algo {
 	const struct weft_algo *algo;
 	uint32_t redops; /* bit per enum weft_redop it may be handed */
+	int max_hosts;   /* most hosts a comm it serves may span; 0 = no limit */
 	int pack_idx;    /* into packs */
 	const char *pack;
 	const struct weft_core_api *core; /* the services table the pack's file was given */
@@ -204,6 +206,14 @@ static void cat_build(void)
 			ca->redops = BASE_REDOPS;
 			if (e->abi_minor >= 3 && WEFT_HAS_FIELD(a, struct weft_algo, redops) && a->redops)
 				ca->redops = a->redops;
+			ca->max_hosts = 0;
+			if (e->abi_minor >= 3 && WEFT_HAS_FIELD(a, struct weft_algo, max_hosts))
+				ca->max_hosts = a->max_hosts;
+			if (ca->max_hosts < 0) {
+				WEFT_WARN("algorithm pack %s: algorithm '%s' declares max_hosts %d (0 means no limit); skipped",
+					  e->name, a->name, ca->max_hosts);
+				continue;
+			}
 			ca->pack = e->name;
 			ca->pack_idx = npacks - 1;
 			ca->core = e->core;
@@ -295,6 +305,7 @@ struct query {
 	int coll;
 	uint64_t bytes;
 	int nranks;
+	int nhosts; /* hosts the comm spans, 1 or more */
 	int mem;
 	int op; /* the reduction of a reducing collective, else -1 */
 };
@@ -306,6 +317,7 @@ struct choice {
 	int n;
 	int rule;     /* index into rules of the use/prefer/require rule that pinned order[0], or -1 */
 	int required; /* order holds only the required algorithm */
+	int hosts_refused; /* the failed require: its algorithm that only max_hosts kept out, or -1 */
 };
 
 static int fits(const struct cat_algo *c, const struct query *q)
@@ -327,6 +339,23 @@ static int fits(const struct cat_algo *c, const struct query *q)
 	return 1;
 }
 
+/* Whether the comm spans more hosts than c serves; kept apart from fits so
+ * that refusals can name it. */
+static int over_hosts(const struct cat_algo *c, const struct query *q)
+{
+	return c->max_hosts > 0 && q->nhosts > c->max_hosts;
+}
+
+/* The first algorithm that target names and that only its host limit keeps
+ * from q (fit[] holds fits() and the forbid rules), or -1. */
+static int hosts_limited(const char *target, const int *fit, const struct query *q)
+{
+	for (int i = 0; i < ncat; i++)
+		if (fit[i] && over_hosts(&cat[i], q) && target_matches(target, &cat[i]))
+			return i;
+	return -1;
+}
+
 static void rule_cannot_serve(struct coll_rule *cr, const struct query *q, const char *why)
 {
 	if (__atomic_exchange_n(&cr->warned, 1, __ATOMIC_RELAXED))
@@ -342,22 +371,27 @@ static void rule_cannot_serve(struct coll_rule *cr, const struct query *q, const
  * quiet). Deterministic in (query, rules, catalog): every rank gets the same. */
 static int choose(const struct query *q, int quiet, struct choice *ch)
 {
-	int ok[ncat > 0 ? ncat : 1];
-	memset(ok, 0, sizeof(ok));
+	/* fit: what the algorithm declares and the forbid rules allow, hosts
+	 * aside; ok: that and the host limit, what may serve. */
+	int ok[ncat > 0 ? ncat : 1], fit[ncat > 0 ? ncat : 1];
+	memset(fit, 0, sizeof(fit));
 	int first = coll_start[q->coll], end = coll_start[q->coll + 1];
 	for (int k = first; k < end; k++)
-		ok[by_prio[k]] = fits(&cat[by_prio[k]], q);
+		fit[by_prio[k]] = fits(&cat[by_prio[k]], q);
 	struct weft__rule_query rq = {.coll = q->coll, .bytes = q->bytes, .nranks = q->nranks, .mem_type = q->mem,
 				       .peer_class = -1};
 	for (int r = 0; r < nrules; r++)
 		if (rules[r].r.action == WEFT_RULE_FORBID && weft__rule_matches(&rules[r].r, &rq))
 			for (int i = 0; i < ncat; i++)
 				if (target_matches(rules[r].r.target, &cat[i]))
-					ok[i] = 0;
+					fit[i] = 0;
+	for (int i = 0; i < ncat; i++)
+		ok[i] = fit[i] && !over_hosts(&cat[i], q);
 
 	ch->n = 0;
 	ch->rule = -1;
 	ch->required = 0;
+	ch->hosts_refused = -1;
 	for (int r = 0; r < nrules && ch->rule < 0; r++) {
 		struct coll_rule *cr = &rules[r];
 		if (cr->r.action == WEFT_RULE_FORBID || !cr->known || !weft__rule_matches(&cr->r, &rq))
@@ -367,18 +401,27 @@ static int choose(const struct query *q, int quiet, struct choice *ch)
 			if (ok[i] && target_matches(cr->r.target, &cat[i]))
 				pick = i;
 		if (pick < 0) {
+			int lim = hosts_limited(cr->r.target, fit, q);
+			char why[320];
+			if (lim >= 0)
+				snprintf(why, sizeof(why), "%s serves at most %d host%s, the communicator spans %d",
+					 cat[lim].full, cat[lim].max_hosts, cat[lim].max_hosts == 1 ? "" : "s", q->nhosts);
+			else
+				snprintf(why, sizeof(why), "forbidden, or outside its sizes, ranks or memory types");
 			if (cr->r.action == WEFT_RULE_REQUIRE) {
 				if (!quiet)
 					WEFT_ERROR("%s:%d: [algorithm] requires %s, which cannot serve %s of %" PRIu64
-						   " B on %d ranks in %s memory (forbidden, or outside its sizes, ranks or memory types)",
+						   " B on %d ranks in %s memory (%s)",
 						   weft__config_path() ? weft__config_path() : "config", cr->r.lineno,
-						   cr->r.target, weft__coll_name(q->coll), q->bytes, q->nranks, weft__mem_name(q->mem));
+						   cr->r.target, weft__coll_name(q->coll), q->bytes, q->nranks,
+						   weft__mem_name(q->mem), why);
 				ch->rule = r;
 				ch->required = 1;
+				ch->hosts_refused = lim;
 				return -ENOTSUP;
 			}
 			if (cr->r.action == WEFT_RULE_USE && !quiet)
-				rule_cannot_serve(cr, q, "forbidden, or outside its sizes, ranks or memory types");
+				rule_cannot_serve(cr, q, why);
 			continue;
 		}
 		ch->rule = r;
@@ -419,7 +462,8 @@ struct weft__coll_comm {
 	struct pack_inst *pk;   /* npacks entries */
 	int last;               /* catalog index of the last algorithm used, or -1 */
 	uint32_t setup_seq;     /* setups agreed on this comm (packs.h) */
-	int topo_done;
+	/* Made with the state: every call's choice reads its host count, and
+	 * every setup hands packs its peers. */
 	struct weft__pack_topo topo;
 };
 
@@ -429,9 +473,12 @@ static struct weft__coll_comm *comm_state(weft_comm_t *comm, int create)
 	if (cc || !create)
 		return cc;
 	if (!(cc = calloc(1, sizeof(*cc))) || !(cc->inst = calloc(ncat > 0 ? (size_t)ncat : 1, sizeof(*cc->inst))) ||
-	    !(cc->pk = calloc(npacks > 0 ? (size_t)npacks : 1, sizeof(*cc->pk)))) {
-		if (cc)
+	    !(cc->pk = calloc(npacks > 0 ? (size_t)npacks : 1, sizeof(*cc->pk))) ||
+	    weft__pack_topo_make(comm, &cc->topo) != 0) {
+		if (cc) {
 			free(cc->inst);
+			free(cc->pk);
+		}
 		free(cc);
 		return NULL;
 	}
@@ -440,6 +487,7 @@ static struct weft__coll_comm *comm_state(weft_comm_t *comm, int create)
 	 * neither may leak or lose the state: the first to publish wins. */
 	struct weft__coll_comm *prev = NULL;
 	if (!__atomic_compare_exchange_n(&comm->coll, &prev, cc, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		weft__pack_topo_free(&cc->topo);
 		free(cc->inst);
 		free(cc->pk);
 		free(cc);
@@ -518,10 +566,6 @@ static int inst_setup(weft_comm_t *comm, struct weft__coll_comm *cc, int idx, in
 	const struct cat_pack *p = &packs[cat[idx].pack_idx];
 	struct pack_inst *pk = &cc->pk[cat[idx].pack_idx];
 	int rc = 0;
-	if (!cc->topo_done) {
-		if ((rc = weft__pack_topo_make(comm, &cc->topo)) == 0)
-			cc->topo_done = 1;
-	}
 	struct weft_algo_comm ac = {
 		.size = sizeof(ac),
 		.comm = comm,
@@ -596,11 +640,14 @@ int weft__coll_run(weft_comm_t *comm, const struct weft_coll_args *args)
 		return 0; /* every rank passes the same count, so every rank skips */
 	if ((rc = cat_load()) != 0)
 		return rc;
+	struct weft__coll_comm *cc = comm_state(comm, 1);
+	if (!cc)
+		return -ENOMEM;
 	int nranks = weft_comm_size(comm);
 	int reducing = args->coll == WEFT_COLL_ALLREDUCE || args->coll == WEFT_COLL_REDUCE_SCATTER ||
 		       args->coll == WEFT_COLL_REDUCE;
-	struct query q = {.coll = (int)args->coll, .bytes = args->bytes, .nranks = nranks, .mem = (int)args->mem_type,
-			  .op = reducing ? (int)args->op : -1};
+	struct query q = {.coll = (int)args->coll, .bytes = args->bytes, .nranks = nranks, .nhosts = cc->topo.nhosts,
+			  .mem = (int)args->mem_type, .op = reducing ? (int)args->op : -1};
 	int order[ncat > 0 ? ncat : 1];
 	struct choice ch = {.order = order};
 	/* The call's description is formatted only where a line is logged: a
@@ -608,9 +655,6 @@ int weft__coll_run(weft_comm_t *comm, const struct weft_coll_args *args)
 	char what[160];
 	if ((rc = choose(&q, 0, &ch)) != 0)
 		return rc;
-	struct weft__coll_comm *cc = comm_state(comm, 1);
-	if (!cc)
-		return -ENOMEM;
 	for (int k = 0; k < ch.n; k++) {
 		int idx = ch.order[k];
 		const struct weft_algo *a = cat[idx].algo;
@@ -658,9 +702,10 @@ int weft__coll_run(weft_comm_t *comm, const struct weft_coll_args *args)
 		return a->execute(state, args);
 	}
 	describe_call(args, what, sizeof(what));
-	WEFT_ERROR("%s on %d ranks: no algorithm of the loaded packs serves it (%d loaded algorithm%s, %d fit%s the "
-		   "collective, operation, size, ranks and memory type)",
-		   what, nranks, ncat, ncat == 1 ? "" : "s", ch.n, ch.n == 1 ? "s" : "");
+	WEFT_ERROR("%s on %d ranks of %d host%s: no algorithm of the loaded packs serves it (%d loaded algorithm%s, %d "
+		   "fit%s the collective, operation, size, ranks, hosts and memory type)",
+		   what, nranks, q.nhosts, q.nhosts == 1 ? "" : "s", ncat, ncat == 1 ? "" : "s", ch.n,
+		   ch.n == 1 ? "s" : "");
 	return -ENOTSUP;
 }
 
@@ -713,7 +758,7 @@ static void fmt_size(uint64_t b, char *buf, size_t len)
 	snprintf(buf, len, "%" PRIu64 " %s", b, units[u]);
 }
 
-void weft__coll_print_choices(FILE *out, int nranks, enum weft_mem_type mem)
+void weft__coll_print_choices(FILE *out, int nranks, int nhosts, enum weft_mem_type mem)
 {
 	if (!out)
 		return;
@@ -722,8 +767,10 @@ void weft__coll_print_choices(FILE *out, int nranks, enum weft_mem_type mem)
 		fprintf(out, "algorithm selection unavailable: %s\n", weft_strerror(rc));
 		return;
 	}
-	fprintf(out, "Algorithm choice for %d ranks, %s memory (sizes sampled at powers of two):\n", nranks,
-		weft__mem_name((int)mem));
+	if (nhosts < 1)
+		nhosts = 1;
+	fprintf(out, "Algorithm choice for %d ranks on %d host%s, %s memory (sizes sampled at powers of two):\n",
+		nranks, nhosts, nhosts == 1 ? "" : "s", weft__mem_name((int)mem));
 	int order[ncat > 0 ? ncat : 1];
 	for (int c = 0; c < WEFT_COLL_COUNT; c++) {
 		fprintf(out, "  %s:\n", weft__coll_name(c));
@@ -733,7 +780,8 @@ void weft__coll_print_choices(FILE *out, int nranks, enum weft_mem_type mem)
 			uint64_t bytes = s <= 30 ? (uint64_t)1 << s : 0;
 			int idx = -1, rule = -1, req = 0;
 			if (s <= 30) {
-				struct query q = {.coll = c, .bytes = bytes, .nranks = nranks, .mem = (int)mem, .op = -1};
+				struct query q = {.coll = c, .bytes = bytes, .nranks = nranks, .nhosts = nhosts,
+						  .mem = (int)mem, .op = -1};
 				struct choice ch = {.order = order};
 				int r = choose(&q, 1, &ch);
 				idx = r == 0 && ch.n > 0 ? ch.order[0] : -1;

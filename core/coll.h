@@ -35,7 +35,7 @@ enum weft_mem_type weft__coll_mem_type(weft_comm_t *comm, const void *buf);
  * nranks ranks with buffers of memory type mem, and why (the [algorithm] rule
  * and its line, or the priority). Datatype-specific refusals (`supports`) need a
  * communicator and are not shown. Thread safety: any thread. */
-void weft__coll_print_choices(FILE *out, int nranks, enum weft_mem_type mem);
+void weft__coll_print_choices(FILE *out, int nranks, int nhosts, enum weft_mem_type mem);
 
 /* Runs one collective with fully formed arguments (args->mem_type included), as
  * the public calls do after their checks. A test hook (exported only with

@@ -85,7 +85,12 @@ WEFT_API int weft_info_print_transport_choice(FILE *out, weft_comm_t *comm, int 
 
 WEFT_API void weft_info_print_algorithm_choice(FILE *out, int nranks, enum weft_mem_type mem)
 {
-	weft__coll_print_choices(out, nranks, mem);
+	weft__coll_print_choices(out, nranks, 1, mem);
+}
+
+WEFT_API void weft_info_print_algorithm_choice_hosts(FILE *out, int nranks, int nhosts, enum weft_mem_type mem)
+{
+	weft__coll_print_choices(out, nranks, nhosts, mem);
 }
 
 WEFT_API int weft_info_algorithms(struct weft_info_algo *out, int max)

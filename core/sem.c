@@ -312,6 +312,63 @@ WEFT_API int weft_sem_wait(weft_sem_t *sem, uint64_t value)
 	}
 }
 
+/* The first of sems[] whose token reached its value, or -1. */
+static int first_ready(weft_sem_t *const *sems, const uint64_t *values, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (token_load(sems[i]->token) >= values[i])
+			return i;
+	return -1;
+}
+
+/* As weft_sem_wait, for whichever of n tokens arrives first: a host thread
+ * that drives several peers at once (a pack's proxy) must not sleep on one
+ * of them while another's arrival would let it go on. */
+WEFT_API int weft_sem_wait_any(weft_sem_t *const *sems, const uint64_t *values, int n, int *which)
+{
+	if (!sems || !values || n < 1 || !which) {
+		WEFT_ERROR("weft_sem_wait_any: %s", !sems ? "NULL sems" : !values ? "NULL values" : !which ? "NULL which"
+												: "no semaphore to wait on");
+		return -EINVAL;
+	}
+	for (int i = 0; i < n; i++) {
+		if (!sems[i] || sems[i]->type != WEFT_MEM_HOST || sems[i]->comm != sems[0]->comm) {
+			WEFT_ERROR("weft_sem_wait_any: semaphore %d is %s", i,
+				   !sems[i] ? "NULL" : sems[i]->type != WEFT_MEM_HOST ? "in device memory (kernels wait on it)"
+										: "of another communicator");
+			return -EINVAL;
+		}
+	}
+	weft_comm_t *comm = sems[0]->comm;
+	long budget = spin_budget_ns(comm);
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	struct weft__backoff b;
+	weft__backoff_init(&b, 200);
+	for (unsigned i = 1;; i++) {
+		int k = first_ready(sems, values, n);
+		if (k >= 0) {
+			sync_with_progress(comm);
+			*which = k;
+			return 0;
+		}
+		int spinning = budget > 0 && elapsed_ns(&t0) < budget;
+		if (spinning && i % SPIN_POLL != 0) {
+#if defined(__x86_64__) || defined(__i386__)
+			__builtin_ia32_pause();
+#endif
+			continue;
+		}
+		int rc = weft__comm_status(comm);
+		if (rc == 0)
+			rc = weft__comm_progress(comm);
+		if (rc != 0)
+			return rc;
+		if (!spinning && first_ready(sems, values, n) < 0)
+			weft__backoff_wait(&b);
+	}
+}
+
 static int sem_exchange(weft_sem_t *sem, int peer, weft_rsem_t **out);
 
 WEFT_API int weft_sem_exchange(weft_sem_t *sem, int peer, weft_rsem_t **out)

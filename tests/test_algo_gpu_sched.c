@@ -567,16 +567,21 @@ END_TEST
 
 /* weft-info --select for CUDA memory, as text (the catalog is built once per
  * process; Check runs each test in a process of its own). */
-static char *choices(int nranks, enum weft_mem_type mem)
+static char *choices_hosts(int nranks, int nhosts, enum weft_mem_type mem)
 {
 	char *out = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&out, &len);
 	ck_assert_ptr_nonnull(f);
-	weft_info_print_algorithm_choice(f, nranks, mem);
+	weft_info_print_algorithm_choice_hosts(f, nranks, nhosts, mem);
 	fclose(f);
 	printf("%s", out);
 	return out;
+}
+
+static char *choices(int nranks, enum weft_mem_type mem)
+{
+	return choices_hosts(nranks, 1, mem);
 }
 
 /* True when the line of collective coll that starts at size lo names algo and ends at hi. */
@@ -606,6 +611,24 @@ static int has_range(const char *out, const char *coll, const char *lo, const ch
 	}
 	return 0;
 }
+
+/* The kernels need every peer mapped into this GPU: they declare one host
+ * (max_hosts), so a communicator over two hosts never selects them. */
+START_TEST(select_hosts)
+{
+	setenv("WEFT_CONFIG", "/dev/null", 1);
+	char *one = choices_hosts(4, 1, WEFT_MEM_CUDA);
+	ck_assert_ptr_nonnull(strstr(one, "Algorithm choice for 4 ranks on 1 host, cuda memory"));
+	ck_assert(has_range(one, "allreduce", "1 B", "64 KiB", "algo-gpu/allreduce-ll"));
+	free(one);
+	char *two = choices_hosts(4, 2, WEFT_MEM_CUDA);
+	ck_assert_ptr_nonnull(strstr(two, "Algorithm choice for 4 ranks on 2 hosts, cuda memory"));
+	ck_assert_ptr_null(strstr(two, "algo-gpu/allreduce-ll"));
+	ck_assert_ptr_null(strstr(two, "algo-gpu/allgather-direct"));
+	ck_assert_ptr_null(strstr(two, "algo-gpu/sendrecv-ring"));
+	free(two);
+}
+END_TEST
 
 START_TEST(select_defaults)
 {
@@ -730,6 +753,7 @@ int main(void)
 #ifdef WAG_HAVE_PACK
 	tc = tcase_create("selection");
 	tcase_add_test(tc, select_defaults);
+	tcase_add_test(tc, select_hosts);
 	tcase_add_test(tc, select_thresholds);
 	tcase_add_loop_test(tc, bad_parameter_declines, 0, (int)(sizeof(bad_params) / sizeof(bad_params[0])));
 	suite_add_tcase(s, tc);

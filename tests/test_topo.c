@@ -91,7 +91,7 @@ START_TEST(select_shows_scores)
 	HAS(out, "([transport] has no rules: scores decide)");
 	HAS(out, "  same-host peers:\n    (ranks 1..3)\n    1. shm      score 8.39 us for 64 KiB");
 	HAS(out, "latency 10 us (assumed), 1 GB/s (assumed)");
-	HAS(out, "Algorithm choice for 4 ranks, host memory");
+	HAS(out, "Algorithm choice for 4 ranks on 1 host, host memory");
 	free(out);
 }
 END_TEST

@@ -33,6 +33,8 @@ static void usage(FILE *out)
 		"                 WORLD_SIZE set, with WEFT_CORE_BOOTSTRAP_ROOT) every rank joins a\n"
 		"                 communicator and prints its real peers\n"
 		"      --np N     rank count assumed by --select (default 2; a launcher's wins)\n"
+		"      --hosts H  hosts the --np ranks are spread over, for the algorithm choice\n"
+		"                 (default 1; a launcher's real layout is not read for it)\n"
 		"      --mem T    memory type assumed by --select: host, cuda or hip (default host;\n"
 		"                 weft_connect chooses for host, weft_connect_mem for the type it names)\n"
 		"      --version  print the versions of weft-info and of the libweft.so it runs with\n"
@@ -115,7 +117,7 @@ static void print_plugins(void)
 /* --select: transports per peer, then algorithms per size. Under a launcher
  * every rank joins one communicator, so the peers and their classes are real;
  * otherwise rank 0's view of np ranks on this host is shown. */
-static int select_print(int np, enum weft_mem_type mem)
+static int select_print(int np, int nhosts, enum weft_mem_type mem)
 {
 	int lrank = 0, lsize = 0;
 	weft_comm_t *comm = NULL;
@@ -141,7 +143,7 @@ static int select_print(int np, enum weft_mem_type mem)
 		if (prc != 0 && rc == 0)
 			rc = prc;
 		if (!comm || lrank == 0)
-			weft_info_print_algorithm_choice(stdout, np, mem);
+			weft_info_print_algorithm_choice_hosts(stdout, np, nhosts, mem);
 		fflush(stdout);
 		if (comm)
 			weft_comm_barrier(comm);
@@ -152,7 +154,7 @@ static int select_print(int np, enum weft_mem_type mem)
 
 int main(int argc, char **argv)
 {
-	int show_config = 0, show_select = 0, show_topo = 0, np = 2;
+	int show_config = 0, show_select = 0, show_topo = 0, np = 2, nhosts = 1;
 	enum weft_mem_type mem = WEFT_MEM_HOST;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -174,13 +176,21 @@ int main(int argc, char **argv)
 			show_select = 1;
 		} else if (strcmp(a, "--topo") == 0) {
 			show_topo = 1;
-		} else if (strcmp(a, "--np") == 0 || strcmp(a, "--mem") == 0) {
+		} else if (strcmp(a, "--np") == 0 || strcmp(a, "--mem") == 0 || strcmp(a, "--hosts") == 0) {
 			if (i + 1 >= argc) {
 				fprintf(stderr, "weft-info: %s needs a value\n", a);
 				return 2;
 			}
 			const char *v = argv[++i];
-			if (a[2] == 'n') {
+			if (a[2] == 'h') {
+				char *end;
+				long n = strtol(v, &end, 10);
+				if (*v == '\0' || *end != '\0' || n < 1 || n > 1 << 20) {
+					fprintf(stderr, "weft-info: --hosts '%s' is not a host count (1..1048576)\n", v);
+					return 2;
+				}
+				nhosts = (int)n;
+			} else if (a[2] == 'n') {
 				char *end;
 				long n = strtol(v, &end, 10);
 				if (*v == '\0' || *end != '\0' || n < 1 || n > 1 << 20) {
@@ -225,7 +235,7 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		if (show_topo)
 			weft_info_print_topology(stdout);
-		int src = show_select ? select_print(np, mem) : 0;
+		int src = show_select ? select_print(np, nhosts, mem) : 0;
 		if (src != 0 && rc == 0) {
 			fprintf(stderr, "weft-info: error: --select: %s (see above)\n", weft_strerror(src));
 			fflush(stdout);

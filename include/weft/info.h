@@ -76,6 +76,9 @@ WEFT_API int weft_info_print_transport_choice(FILE *out, weft_comm_t *comm, int 
 /* Per collective, the algorithm each message size would get on nranks ranks
  * with buffers of memory type mem, and why (weft-info --select). */
 WEFT_API void weft_info_print_algorithm_choice(FILE *out, int nranks, enum weft_mem_type mem);
+/* The same for a communicator spanning nhosts hosts (weft-info --hosts H):
+ * algorithms that serve fewer hosts (struct weft_algo's max_hosts) drop out. */
+WEFT_API void weft_info_print_algorithm_choice_hosts(FILE *out, int nranks, int nhosts, enum weft_mem_type mem);
 
 /* One algorithm of a loaded pack, as it declares itself (plugin.h's struct
  * weft_algo; 0 limits mean none), for tools that check or show packs. */

@@ -349,6 +349,9 @@ struct weft_prim_api {
 	 * connection chosen for buffers of memory type mem (weft_connect_mem). */
 	int (*connect_mem)(weft_comm_t *comm, int peer, const char *transport, enum weft_mem_type mem,
 			   weft_conn_t **conn);
+	/* ABI 0.3: weft_sem_wait_any, for packs that drive several peers from
+	 * one host thread. */
+	int (*sem_wait_any)(weft_sem_t *const *sems, const uint64_t *values, int n, int *which);
 };
 
 /* ABI 0.3: one transport that reaches a peer, with what it can do. */
@@ -424,6 +427,11 @@ struct weft_algo {
 	 * later that set its bit; the core never hands an algorithm an operation
 	 * outside its set. */
 	uint32_t redops;
+	/* ABI 0.3: the most hosts the communicator may span; 0 = no limit. A
+	 * pack whose kernels need every peer mapped serves one host, its
+	 * cross-host algorithms any; the core never chooses it for a
+	 * communicator over more hosts than this. */
+	int max_hosts;
 };
 
 struct weft_algo_ops {

@@ -216,6 +216,10 @@ WEFT_API uint64_t weft_sem_value(const weft_sem_t *sem);
  * more ranks than cores still progress. No timeout: returns -WEFT_ERR_PEER when a
  * peer of the comm dies, -WEFT_ERR_ABORTED after weft_comm_abort. */
 WEFT_API int weft_sem_wait(weft_sem_t *sem, uint64_t value);
+/* Waits until any of the n tokens sems[i] is >= values[i] and sets *which to
+ * the first such i; the semaphores are host ones of one comm. Spins and
+ * sleeps as weft_sem_wait does, with its errors; -EINVAL on bad arguments. */
+WEFT_API int weft_sem_wait_any(weft_sem_t *const *sems, const uint64_t *values, int n, int *which);
 /* Swaps semaphores with peer over the bootstrap: *rsem is the peer's semaphore. */
 WEFT_API int weft_sem_exchange(weft_sem_t *sem, int peer, weft_rsem_t **rsem);
 WEFT_API int weft_rsem_release(weft_rsem_t *rsem); /* accepts NULL */

@@ -759,6 +759,7 @@ static int wag_setup(const struct weft_algo_comm *ac, void **state)
 		.execute = fn,                                                          \
 		.teardown = NULL,                                                       \
 		.redops = WAG_REDOPS,                                                   \
+		.max_hosts = 1, /* the kernels map every peer's scratch */              \
 	}
 
 /* Every reduction, the pre-multiplied sum included (premul_begin). */

@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* algo-gpu: the host-driven executor of the cross-host schedules (hier.h).
+ * A host thread walks a plan round by round; each move between ranks goes
+ * through per-peer rings of registered slots: the sender copies a piece into
+ * its send slot and puts it into the receiver's landing slot over whatever
+ * connection the core chose for the buffers' memory type (a network
+ * transport stages device data itself), then raises the receiver's data
+ * semaphore; the receiver applies the piece and returns a credit. Buffers are
+ * touched only through the ops below, so the same executor runs on device
+ * memory (pack.c, CUDA) and on host memory (the CI test pack). */
+#ifndef WAG_HX_H
+#define WAG_HX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <weft/plugin.h>
+
+#include "hier.h"
+
+/* How the executor touches the buffers of one memory type. copy and reduce
+ * may be asynchronous (enqueued on the call's stream); sync waits for every
+ * one enqueued so far. reduce: dst = dst op src over n elements. */
+struct wag_hx_ops {
+	int (*copy)(void *u, void *dst, const void *src, size_t bytes);
+	int (*reduce)(void *u, int dtype, int op, void *dst, const void *src, uint64_t n);
+	/* buf = buf / nranks over n elements (an average's last step). */
+	int (*divide)(void *u, int dtype, void *buf, uint64_t n, int nranks);
+	int (*sync)(void *u);
+	/* Memory for the rings and the scratch, which the executor registers;
+	 * NULL: posix_memalign (host memory). */
+	int (*alloc)(void *u, size_t bytes, void **p);
+	void (*free)(void *u, void *p);
+};
+
+struct wag_hx_cfg {
+	uint64_t chunk; /* bytes per ring slot (a piece of a move) */
+	uint32_t depth; /* slots per peer and direction */
+};
+
+struct wag_hx;
+
+/* Made once per communicator; connects nothing until a call needs a peer.
+ * mem: the memory type of the buffers served (the rings' too). */
+int wag_hx_create(weft_comm_t *comm, const struct weft_prim_api *prim, const struct weft_core_api *core,
+		  enum weft_mem_type mem, const struct wag_hx_ops *ops, const struct wag_hx_cfg *cfg,
+		  struct wag_hx **out);
+/* After every rank's last call (the caller's barrier): releases everything. */
+void wag_hx_free(struct wag_hx *x);
+
+/* One call: the layout and plan of every rank alike, this rank's buffers
+ * (tmp: scratch of the call's whole size, made by the executor when NULL and
+ * the plan uses it), elements of esize bytes, dtype/op for reductions (op
+ * -1: the plan has none). u goes to every op. Blocks until this rank's part
+ * of the plan is done. 0, or the first error (logged, naming the peer). */
+struct wag_hx_call {
+	const struct wag_hier_plan *plan;
+	const void *in;
+	void *out;
+	uint64_t tmp_bytes; /* what the plan's TMP needs */
+	size_t esize;
+	int dtype, op;
+	void *u;
+};
+int wag_hx_run(struct wag_hx *x, const struct wag_hx_call *c);
+
+/* Builds the plan of collective coll (WEFT_COLL_*) for count elements on
+ * layout l (how: ring or tree for allreduce). 0, -ENOMEM or -EINVAL. */
+int wag_hx_plan(const struct wag_hier_layout *l, int coll, uint64_t count, int root, enum wag_hier_inter how,
+		struct wag_hier_plan *p, uint64_t *tmp_elems);
+
+#endif
