@@ -29,8 +29,9 @@ struct wag_hx_ops {
 	int (*sync)(void *u);
 	/* Memory for the rings and the scratch, which the executor registers;
 	 * NULL: posix_memalign (host memory). */
-	int (*alloc)(void *u, size_t bytes, void **p);
-	void (*free)(void *u, void *p);
+	int (*alloc)(void *actx, size_t bytes, void **p);
+	void (*free)(void *actx, void *p);
+	void *actx;
 };
 
 struct wag_hx_cfg {
@@ -63,6 +64,15 @@ struct wag_hx_call {
 	void *u;
 };
 int wag_hx_run(struct wag_hx *x, const struct wag_hx_call *c);
+
+/* One collective call (any but send/recv, which goes to wag_hx_sendrecv):
+ * plans it on l, runs it and ends an average with the division. Its buffers
+ * are of x's memory type; elements of esize bytes; u goes to every op. An
+ * operation of PREMUL_SUM must have been turned into a sum by the caller. */
+int wag_hx_coll(struct wag_hx *x, const struct wag_hier_layout *l, const struct weft_coll_args *a, size_t esize,
+		enum wag_hier_inter how, void *u);
+/* One send/recv batch (weft_p2p_op entries, the core's convention). */
+int wag_hx_sendrecv(struct wag_hx *x, const struct weft_p2p_op *ops, size_t nops, void *u);
 
 /* Builds the plan of collective coll (WEFT_COLL_*) for count elements on
  * layout l (how: ring or tree for allreduce). 0, -ENOMEM or -EINVAL. */

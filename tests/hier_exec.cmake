@@ -1,0 +1,20 @@
+# SPDX-License-Identifier: Apache-2.0
+# algo-gpu's cross-host executor on host memory (the hxtest pack, in a folder
+# of its own): forked ranks on 2 and 3 test hosts, shm inside a host and ofi
+# or ucx (tcp on 127.0.0.1) between, every collective, and a rank killed.
+if(TARGET weft-plugin-algo-host AND TARGET weft-plugin-shm AND WEFT_TEST_HOOKS)
+  set(_hx_dir ${CMAKE_CURRENT_BINARY_DIR}/plugins-hxtest)
+  set(_ag ${PROJECT_SOURCE_DIR}/plugins/algo-gpu)
+  weft_add_plugin(hxtest SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/plugins/pack_hxtest.c ${_ag}/hx.c ${_ag}/hier.c
+    ${_ag}/schedule.c INCLUDES ${_ag} NO_INSTALL)
+  set_target_properties(weft-plugin-hxtest PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${_hx_dir})
+  foreach(t ofi ucx)
+    if(TARGET weft-plugin-${t})
+      # ucx: signals kept behind puts by a fence; with the default (flush)
+      # a queued signal was seen to stall these runs (docs: algo-gpu README).
+      weft_add_test(test_hier_exec_${t} SOURCES test_hier_exec.c LABELS mp TIMEOUT 240 LIBS m
+        ENV WEFT_TEST_HXTEST_PLUGIN_DIR=${_hx_dir} WEFT_TEST_TRANSPORT=${t} WEFT_UCX_SIGNAL_ORDER=fence)
+      add_dependencies(test_hier_exec_${t} weft-plugin-hxtest weft-plugin-shm weft-plugin-${t})
+    endif()
+  endforeach()
+endif()
