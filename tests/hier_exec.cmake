@@ -15,6 +15,18 @@ if(TARGET weft-plugin-algo-host AND TARGET weft-plugin-shm AND WEFT_TEST_HOOKS)
       weft_add_test(test_hier_exec_${t} SOURCES test_hier_exec.c LABELS mp TIMEOUT 240 LIBS m
         ENV WEFT_TEST_HXTEST_PLUGIN_DIR=${_hx_dir} WEFT_TEST_TRANSPORT=${t} WEFT_UCX_SIGNAL_ORDER=fence)
       add_dependencies(test_hier_exec_${t} weft-plugin-hxtest weft-plugin-shm weft-plugin-${t})
+      # The same across two network namespaces joined by a veth pair (root).
+      weft_add_test(test_hier_exec_netns_${t} SOURCES test_hier_exec.c LABELS netns TIMEOUT 240 LIBS m
+        ENV WEFT_TEST_HXTEST_PLUGIN_DIR=${_hx_dir} WEFT_TEST_TRANSPORT=${t} WEFT_UCX_SIGNAL_ORDER=fence
+        WEFT_TEST_NETNS=1)
+      add_dependencies(test_hier_exec_netns_${t} weft-plugin-hxtest weft-plugin-shm weft-plugin-${t})
+      # The same with the ops queued until sync, as a GPU stream runs them:
+      # a step that reads before syncing what writes it fails here.
+      if(t STREQUAL "ofi")
+        add_test(NAME test_hier_exec_async_${t} COMMAND test_hier_exec_${t})
+        set_tests_properties(test_hier_exec_async_${t} PROPERTIES LABELS mp TIMEOUT 240 SKIP_RETURN_CODE 77
+          ENVIRONMENT "WEFT_TEST_HXTEST_PLUGIN_DIR=${_hx_dir};WEFT_TEST_TRANSPORT=${t};WEFT_HXTEST_ASYNC=1")
+      endif()
     endif()
   endforeach()
 endif()

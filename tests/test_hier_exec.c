@@ -8,6 +8,7 @@
  * reference computed from every rank's input; then a rank killed mid-call:
  * the survivors return an error and nothing hangs. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdint.h>
@@ -19,10 +20,17 @@
 #include <weft/info.h>
 #include <weft/weft.h>
 
+#include "netns_lib.h"
 #include "testlib.h"
 
 static struct weft_unique_id g_id;
 static const char *g_transport = "ofi";
+/* WEFT_TEST_NETNS=1: hosts a and b are network namespaces joined by a veth
+ * pair; the bootstrap and the transports bind to each one's veth address,
+ * and rank 0 makes the unique id inside its namespace. */
+static int g_netns;
+static struct wt_netns g_ns;
+static struct wt_id_pipe g_pipe;
 
 struct layout {
 	int nranks;
@@ -41,6 +49,17 @@ static int join(int rank, const struct layout *l, weft_comm_t **comm)
 	char id[8];
 	snprintf(id, sizeof(id), "h%c", l->hosts[rank]);
 	setenv("WEFT_TEST_HOST_ID", id, 1);
+	if (g_netns) {
+		int i = l->hosts[rank] - 'a';
+		if (i < 0 || i > 1 || wt_netns_enter(&g_ns, i) < 0)
+			return -EINVAL;
+		setenv("WEFT_CORE_BOOTSTRAP_ADDR", g_ns.addr[i], 1);
+		setenv("WEFT_OFI_ADDR", g_ns.addr[i], 1);
+		setenv("WEFT_UCX_NET_DEVICES", g_ns.veth[i], 1);
+		int rc = wt_id_share(&g_pipe, rank == 0, &g_id);
+		if (rc)
+			return rc;
+	}
 	return weft_comm_create(&g_id, l->nranks, rank, comm);
 }
 
@@ -180,11 +199,27 @@ static int rank_colls(int rank, int nranks, void *arg)
 	return 0;
 }
 
+/* The id: made here, or by rank 0 in its namespace. */
+static void id_begin(int nranks)
+{
+	if (g_netns)
+		ck_assert_int_eq(wt_id_pipe_open(&g_pipe, nranks - 1), 0);
+	else
+		ck_assert_int_eq(weft_get_unique_id(&g_id), 0);
+}
+
+static void id_end(void)
+{
+	if (g_netns)
+		wt_id_pipe_close(&g_pipe);
+}
+
 static void run_layout(const char *hosts)
 {
 	struct layout l = {.nranks = (int)strlen(hosts), .hosts = hosts};
-	ck_assert_int_eq(weft_get_unique_id(&g_id), 0);
+	id_begin(l.nranks);
 	int bad = wt_fork_ranks(l.nranks, rank_colls, &l, 100);
+	id_end();
 	ck_assert_msg(bad == 0, "%d rank(s) of layout %s failed", bad, hosts);
 }
 
@@ -230,9 +265,10 @@ static int rank_killed(int rank, int nranks, void *arg)
 START_TEST(peer_killed_mid_call)
 {
 	struct layout l = {.nranks = 4, .hosts = "aabb"};
-	ck_assert_int_eq(weft_get_unique_id(&g_id), 0);
+	id_begin(4);
 	int status[4];
 	int bad = wt_fork_ranks_status(4, rank_killed, &l, 60, status);
+	id_end();
 	ck_assert_msg(WIFSIGNALED(status[2]) && WTERMSIG(status[2]) == SIGKILL, "rank 2 was not the one killed");
 	for (int r = 0; r < 4; r++)
 		if (r != 2)
@@ -252,6 +288,17 @@ int main(void)
 		return 1;
 	}
 	setenv("WEFT_PLUGIN_PATH", dir, 1);
+	const char *ns = getenv("WEFT_TEST_NETNS");
+	g_netns = ns && strcmp(ns, "1") == 0;
+	if (g_netns) {
+		const char *why = wt_netns_unavailable();
+		if (why)
+			return wt_netns_skip(why);
+		if (wt_netns_setup(&g_ns, g_transport) < 0) {
+			wt_netns_cleanup(&g_ns);
+			return wt_netns_skip("cannot create network namespaces and a veth pair here");
+		}
+	}
 	/* shm inside a host, the transport under test between hosts. */
 	char *tmp = wt_mkdtemp("hier");
 	char conf[256];
@@ -269,11 +316,13 @@ int main(void)
 	tcase_add_test(tc, two_hosts_one_each);
 	tcase_add_test(tc, two_hosts_two_each);
 	tcase_add_test(tc, uneven_three_one);
-	tcase_add_test(tc, three_hosts_two_one_one);
+	if (!g_netns) /* a veth pair joins two namespaces */
+		tcase_add_test(tc, three_hosts_two_one_one);
 	tcase_add_test(tc, tree_two_hosts);
 	tcase_add_test(tc, peer_killed_mid_call);
 	suite_add_tcase(s, tc);
 	int rc = wt_run_suite(s);
+	wt_netns_cleanup(&g_ns);
 	wt_rmdir(tmp);
 	free(tmp);
 	return rc;

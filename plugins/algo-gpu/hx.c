@@ -18,6 +18,7 @@ struct hx_peer {
 	int made;
 	int sig_on_ctl; /* the data connection cannot raise host tokens (nvlink between processes) */
 	weft_conn_t *data, *ctl;
+	enum weft_mem_type mem; /* the rings' */
 	void *land, *send; /* rings: land is written by the peer, send read by puts */
 	weft_mem_t *mland, *msend;
 	weft_rmem_t *rland;
@@ -37,26 +38,34 @@ struct wag_hx {
 	struct hx_peer *peers;
 	void *tmp;
 	uint64_t tmp_cap;
+	int core_mem; /* the buffers come from prim->mem_alloc (through ops.alloc or not) */
+	int failed;   /* wag_hx_free after the comm failed */
 };
 
 #define HX_LOG(x, level, ...) (x)->core->log((x)->core->self, level, __VA_ARGS__)
 
-static int buf_alloc(struct wag_hx *x, size_t bytes, void **p)
+/* Host memory from the core's allocator where it has one (shm), so that
+ * after a failure it can be left to weft_comm_destroy (wag_hx_free). */
+static int buf_alloc(struct wag_hx *x, enum weft_mem_type mem, size_t bytes, void **p)
 {
 	if (x->ops.alloc)
-		return x->ops.alloc(x->ops.actx, bytes, p);
+		return x->ops.alloc(x->ops.actx, mem, bytes, p);
+	if (x->core_mem)
+		return x->p->mem_alloc(x->comm, mem, bytes ? bytes : 1, p);
 	if (posix_memalign(p, 4096, bytes ? bytes : 1) != 0)
 		return -ENOMEM;
 	memset(*p, 0, bytes);
 	return 0;
 }
 
-static void buf_free(struct wag_hx *x, void *p)
+static void buf_free(struct wag_hx *x, enum weft_mem_type mem, void *p)
 {
 	if (!p)
 		return;
 	if (x->ops.free)
-		x->ops.free(x->ops.actx, p);
+		x->ops.free(x->ops.actx, mem, p);
+	else if (x->core_mem && !x->ops.alloc)
+		x->p->mem_free(x->comm, p);
 	else
 		free(p);
 }
@@ -78,6 +87,14 @@ int wag_hx_create(weft_comm_t *comm, const struct weft_prim_api *prim, const str
 	x->ops = *ops;
 	x->cfg = *cfg;
 	x->rank = prim->comm_rank(comm);
+	/* ops.alloc's memory is the core's (hx.h); without it, the core's
+	 * where it allocates this memory type (a probe), else posix_memalign. */
+	void *probe = NULL;
+	x->core_mem = ops->alloc != NULL;
+	if (!ops->alloc && mem == WEFT_MEM_HOST && prim->mem_alloc(comm, mem, 4096, &probe) == 0) {
+		prim->mem_free(comm, probe);
+		x->core_mem = 1;
+	}
 	x->nranks = prim->comm_size(comm);
 	if (!(x->peers = calloc((size_t)x->nranks, sizeof(*x->peers)))) {
 		free(x);
@@ -92,16 +109,23 @@ static void peer_free(struct wag_hx *x, struct hx_peer *pe)
 	const struct weft_prim_api *p = x->p;
 	p->rsem_release(pe->rdata);
 	p->rsem_release(pe->rcred);
-	p->sem_destroy(pe->sdata);
-	p->sem_destroy(pe->scred);
 	if (pe->rland)
 		p->rmem_release(pe->rland);
+	if (x->failed && x->core_mem) {
+		/* A peer still inside its call may write these rings and tokens
+		 * until its connections close: weft_comm_destroy releases them
+		 * after closing every connection. */
+		memset(pe, 0, sizeof(*pe));
+		return;
+	}
+	p->sem_destroy(pe->sdata);
+	p->sem_destroy(pe->scred);
 	if (pe->mland)
 		p->mem_deregister(pe->mland);
 	if (pe->msend)
 		p->mem_deregister(pe->msend);
-	buf_free(x, pe->land);
-	buf_free(x, pe->send);
+	buf_free(x, pe->mem, pe->land);
+	buf_free(x, pe->mem, pe->send);
 	if (pe->data)
 		p->conn_close(pe->data);
 	if (pe->ctl)
@@ -113,9 +137,11 @@ void wag_hx_free(struct wag_hx *x)
 {
 	if (!x)
 		return;
+	x->failed = x->p->comm_status(x->comm) != 0;
 	for (int q = 0; q < x->nranks; q++)
 		peer_free(x, &x->peers[q]);
-	buf_free(x, x->tmp);
+	if (!x->failed || !x->core_mem)
+		buf_free(x, x->mem, x->tmp);
 	free(x->peers);
 	free(x);
 }
@@ -130,17 +156,18 @@ static int peer_make(struct wag_hx *x, int q)
 	const struct weft_prim_api *p = x->p;
 	size_t ring = (size_t)x->cfg.chunk * x->cfg.depth;
 	const char *step = "connect";
-	int rc = p->connect_mem(x->comm, q, NULL, x->mem, &pe->data);
+	pe->mem = x->ops.peer_mem ? x->ops.peer_mem(x->ops.actx, q) : x->mem;
+	int rc = p->connect_mem(x->comm, q, NULL, pe->mem, &pe->data);
 	if (rc == 0)
 		rc = p->connect(x->comm, q, NULL, &pe->ctl);
 	if (rc == 0 && (step = "allocate its rings", 1))
-		rc = buf_alloc(x, ring, &pe->land);
+		rc = buf_alloc(x, pe->mem, ring, &pe->land);
 	if (rc == 0)
-		rc = buf_alloc(x, ring, &pe->send);
+		rc = buf_alloc(x, pe->mem, ring, &pe->send);
 	if (rc == 0 && (step = "register its rings", 1))
-		rc = p->mem_register(x->comm, pe->land, ring, x->mem, &pe->mland);
+		rc = p->mem_register(x->comm, pe->land, ring, pe->mem, &pe->mland);
 	if (rc == 0)
-		rc = p->mem_register(x->comm, pe->send, ring, x->mem, &pe->msend);
+		rc = p->mem_register(x->comm, pe->send, ring, pe->mem, &pe->msend);
 	if (rc == 0 && (step = "exchange rings and semaphores", 1))
 		rc = p->mem_exchange(pe->mland, q, &pe->rland);
 	if (rc == 0)
@@ -152,14 +179,12 @@ static int peer_make(struct wag_hx *x, int q)
 	if (rc == 0)
 		rc = p->sem_exchange(pe->scred, q, &pe->rcred);
 	if (rc == 0 && (step = "signal", 1)) {
-		/* The data token starts at 1 (it counts pieces from there): the
-		 * first signal also asks whether this connection reaches the
-		 * peer's host tokens, else they are raised over ctl. */
-		rc = p->signal(pe->data, pe->rdata, 1);
-		if (rc == -ENOTSUP) {
-			pe->sig_on_ctl = 1;
-			rc = p->signal(pe->ctl, pe->rdata, 1);
-		}
+		/* The data token starts at 1 (it counts pieces from there). Host
+		 * tokens are reached by a connection for host memory; one for
+		 * device memory (nvlink between processes) may not reach them, so
+		 * its pieces are flushed and signalled over ctl. */
+		pe->sig_on_ctl = pe->mem != WEFT_MEM_HOST;
+		rc = p->signal(pe->sig_on_ctl ? pe->ctl : pe->data, pe->rdata, 1);
 	}
 	if (rc) {
 		HX_LOG(x, WEFT_LOG_ERROR, "cross-host schedule: rank %d cannot %s with rank %d: %s", x->rank, step, q,
@@ -385,10 +410,10 @@ int wag_hx_run(struct wag_hx *x, const struct wag_hx_call *c)
 {
 	const struct wag_hier_plan *pl = c->plan;
 	if (c->tmp_bytes > x->tmp_cap) {
-		buf_free(x, x->tmp);
+		buf_free(x, x->mem, x->tmp);
 		x->tmp = NULL;
 		x->tmp_cap = 0;
-		int rc = buf_alloc(x, c->tmp_bytes, &x->tmp);
+		int rc = buf_alloc(x, x->mem, c->tmp_bytes, &x->tmp);
 		if (rc) {
 			HX_LOG(x, WEFT_LOG_ERROR, "cross-host schedule: cannot allocate %llu bytes of scratch: %s",
 			       (unsigned long long)c->tmp_bytes, weft_kit_strerror(rc));
@@ -474,6 +499,14 @@ int wag_hx_sendrecv(struct wag_hx *x, const struct weft_p2p_op *ops, size_t nops
 		it[r.n++] = (struct hx_item){.peer = x->rank, .kind = WAG_HM_COPY, .buf = o->buf, .src = ops[j].buf,
 					     .n = o->bytes};
 	}
+	size_t nself = 0;
+	for (size_t i = 0; i < nops; i++)
+		nself += ops[i].peer == x->rank && ops[i].is_send;
+	if (rc == 0 && nself != self_send) {
+		HX_LOG(x, WEFT_LOG_ERROR, "sendrecv: rank %d sends to itself %zu times but receives from itself %zu times",
+		       x->rank, nself, self_send);
+		rc = -EINVAL;
+	}
 	if (rc == 0)
 		rc = connect_peers(x, &r);
 	struct hx_run h = {.x = x, .r = &r, .esize = 1, .dtype = WEFT_UINT8, .op = -1, .u = u, .tx = cur,
@@ -485,6 +518,20 @@ int wag_hx_sendrecv(struct wag_hx *x, const struct weft_p2p_op *ops, size_t nops
 	free(cur);
 	free(lens);
 	return rc;
+}
+
+int wag_hx_layout(const struct weft_algo_comm *ac, struct wag_hier_layout *l)
+{
+	int label[WAG_HIER_MAX_RANKS];
+	if (ac->nranks > WAG_HIER_MAX_RANKS)
+		return -ENOTSUP;
+	for (int r = 0; r < ac->nranks; r++) {
+		const struct weft_algo_peer *pe = weft_algo_peer_at(ac, r);
+		if (!pe)
+			return -ENOTSUP;
+		label[r] = pe->host;
+	}
+	return wag_hier_layout_make(l, ac->nranks, label);
 }
 
 int wag_hx_plan(const struct wag_hier_layout *l, int coll, uint64_t count, int root, enum wag_hier_inter how,

@@ -27,10 +27,16 @@ struct wag_hx_ops {
 	/* buf = buf / nranks over n elements (an average's last step). */
 	int (*divide)(void *u, int dtype, void *buf, uint64_t n, int nranks);
 	int (*sync)(void *u);
-	/* Memory for the rings and the scratch, which the executor registers;
-	 * NULL: posix_memalign (host memory). */
-	int (*alloc)(void *actx, size_t bytes, void **p);
-	void (*free)(void *actx, void *p);
+	/* Memory of type mem for the rings (which the executor registers) and
+	 * the scratch, from the core's allocator (prim->mem_alloc), so that
+	 * after a failure wag_hx_free can leave it to weft_comm_destroy; NULL:
+	 * prim->mem_alloc itself, else posix_memalign (host memory). */
+	int (*alloc)(void *actx, enum weft_mem_type mem, size_t bytes, void **p);
+	void (*free)(void *actx, enum weft_mem_type mem, void *p);
+	/* The memory type of the rings to and from peer, which must be the same
+	 * on both sides of the pair; NULL: the buffers' type. A GPU keeps its
+	 * rings in host memory where the link to the peer would stage anyway. */
+	enum weft_mem_type (*peer_mem)(void *actx, int peer);
 	void *actx;
 };
 
@@ -46,7 +52,12 @@ struct wag_hx;
 int wag_hx_create(weft_comm_t *comm, const struct weft_prim_api *prim, const struct weft_core_api *core,
 		  enum weft_mem_type mem, const struct wag_hx_ops *ops, const struct wag_hx_cfg *cfg,
 		  struct wag_hx **out);
-/* After every rank's last call (the caller's barrier): releases everything. */
+/* After every rank's last call (the caller's barrier): releases everything.
+ * Where the comm has failed (a peer dead, an abort), peers still inside a
+ * call may write this rank's rings and tokens until the connections close:
+ * what came from the core's allocator, its registrations and the tokens are
+ * then left to weft_comm_destroy, which releases them after closing every
+ * connection. */
 void wag_hx_free(struct wag_hx *x);
 
 /* One call: the layout and plan of every rank alike, this rank's buffers
@@ -73,6 +84,11 @@ int wag_hx_coll(struct wag_hx *x, const struct wag_hier_layout *l, const struct 
 		enum wag_hier_inter how, void *u);
 /* One send/recv batch (weft_p2p_op entries, the core's convention). */
 int wag_hx_sendrecv(struct wag_hx *x, const struct weft_p2p_op *ops, size_t nops, void *u);
+
+/* The layout of a pack's communicator from the core's host indices: 0,
+ * -ENOTSUP (over 64 ranks, a 0.2 core without topology) or -EINVAL (more
+ * than WAG_MAX_RANKS on one host). */
+int wag_hx_layout(const struct weft_algo_comm *ac, struct wag_hier_layout *l);
 
 /* Builds the plan of collective coll (WEFT_COLL_*) for count elements on
  * layout l (how: ring or tree for allreduce). 0, -ENOMEM or -EINVAL. */

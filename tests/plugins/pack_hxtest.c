@@ -23,11 +23,53 @@ struct hxt_comm {
 	weft_comm_t *comm;
 };
 
+/* WEFT_HXTEST_ASYNC=1 makes the ops behave as a GPU stream's do: copy,
+ * reduce and divide only queue, and sync runs the queue in order, so an
+ * executor step that reads a buffer before syncing what writes it reads
+ * stale bytes and the test fails. */
+enum { HXT_COPY, HXT_REDUCE, HXT_DIVIDE };
+struct hxt_op {
+	int kind, dtype, op, nranks;
+	void *dst;
+	const void *src;
+	uint64_t n; /* bytes for copies, elements otherwise */
+};
+static struct hxt_op *hxt_q;
+static size_t hxt_nq, hxt_capq;
+static int hxt_async;
+
+static void hxt_do(const struct hxt_op *o)
+{
+	if (o->kind == HXT_COPY)
+		memmove(o->dst, o->src, (size_t)o->n);
+	else if (o->kind == HXT_REDUCE)
+		weft_kit_reduce((enum weft_datatype)o->dtype, (enum weft_redop)o->op, o->dst, o->src, (size_t)o->n);
+	else
+		weft_kit_finish((enum weft_datatype)o->dtype, WEFT_AVG, o->dst, (size_t)o->n, o->nranks);
+}
+
+static int hxt_push(struct hxt_op o)
+{
+	if (!hxt_async) {
+		hxt_do(&o);
+		return 0;
+	}
+	if (hxt_nq == hxt_capq) {
+		size_t cap = hxt_capq ? 2 * hxt_capq : 64;
+		struct hxt_op *q = realloc(hxt_q, cap * sizeof(*q));
+		if (!q)
+			return -ENOMEM;
+		hxt_q = q;
+		hxt_capq = cap;
+	}
+	hxt_q[hxt_nq++] = o;
+	return 0;
+}
+
 static int hxt_copy(void *u, void *dst, const void *src, size_t bytes)
 {
 	(void)u;
-	memmove(dst, src, bytes);
-	return 0;
+	return hxt_push((struct hxt_op){.kind = HXT_COPY, .dst = dst, .src = src, .n = bytes});
 }
 
 static int hxt_reduce(void *u, int dtype, int op, void *dst, const void *src, uint64_t n)
@@ -35,20 +77,21 @@ static int hxt_reduce(void *u, int dtype, int op, void *dst, const void *src, ui
 	(void)u;
 	if (!weft_kit_reduce_supported((enum weft_datatype)dtype, (enum weft_redop)op))
 		return -EINVAL;
-	weft_kit_reduce((enum weft_datatype)dtype, (enum weft_redop)op, dst, src, (size_t)n);
-	return 0;
+	return hxt_push((struct hxt_op){.kind = HXT_REDUCE, .dtype = dtype, .op = op, .dst = dst, .src = src, .n = n});
 }
 
 static int hxt_divide(void *u, int dtype, void *buf, uint64_t n, int nranks)
 {
 	(void)u;
-	weft_kit_finish((enum weft_datatype)dtype, WEFT_AVG, buf, (size_t)n, nranks);
-	return 0;
+	return hxt_push((struct hxt_op){.kind = HXT_DIVIDE, .dtype = dtype, .dst = buf, .n = n, .nranks = nranks});
 }
 
 static int hxt_sync(void *u)
 {
 	(void)u;
+	for (size_t i = 0; i < hxt_nq; i++)
+		hxt_do(&hxt_q[i]);
+	hxt_nq = 0;
 	return 0;
 }
 
@@ -60,19 +103,11 @@ static uint64_t env_u64(const char *name, uint64_t def)
 
 static int hxt_comm_setup(const struct weft_algo_comm *ac, void **pack_state)
 {
-	int label[WAG_HIER_MAX_RANKS];
-	if (ac->nranks > WAG_HIER_MAX_RANKS)
-		return -ENOTSUP;
-	for (int r = 0; r < ac->nranks; r++) {
-		const struct weft_algo_peer *pe = weft_algo_peer_at(ac, r);
-		if (!pe)
-			return -ENOTSUP;
-		label[r] = pe->host;
-	}
 	struct hxt_comm *c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	int rc = wag_hier_layout_make(&c->lay, ac->nranks, label);
+	int rc = wag_hx_layout(ac, &c->lay);
+	hxt_async = env_u64("WEFT_HXTEST_ASYNC", 0) != 0;
 	static const struct wag_hx_ops ops = {
 		.copy = hxt_copy, .reduce = hxt_reduce, .divide = hxt_divide, .sync = hxt_sync};
 	struct wag_hx_cfg cfg = {.chunk = env_u64("WEFT_HXTEST_CHUNK", 4096),
