@@ -58,6 +58,8 @@ int grt_event_elapsed(void *start, void *end, float *ms);
 /* Copies on a stream (any direction; unified addressing decides). */
 int grt_memcpy_async(void *dst, const void *src, size_t len, void *stream);
 int grt_memcpy(void *dst, const void *src, size_t len);
+/* Complete when it returns: a memset on the legacy stream would otherwise
+ * race with work on non-blocking streams (a fresh buffer read as zeros later). */
 int grt_memset(void *dst, int value, size_t len);
 /* Writes a 64-bit value to device-visible memory in stream order. */
 int grt_write_value64(void *stream, void *addr, uint64_t value);

@@ -275,7 +275,8 @@ int grt_memcpy(void *dst, const void *src, size_t len)
 
 int grt_memset(void *dst, int value, size_t len)
 {
-	return RT(cudaMemset(dst, value, len), "cudaMemset");
+	int rc = RT(cudaMemset(dst, value, len), "cudaMemset");
+	return rc ? rc : RT(cudaStreamSynchronize(0), "cudaStreamSynchronize");
 }
 
 int grt__rt_write_value64(void *stream, void *addr, uint64_t value)

@@ -360,7 +360,8 @@ int grt_memcpy(void *dst, const void *src, size_t len)
 int grt_memset(void *dst, int value, size_t len)
 {
 	NEED_RT();
-	return RT(h.Memset(dst, value, len), "hipMemset");
+	int rc = RT(h.Memset(dst, value, len), "hipMemset");
+	return rc ? rc : RT(h.StreamSynchronize((hipStream_t)0), "hipStreamSynchronize");
 }
 
 int grt__rt_write_value64(void *stream, void *addr, uint64_t value)
