@@ -548,6 +548,43 @@ WN_API ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t dataty
 }
 WN_ALIAS(ncclRecv);
 
+/* RCCL's and MSCCL++'s v-alltoall (counts and displacements in elements,
+ * one per rank): a send and a receive per rank with a nonzero count, in one
+ * group, so it may also sit inside the caller's group. */
+WN_API ncclResult_t ncclAllToAllv(const void *sendbuff, const size_t sendcounts[], const size_t sdispls[],
+				  void *recvbuff, const size_t recvcounts[], const size_t rdispls[],
+				  ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
+{
+	int n = 0;
+	ncclResult_t r = ncclCommCount(comm, &n);
+	if (r != ncclSuccess)
+		return r;
+	if (!sendcounts || !sdispls || !recvcounts || !rdispls) {
+		WN_ERROR("ncclAllToAllv: NULL %s", !sendcounts ? "sendcounts"
+						   : !sdispls	 ? "sdispls"
+						   : !recvcounts ? "recvcounts"
+								 : "rdispls");
+		return ncclInvalidArgument;
+	}
+	enum weft_datatype wt;
+	size_t es = wn_map_type(datatype, &wt) == 0 ? weft_datatype_size(wt) : 0;
+	if (!es) {
+		WN_ERROR("ncclAllToAllv: unknown datatype %d", (int)datatype);
+		return ncclInvalidArgument;
+	}
+	if ((r = ncclGroupStart()) != ncclSuccess)
+		return r;
+	for (int p = 0; p < n && r == ncclSuccess; p++) {
+		if (sendcounts[p])
+			r = ncclSend((const char *)sendbuff + sdispls[p] * es, sendcounts[p], datatype, p, comm, stream);
+		if (r == ncclSuccess && recvcounts[p])
+			r = ncclRecv((char *)recvbuff + rdispls[p] * es, recvcounts[p], datatype, p, comm, stream);
+	}
+	ncclResult_t e = ncclGroupEnd();
+	return r != ncclSuccess ? r : e;
+}
+WN_ALIAS(ncclAllToAllv);
+
 WN_API ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
 {
 	if (grp.depth <= 0) {

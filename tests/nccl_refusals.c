@@ -339,6 +339,10 @@ static int c_colls(struct nr_ctx *x)
 	NR_REFUSED(x, "ncclAllGather", ncclAllGather(v, v, 1, BAD_TYPE, c, NULL), "datatype");
 	NR_REFUSED(x, "ncclReduceScatter", ncclReduceScatter(v, v, 1, BAD_TYPE, ncclSum, c, NULL), "datatype");
 	NR_REFUSED(x, "ncclAlltoAll", ncclAlltoAll(v, v, 1, BAD_TYPE, c, NULL), "datatype");
+	size_t cnt[64] = {0}, dsp[64] = {0};
+	NR_REFUSED(x, "ncclAllToAllv", ncclAllToAllv(v, cnt, dsp, v, cnt, dsp, BAD_TYPE, c, NULL), "datatype");
+	NR_REFUSED(x, "ncclAllToAllv without counts", ncclAllToAllv(v, NULL, dsp, v, cnt, dsp, ncclInt32, c, NULL),
+		   "sendcounts");
 	NR_REFUSED(x, "ncclGather", ncclGather(v, v, 1, BAD_TYPE, 0, c, NULL), "datatype");
 	NR_REFUSED(x, "ncclScatter", ncclScatter(v, v, 1, BAD_TYPE, 0, c, NULL), "datatype");
 	NR_REFUSED(x, "ncclSend", ncclSend(v, 1, BAD_TYPE, 0, c, NULL), "datatype");
@@ -356,6 +360,7 @@ static const struct {
 } cases[] = {
 	{"ncclAllGather", c_colls},
 	{"ncclAllReduce", c_colls},
+	{"ncclAllToAllv", c_colls},
 	{"ncclAlltoAll", c_colls},
 	{"ncclBcast", c_colls},
 	{"ncclBroadcast", c_colls},

@@ -131,7 +131,7 @@ START_TEST(exported_symbols)
 			ck_assert_int_lt(nwant, 128);
 			want[nwant++] = line;
 		}
-	ck_assert_int_eq(nwant, 40); /* NCCL 2.28's nccl.h declares 40 functions */
+	ck_assert_int_eq(nwant, 41); /* NCCL 2.28's nccl.h declares 40 functions, plus ncclAllToAllv */
 
 	int st = 0;
 	char *out = wt_run_capture("nm -D --defined-only '" WEFT_NCCL_LIB "'", &st);
@@ -381,6 +381,33 @@ static int collectives(int rank, int n, ncclComm_t comm)
 	for (int p = 0; p < n; p++)
 		for (size_t i = 0; i < A; i++)
 			RCHECK(b[(size_t)p * A + i] == val(9, p, (size_t)rank * A + i), "alltoall from %d [%zu]", p, i);
+
+	/* v-alltoall (RCCL's ncclAllToAllv): rank r sends (r + 2p) % 5 elements to p. */
+	{
+		size_t sc[16], sd[16], rc[16], rd[16], so = 0, ro = 0;
+		RCHECK(n <= 16, "v-alltoall case: at most 16 ranks");
+		for (int p = 0; p < n; p++) {
+			sc[p] = (size_t)(rank + 2 * p) % 5;
+			sd[p] = so;
+			so += sc[p];
+			rc[p] = (size_t)(p + 2 * rank) % 5;
+			rd[p] = ro;
+			ro += rc[p];
+		}
+		for (size_t i = 0; i < so; i++)
+			a[i] = (int32_t)val(12, rank, i);
+		for (size_t i = 0; i < ro + 4; i++)
+			b[i] = -1;
+		NOK(ncclAllToAllv(a, sc, sd, b, rc, rd, ncclInt32, comm, NULL));
+		for (int p = 0; p < n; p++) {
+			size_t at = 0; /* where p's block for this rank starts in p's input */
+			for (int q = 0; q < rank; q++)
+				at += (size_t)(p + 2 * q) % 5;
+			for (size_t i = 0; i < rc[p]; i++)
+				RCHECK(b[rd[p] + i] == val(12, p, at + i), "alltoallv from %d [%zu] = %d", p, i, b[rd[p] + i]);
+		}
+		RCHECK(b[ro] == -1, "alltoallv wrote past its output");
+	}
 
 	/* gather to rank 0, scatter from the last rank. */
 	for (size_t i = 0; i < A; i++)

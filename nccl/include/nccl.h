@@ -236,6 +236,12 @@ NCCL_WEFT_DECL(ncclResult_t, ncclAllGather,
 NCCL_WEFT_DECL(ncclResult_t, ncclAlltoAll,
 	       (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
 		cudaStream_t stream));
+/* Not NCCL's: RCCL's and MSCCL++'s v-alltoall, counts and displacements in
+ * elements per rank. */
+NCCL_WEFT_DECL(ncclResult_t, ncclAllToAllv,
+	       (const void *sendbuff, const size_t sendcounts[], const size_t sdispls[], void *recvbuff,
+		const size_t recvcounts[], const size_t rdispls[], ncclDataType_t datatype, ncclComm_t comm,
+		cudaStream_t stream));
 NCCL_WEFT_DECL(ncclResult_t, ncclGather,
 	       (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
 		ncclComm_t comm, cudaStream_t stream));

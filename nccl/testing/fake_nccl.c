@@ -175,6 +175,10 @@ FAKE_COMM(ncclAllGather, (const void *s, void *r, size_t n, ncclDataType_t t, nc
 	  comm)
 FAKE_COMM(ncclAlltoAll, (const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t comm, cudaStream_t st),
 	  comm)
+FAKE_COMM(ncclAllToAllv,
+	  (const void *s, const size_t *sc, const size_t *sd, void *r, const size_t *rc, const size_t *rd,
+	   ncclDataType_t t, ncclComm_t comm, cudaStream_t st),
+	  comm)
 FAKE_COMM(ncclGather,
 	  (const void *s, void *r, size_t n, ncclDataType_t t, int root, ncclComm_t comm, cudaStream_t st), comm)
 FAKE_COMM(ncclScatter,
