@@ -171,8 +171,10 @@ WEFT_API int weft_mem_free(weft_comm_t *comm, void *ptr)
 	return 0;
 }
 
-/* Maps an imported region of conn's transport into this GPU. */
-static int map_rmem(weft_conn_t *conn, weft_rmem_t *r, void **dev)
+/* Maps an imported region of conn's transport into this GPU. who names
+ * the caller in the log; a query (weft_rmem_device_ptr) logs a transport
+ * that cannot map at debug only: packs ask it of every connection. */
+static int map_rmem(weft_conn_t *conn, weft_rmem_t *r, void **dev, const char *who, int query)
 {
 	if (r->comm != conn->comm || r->peer != conn->peer) {
 		WEFT_ERROR("weft_rmem_device_ptr: the region was imported from rank %d, the connection goes to rank %d",
@@ -181,8 +183,12 @@ static int map_rmem(weft_conn_t *conn, weft_rmem_t *r, void **dev)
 	}
 	void *rmh = r->rmh ? r->rmh[conn->tpi] : NULL;
 	if (!rmh) {
-		WEFT_ERROR("weft_memchan_create: rank %d's region was not imported by transport %s", r->peer,
-			   conn->tp->name);
+		if (query)
+			WEFT_DEBUG("%s: rank %d's region was not imported by transport %s", who, r->peer,
+				   conn->tp->name);
+		else
+			WEFT_ERROR("%s: rank %d's region was not imported by transport %s", who, r->peer,
+				   conn->tp->name);
 		return -ENOTSUP;
 	}
 	pthread_mutex_lock(&conn->tp->lock);
@@ -190,9 +196,11 @@ static int map_rmem(weft_conn_t *conn, weft_rmem_t *r, void **dev)
 	pthread_mutex_unlock(&conn->tp->lock);
 	if (rc == -ENOSYS)
 		rc = -ENOTSUP;
-	if (rc != 0)
-		WEFT_ERROR("weft_memchan_create: transport %s cannot map rank %d's memory: %s", conn->tp->name,
-			   r->peer, weft_strerror(rc));
+	if (rc == -ENOTSUP && query)
+		WEFT_DEBUG("%s: transport %s cannot map rank %d's memory", who, conn->tp->name, r->peer);
+	else if (rc != 0)
+		WEFT_ERROR("%s: transport %s cannot map rank %d's memory: %s", who, conn->tp->name, r->peer,
+			   weft_strerror(rc));
 	return rc;
 }
 
@@ -203,7 +211,7 @@ WEFT_API int weft_rmem_device_ptr(weft_conn_t *conn, weft_rmem_t *rmem, void **p
 		return -EINVAL;
 	}
 	void *dev = NULL;
-	int rc = map_rmem(conn, rmem, &dev);
+	int rc = map_rmem(conn, rmem, &dev, "weft_rmem_device_ptr", 1);
 	if (rc == 0)
 		*ptr = dev;
 	return rc;
@@ -235,7 +243,7 @@ WEFT_API int weft_memchan_create(weft_conn_t *conn, weft_rmem_t *dst, weft_mem_t
 	d->version = WEFT_DEVICE_HANDLE_VERSION;
 	int rc = 0;
 	if (dst) {
-		if ((rc = map_rmem(conn, dst, &d->dst)) != 0)
+		if ((rc = map_rmem(conn, dst, &d->dst, "weft_memchan_create", 0)) != 0)
 			goto err_free;
 		d->dst_len = dst->len;
 	}
@@ -247,7 +255,7 @@ WEFT_API int weft_memchan_create(weft_conn_t *conn, weft_rmem_t *dst, weft_mem_t
 		d->sem = sem->token;
 	if (rsem) {
 		void *p;
-		if ((rc = map_rmem(conn, rsem->rmem, &p)) != 0)
+		if ((rc = map_rmem(conn, rsem->rmem, &p, "weft_memchan_create", 0)) != 0)
 			goto err_free;
 		d->rsem = (uint64_t *)((char *)p + rsem->off);
 	}

@@ -275,7 +275,8 @@ WEFT_API int weft_memchan_create(weft_conn_t *conn, weft_rmem_t *dst, weft_mem_t
 WEFT_API int weft_memchan_destroy(weft_memchan_t *chan); /* accepts NULL */
 /* The peer's region of rmem mapped into this rank's device address space through
  * conn's transport, for kernels that load and store it directly. Valid until
- * rmem is released. Errors: -ENOTSUP when the transport cannot map it. */
+ * rmem is released. Errors: -ENOTSUP when the transport cannot map it (a
+ * query: logged at debug only). */
 WEFT_API int weft_rmem_device_ptr(weft_conn_t *conn, weft_rmem_t *rmem, void **ptr);
 /* Fills *dev (host memory) with what a kernel needs; copy it to the device. Its
  * in-kernel state (expected token values, epochs) lives in device memory owned by
