@@ -177,18 +177,15 @@ WEFT_API int weft_mem_free(weft_comm_t *comm, void *ptr)
 static int map_rmem(weft_conn_t *conn, weft_rmem_t *r, void **dev, const char *who, int query)
 {
 	if (r->comm != conn->comm || r->peer != conn->peer) {
-		WEFT_ERROR("weft_rmem_device_ptr: the region was imported from rank %d, the connection goes to rank %d",
-			   r->peer, conn->peer);
+		WEFT_ERROR("%s: the region was imported from rank %d, the connection goes to rank %d", who, r->peer,
+			   conn->peer);
 		return -EINVAL;
 	}
+	enum weft_log_level cannot = query ? WEFT_LOG_DEBUG : WEFT_LOG_ERROR;
 	void *rmh = r->rmh ? r->rmh[conn->tpi] : NULL;
 	if (!rmh) {
-		if (query)
-			WEFT_DEBUG("%s: rank %d's region was not imported by transport %s", who, r->peer,
-				   conn->tp->name);
-		else
-			WEFT_ERROR("%s: rank %d's region was not imported by transport %s", who, r->peer,
-				   conn->tp->name);
+		weft__log(cannot, NULL, "%s: rank %d's region was not imported by transport %s", who, r->peer,
+			  conn->tp->name);
 		return -ENOTSUP;
 	}
 	pthread_mutex_lock(&conn->tp->lock);
@@ -196,11 +193,10 @@ static int map_rmem(weft_conn_t *conn, weft_rmem_t *r, void **dev, const char *w
 	pthread_mutex_unlock(&conn->tp->lock);
 	if (rc == -ENOSYS)
 		rc = -ENOTSUP;
-	if (rc == -ENOTSUP && query)
-		WEFT_DEBUG("%s: transport %s cannot map rank %d's memory", who, conn->tp->name, r->peer);
-	else if (rc != 0)
-		WEFT_ERROR("%s: transport %s cannot map rank %d's memory: %s", who, conn->tp->name, r->peer,
-			   weft_strerror(rc));
+	if (rc != 0)
+		weft__log(rc == -ENOTSUP ? cannot : WEFT_LOG_ERROR, NULL,
+			  "%s: transport %s cannot map rank %d's memory: %s", who, conn->tp->name, r->peer,
+			  weft_strerror(rc));
 	return rc;
 }
 
