@@ -38,8 +38,7 @@ struct wag_hx {
 	struct hx_peer *peers;
 	void *tmp;
 	uint64_t tmp_cap;
-	int core_mem; /* the buffers come from prim->mem_alloc (through ops.alloc or not) */
-	int failed;   /* wag_hx_free after the comm failed */
+	int core_mem; /* without ops.alloc: the buffers come from prim->mem_alloc */
 };
 
 #define HX_LOG(x, level, ...) (x)->core->log((x)->core->self, level, __VA_ARGS__)
@@ -64,7 +63,7 @@ static void buf_free(struct wag_hx *x, enum weft_mem_type mem, void *p)
 		return;
 	if (x->ops.free)
 		x->ops.free(x->ops.actx, mem, p);
-	else if (x->core_mem && !x->ops.alloc)
+	else if (x->core_mem)
 		x->p->mem_free(x->comm, p);
 	else
 		free(p);
@@ -87,10 +86,9 @@ int wag_hx_create(weft_comm_t *comm, const struct weft_prim_api *prim, const str
 	x->ops = *ops;
 	x->cfg = *cfg;
 	x->rank = prim->comm_rank(comm);
-	/* ops.alloc's memory is the core's (hx.h); without it, the core's
-	 * where it allocates this memory type (a probe), else posix_memalign. */
+	/* Without ops.alloc: the core's memory where it allocates this type
+	 * (a probe), else posix_memalign. */
 	void *probe = NULL;
-	x->core_mem = ops->alloc != NULL;
 	if (!ops->alloc && mem == WEFT_MEM_HOST && prim->mem_alloc(comm, mem, 4096, &probe) == 0) {
 		prim->mem_free(comm, probe);
 		x->core_mem = 1;
@@ -104,14 +102,22 @@ int wag_hx_create(weft_comm_t *comm, const struct weft_prim_api *prim, const str
 	return 0;
 }
 
-static void peer_free(struct wag_hx *x, struct hx_peer *pe)
+/* Whether every buffer is the core's (ops.alloc's are, hx.h), which
+ * weft_comm_destroy frees if this executor leaves it. */
+static int core_owned(const struct wag_hx *x)
+{
+	return x->ops.alloc != NULL || x->core_mem;
+}
+
+/* keep: the comm failed, so peers may still write what this rank exposed. */
+static void peer_free(struct wag_hx *x, struct hx_peer *pe, int keep)
 {
 	const struct weft_prim_api *p = x->p;
 	p->rsem_release(pe->rdata);
 	p->rsem_release(pe->rcred);
 	if (pe->rland)
 		p->rmem_release(pe->rland);
-	if (x->failed && x->core_mem) {
+	if (keep) {
 		/* A peer still inside its call may write these rings and tokens
 		 * until its connections close: weft_comm_destroy releases them
 		 * after closing every connection. */
@@ -137,10 +143,10 @@ void wag_hx_free(struct wag_hx *x)
 {
 	if (!x)
 		return;
-	x->failed = x->p->comm_status(x->comm) != 0;
+	int keep = core_owned(x) && x->p->comm_status(x->comm) != 0;
 	for (int q = 0; q < x->nranks; q++)
-		peer_free(x, &x->peers[q]);
-	if (!x->failed || !x->core_mem)
+		peer_free(x, &x->peers[q], keep);
+	if (!keep)
 		buf_free(x, x->mem, x->tmp);
 	free(x->peers);
 	free(x);
@@ -189,7 +195,7 @@ static int peer_make(struct wag_hx *x, int q)
 	if (rc) {
 		HX_LOG(x, WEFT_LOG_ERROR, "cross-host schedule: rank %d cannot %s with rank %d: %s", x->rank, step, q,
 		       weft_kit_strerror(rc));
-		peer_free(x, pe);
+		peer_free(x, pe, 0);
 		return rc;
 	}
 	pe->made = 1;
@@ -475,7 +481,7 @@ int wag_hx_sendrecv(struct wag_hx *x, const struct weft_p2p_op *ops, size_t nops
 	struct hx_round r = {.it = it, .n = 0};
 	/* The k-th send to itself pairs with its k-th receive from itself: one
 	 * local copy each, at the receive's place. */
-	size_t self_send = 0;
+	size_t self_send = 0, nself = 0; /* receives from itself matched, sends to itself */
 	for (size_t i = 0; i < nops && rc == 0; i++) {
 		const struct weft_p2p_op *o = &ops[i];
 		if (o->peer != x->rank) {
@@ -483,8 +489,10 @@ int wag_hx_sendrecv(struct wag_hx *x, const struct weft_p2p_op *ops, size_t nops
 						     .buf = o->buf, .n = o->bytes};
 			continue;
 		}
-		if (o->is_send)
+		if (o->is_send) {
+			nself++;
 			continue;
+		}
 		size_t seen = 0, j = 0;
 		for (; j < nops; j++)
 			if (ops[j].peer == x->rank && ops[j].is_send && seen++ == self_send)
@@ -499,9 +507,6 @@ int wag_hx_sendrecv(struct wag_hx *x, const struct weft_p2p_op *ops, size_t nops
 		it[r.n++] = (struct hx_item){.peer = x->rank, .kind = WAG_HM_COPY, .buf = o->buf, .src = ops[j].buf,
 					     .n = o->bytes};
 	}
-	size_t nself = 0;
-	for (size_t i = 0; i < nops; i++)
-		nself += ops[i].peer == x->rank && ops[i].is_send;
 	if (rc == 0 && nself != self_send) {
 		HX_LOG(x, WEFT_LOG_ERROR, "sendrecv: rank %d sends to itself %zu times but receives from itself %zu times",
 		       x->rank, nself, self_send);
