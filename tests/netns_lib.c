@@ -161,6 +161,18 @@ int wt_netns_skip(const char *why)
 	return WT_SKIP;
 }
 
+int wt_netns_prepare(struct wt_netns *n, const char *tag)
+{
+	const char *why = wt_netns_unavailable();
+	if (why)
+		return wt_netns_skip(why);
+	if (wt_netns_setup(n, tag) < 0) {
+		wt_netns_cleanup(n);
+		return wt_netns_skip("cannot create network namespaces and a veth pair here");
+	}
+	return 0;
+}
+
 int wt_id_pipe_open(struct wt_id_pipe *p, int readers)
 {
 	p->readers = readers;

@@ -26,6 +26,9 @@ void wt_netns_cleanup(struct wt_netns *n);
 int wt_netns_enter(const struct wt_netns *n, int i);
 /* Skip (77) with a printed reason, or fail where WEFT_REQUIRE_NETNS=1. */
 int wt_netns_skip(const char *why);
+/* wt_netns_setup where namespaces can be made: 0, else wt_netns_skip's
+ * code (the test's exit status) with the reason printed. */
+int wt_netns_prepare(struct wt_netns *n, const char *tag);
 
 /* A unique id made by one rank inside its namespace (the bootstrap listens
  * on its address) and handed to the others through a pipe made before the

@@ -290,15 +290,9 @@ int main(void)
 	setenv("WEFT_PLUGIN_PATH", dir, 1);
 	const char *ns = getenv("WEFT_TEST_NETNS");
 	g_netns = ns && strcmp(ns, "1") == 0;
-	if (g_netns) {
-		const char *why = wt_netns_unavailable();
-		if (why)
-			return wt_netns_skip(why);
-		if (wt_netns_setup(&g_ns, g_transport) < 0) {
-			wt_netns_cleanup(&g_ns);
-			return wt_netns_skip("cannot create network namespaces and a veth pair here");
-		}
-	}
+	int prc = g_netns ? wt_netns_prepare(&g_ns, g_transport) : 0;
+	if (prc)
+		return prc;
 	/* shm inside a host, the transport under test between hosts. */
 	char *tmp = wt_mkdtemp("hier");
 	char conf[256];

@@ -121,13 +121,9 @@ int main(void)
 	const char *t = getenv("WEFT_TEST_TRANSPORT");
 	if (t && *t)
 		transport = t;
-	const char *why = wt_netns_unavailable();
-	if (why)
-		return wt_netns_skip(why);
-	if (wt_netns_setup(&g_ns, transport) < 0) {
-		wt_netns_cleanup(&g_ns);
-		return wt_netns_skip("cannot create network namespaces and a veth pair here");
-	}
+	int prc = wt_netns_prepare(&g_ns, transport);
+	if (prc)
+		return prc;
 	/* The ranks share no host id (one per network namespace), so the
 	 * transports treat each other as other hosts. */
 	setenv("WEFT_CORE_PEER_TIMEOUT", "10", 0);

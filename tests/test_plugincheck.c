@@ -27,6 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "netns_lib.h"
 #include "testlib.h"
 
 #define LAZY_RUNS 20
@@ -589,15 +590,8 @@ int main(void)
 	/* The netns case needs namespaces; without them it skips, saying why. */
 	const char *only = getenv("CK_RUN_CASE");
 	const char *why = only && strcmp(only, "netns") == 0 ? netns_refused() : NULL;
-	if (why) {
-		const char *req = getenv("WEFT_REQUIRE_NETNS");
-		if (req && strcmp(req, "1") == 0) {
-			fprintf(stderr, "plugincheck: FAIL: %s (WEFT_REQUIRE_NETNS=1)\n", why);
-			return 1;
-		}
-		printf("plugincheck: SKIP: %s\n", why);
-		return WT_SKIP;
-	}
+	if (why)
+		return wt_netns_skip(why);
 	Suite *s = suite_create("plugincheck");
 	TCase *tc = tcase_create("usage");
 	tcase_add_test(tc, list_and_refusals);
