@@ -9,6 +9,7 @@
 #include "conn.h"
 #include "log.h"
 #include "packs.h"
+#include "progress.h"
 #include "topo.h"
 #include "tpsel.h"
 
@@ -104,7 +105,23 @@ struct agree_msg {
 	uint32_t made;  /* its pack's comm_setup ran in this setup and succeeded */
 };
 
+static int pack_agree(weft_comm_t *comm, uint32_t seq, int rc, int made, int *agreed, int *who, int *all_made);
+
+/* The agreement blocks in the bootstrap, so the progress thread drives the
+ * transports meanwhile: a signal this rank's last call left queued (ucx
+ * orders it after a flush) may be what a peer still inside that call waits
+ * for, as in every other bootstrap wait of the core. */
 int weft__pack_agree(weft_comm_t *comm, uint32_t seq, int rc, int made, int *agreed, int *who, int *all_made)
+{
+	int brc = weft__progress_hold(comm);
+	if (brc != 0)
+		return brc;
+	brc = pack_agree(comm, seq, rc, made, agreed, who, all_made);
+	weft__progress_release(comm);
+	return brc;
+}
+
+static int pack_agree(weft_comm_t *comm, uint32_t seq, int rc, int made, int *agreed, int *who, int *all_made)
 {
 	int n = comm->nranks, me = comm->rank, brc = 0;
 	struct weft__bootstrap *bs = comm->bs;

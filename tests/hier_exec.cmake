@@ -10,14 +10,12 @@ if(TARGET weft-plugin-algo-host AND TARGET weft-plugin-shm AND WEFT_TEST_HOOKS)
   set_target_properties(weft-plugin-hxtest PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${_hx_dir})
   foreach(t ofi ucx)
     if(TARGET weft-plugin-${t})
-      # ucx: signals kept behind puts by a fence; with the default (flush)
-      # a queued signal was seen to stall these runs (docs: algo-gpu README).
       weft_add_test(test_hier_exec_${t} SOURCES test_hier_exec.c LABELS mp TIMEOUT 240 LIBS m
-        ENV WEFT_TEST_HXTEST_PLUGIN_DIR=${_hx_dir} WEFT_TEST_TRANSPORT=${t} WEFT_UCX_SIGNAL_ORDER=fence)
+        ENV WEFT_TEST_HXTEST_PLUGIN_DIR=${_hx_dir} WEFT_TEST_TRANSPORT=${t})
       add_dependencies(test_hier_exec_${t} weft-plugin-hxtest weft-plugin-shm weft-plugin-${t})
       # The same across two network namespaces joined by a veth pair (root).
       weft_add_test(test_hier_exec_netns_${t} SOURCES test_hier_exec.c LABELS netns TIMEOUT 240 LIBS m
-        ENV WEFT_TEST_HXTEST_PLUGIN_DIR=${_hx_dir} WEFT_TEST_TRANSPORT=${t} WEFT_UCX_SIGNAL_ORDER=fence
+        ENV WEFT_TEST_HXTEST_PLUGIN_DIR=${_hx_dir} WEFT_TEST_TRANSPORT=${t}
         WEFT_TEST_NETNS=1)
       add_dependencies(test_hier_exec_netns_${t} weft-plugin-hxtest weft-plugin-shm weft-plugin-${t})
       # The same with the ops queued until sync, as a GPU stream runs them:
