@@ -25,6 +25,7 @@
 #include "config.h"
 #include "log.h"
 #include "plugin_api.h"
+#include "plugsel.h"
 #include "elfcheck.h"
 #include "registry.h"
 #include "rules.h"
@@ -57,6 +58,7 @@ static struct weft_plugin *reg_current; /* the record of the file being loaded, 
 /* Set while this thread runs the scan: a plugin's init that calls back into
  * the registry must get an error, not a self-deadlock. */
 static _Thread_local int reg_in_load;
+static struct weft__plugsel reg_sel; /* [core] plugins, read once by the scan */
 
 /* ------------------------------------------------------------ entries */
 
@@ -416,6 +418,22 @@ static void load_file(const char *path, int dir)
 	reg_current = NULL;
 }
 
+/* [core] plugins decides by the file's name, before anything of it is read. */
+static void load_or_exclude(const char *path, int dir)
+{
+	char *stem = stem_of(path);
+	if (stem && !weft__plugsel_allows(&reg_sel, stem)) {
+		char reason[512];
+		snprintf(reason, sizeof(reason), "excluded by core.plugins = '%s'", reg_sel.text ? reg_sel.text : "");
+		WEFT_INFO("plugin %s not opened: %s", path, reason);
+		if (add_entry(WEFT_PLUGIN_EXCLUDED, path, stem, dir, NULL, reason) != 0)
+			WEFT_ERROR("out of memory recording %s", path);
+	} else {
+		load_file(path, dir);
+	}
+	free(stem);
+}
+
 /* --------------------------------------------------------------- folders */
 
 static int is_plugin_file(const char *n)
@@ -464,7 +482,7 @@ static void scan_dir(const char *dirpath, int dir)
 		char path[PATH_MAX];
 		int len = snprintf(path, sizeof(path), "%s/%s", dirpath, names[i]);
 		if (len > 0 && (size_t)len < sizeof(path))
-			load_file(path, dir);
+			load_or_exclude(path, dir);
 		else
 			WEFT_WARN("plugin path %s/%s is too long; skipped", dirpath, names[i]);
 		free(names[i]);
@@ -551,7 +569,7 @@ static const struct reg_entry *find_rejected(const char *name)
 {
 	for (int i = 0; i < reg_n; i++) {
 		const struct reg_entry *e = reg_list[i];
-		if (e->pub.state != WEFT_PLUGIN_REJECTED)
+		if (e->pub.state != WEFT_PLUGIN_REJECTED && e->pub.state != WEFT_PLUGIN_EXCLUDED)
 			continue;
 		if (e->pub.name ? strcmp(e->pub.name, name) == 0 : strcmp(e->stem, name) == 0)
 			return e;
@@ -616,7 +634,10 @@ static void check_required(const char *search_path)
 			continue;
 		char msg[2048];
 		const struct reg_entry *rej = find_rejected(tok);
-		if (rej) {
+		if (rej && rej->pub.state == WEFT_PLUGIN_EXCLUDED) {
+			snprintf(msg, sizeof(msg), "required plugin '%s' (core.require) is %s: the two settings disagree",
+				 tok, rej->pub.reason);
+		} else if (rej) {
 			snprintf(msg, sizeof(msg), "required plugin '%s' (core.require) did not load: %s was rejected: %s",
 				 tok, rej->pub.path, rej->pub.reason);
 		} else {
@@ -663,6 +684,10 @@ static void do_load(void)
 		/* The scan still runs, so that weft-info can show every plugin. */
 	}
 
+	int src = weft__plugsel_load(&reg_sel);
+	if (src != 0)
+		set_error(src, src == -ENOMEM ? "out of memory" : "the value of core.plugins is invalid (the message above says why)");
+
 	struct dir_list dirs = {0};
 	if (build_search_path(&dirs) != 0) {
 		set_error(-ENOMEM, "out of memory building the plugin search path");
@@ -687,6 +712,13 @@ static void do_load(void)
 		if (!seen)
 			scan_dir(dirs.v[i], i);
 	}
+
+	const char **seen = calloc((size_t)reg_n + 1, sizeof(*seen));
+	for (int i = 0; seen && i < reg_n; i++)
+		seen[i] = reg_list[i]->stem;
+	if (seen)
+		weft__plugsel_warn_unmatched(&reg_sel, seen, reg_n);
+	free(seen);
 
 	/* Sections the config file may use: every loaded plugin and the core's own. */
 	int nk = 0;

@@ -11,7 +11,8 @@
 enum weft__plugin_state {
 	WEFT_PLUGIN_LOADED = 0,
 	WEFT_PLUGIN_REJECTED = 1, /* reason says why */
-	WEFT_PLUGIN_SHADOWED = 2  /* the same name was loaded earlier in the search order */
+	WEFT_PLUGIN_SHADOWED = 2, /* the same name was loaded earlier in the search order */
+	WEFT_PLUGIN_EXCLUDED = 3  /* [core] plugins keeps it out: never opened */
 };
 
 /* One entry per descriptor loaded, and one per file rejected or shadowed. */
@@ -22,7 +23,7 @@ struct weft__plugin_entry {
 	enum weft_plugin_kind kind;
 	unsigned abi_major, abi_minor;
 	const void *ops;  /* struct weft_transport_ops / struct weft_algo_ops */
-	char *reason;     /* for REJECTED and SHADOWED */
+	char *reason;     /* for REJECTED, SHADOWED and EXCLUDED */
 	/* The services table lent to the file this came from (e.g. for
 	 * weft_algo_comm.core); NULL when its init never ran. */
 	const struct weft_core_api *core;

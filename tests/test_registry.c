@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <weft/plugin.h>
+#include <weft/weft.h>
 
 #include "registry.h"
 #include "testlib.h"
@@ -494,6 +495,174 @@ START_TEST(required_rejected_plugin_gives_reason)
 }
 END_TEST
 
+/* ------------------------------------------------------- [core] plugins */
+
+/* weft-info with WEFT_PLUGIN_PATH at the good case and WEFT_CORE_PLUGINS=sel. */
+static char *info_with_plugins(const char *dir, const char *sel, const char *extra, int *code)
+{
+	char *env;
+	ck_assert_int_ge(asprintf(&env, "WEFT_PLUGIN_PATH='%s' WEFT_CORE_PLUGINS='%s' %s", dir, sel, extra ? extra : ""),
+			 0);
+	char *out = run_info(env, NULL, code);
+	free(env);
+	return out;
+}
+
+START_TEST(plugins_list_keeps_files_out)
+{
+	char *g = case_dir("good");
+	char line[1024];
+	int code;
+	/* Excluded: shown with the reason, its descriptors absent, the rest loads. */
+	char *out = info_with_plugins(g, "^rt-good", NULL, &code);
+	ck_assert_msg(code == 0, "weft-info exited %d:\n%s", code, out);
+	line_with(out, "libweft-rt-good.so", line, sizeof(line));
+	ck_assert_msg(strstr(line, "EXCLUDED") && strstr(line, "excluded by core.plugins = '^rt-good'"),
+		      "rt-good's line is '%s':\n%s", line, out);
+	ASSERT_HASNT(out, "rt-good-algos    algorithm");
+	ASSERT_HASNT(out, "init of rt-good"); /* its init never ran */
+	ASSERT_HAS(out, "shm              transport");
+	free(out);
+	/* Allow-only: that file and nothing else. */
+	out = info_with_plugins(g, "rt-good", NULL, &code);
+	ck_assert_msg(code == 0, "weft-info exited %d:\n%s", code, out);
+	ASSERT_HAS(out, "rt-good-algos    algorithm");
+	line_with(out, "libweft-shm.so", line, sizeof(line));
+	ck_assert_msg(strstr(line, "EXCLUDED"), "shm's line is '%s':\n%s", line, out);
+	free(out);
+	/* none: nothing loads, and that is no error. */
+	out = info_with_plugins(g, "none", NULL, &code);
+	ck_assert_msg(code == 0, "weft-info exited %d:\n%s", code, out);
+	ASSERT_HAS(out, "plugins (0 loaded)");
+	free(out);
+	/* A name no file has: a warning with the closest name. */
+	out = info_with_plugins(g, "^rt-godo", NULL, &code);
+	ck_assert_msg(code == 0, "weft-info exited %d:\n%s", code, out);
+	ASSERT_HAS(out, "names 'rt-godo', which no plugin file in the search path has; did you mean 'rt-good'?");
+	free(out);
+	/* The file form. */
+	char *tmp = wt_mkdtemp("reg-plugins");
+	char *conf = wt_write_file(tmp, "weft.conf", "[core]\nplugins = ^rt-good, shm\n");
+	char *env;
+	ck_assert_int_ge(asprintf(&env, "WEFT_PLUGIN_PATH='%s' WEFT_CONFIG='%s'", g, conf), 0);
+	out = run_info(env, NULL, &code);
+	ck_assert_msg(code == 0, "weft-info exited %d:\n%s", code, out);
+	line_with(out, "libweft-shm.so", line, sizeof(line));
+	ck_assert_msg(strstr(line, "EXCLUDED"), "shm's line is '%s':\n%s", line, out);
+	free(out);
+	free(env);
+	free(conf);
+	wt_rmdir(tmp);
+	free(tmp);
+	free(g);
+}
+END_TEST
+
+START_TEST(plugins_list_bad_values_fail)
+{
+	char *g = case_dir("good");
+	static const struct {
+		const char *sel, *msg;
+	} bad[] = {
+		{"rt-good,none", "'none' stands alone"},
+		{"^none", "'none' stands alone"},
+		{"^", "names no plugin"},
+		{"rt good", "'rt good' is not a plugin name"},
+		{"shm,^ucx", "'^ucx' is not a plugin name"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int code;
+		char *out = info_with_plugins(g, bad[i].sel, NULL, &code);
+		ck_assert_msg(code == 2, "plugins = '%s': weft-info exited %d, not 2:\n%s", bad[i].sel, code, out);
+		ASSERT_HAS(out, bad[i].msg);
+		ASSERT_HAS(out, "the value of core.plugins is invalid");
+		free(out);
+	}
+	/* Required and excluded at once: the two settings disagree. */
+	int code;
+	char *out = info_with_plugins(g, "^rt-good", "WEFT_CORE_REQUIRE=rt-good", &code);
+	ck_assert_msg(code == 2, "weft-info exited %d, not 2:\n%s", code, out);
+	ASSERT_HAS(out, "required plugin 'rt-good' (core.require) is excluded by core.plugins = '^rt-good'");
+	free(out);
+	free(g);
+}
+END_TEST
+
+/* Standard signals (1-31) with a handler installed (SigCgt of
+ * /proc/self/status; glibc keeps 32 and 33 for its threads), and whether a
+ * library whose path holds lib is mapped. */
+static unsigned long long caught_signals(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	ck_assert_ptr_nonnull(f);
+	char line[256];
+	unsigned long long mask = 0;
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, "SigCgt:", 7) == 0)
+			mask = strtoull(line + 7, NULL, 16);
+	fclose(f);
+	return mask & 0x7fffffffull;
+}
+
+static int mapped(const char *lib)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	ck_assert_ptr_nonnull(f);
+	char line[1024];
+	int found = 0;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, lib) != NULL;
+	fclose(f);
+	return found;
+}
+
+/* A one-rank communicator over the in-tree plugins with plugins = sel. */
+static weft_comm_t *comm_with_plugins(const char *sel)
+{
+	ck_assert_int_eq(setenv("WEFT_PLUGIN_PATH", RT_INTREE_DIR, 1), 0);
+	if (sel)
+		ck_assert_int_eq(setenv("WEFT_CORE_PLUGINS", sel, 1), 0);
+	struct weft_unique_id id;
+	weft_comm_t *comm = NULL;
+	ck_assert_int_eq(weft_get_unique_id(&id), 0);
+	ck_assert_int_eq(weft_comm_create(&id, 1, 0, &comm), 0);
+	return comm;
+}
+
+/* An excluded plugin is never opened: nothing it links is mapped, and no
+ * signal handler of its libraries is installed. */
+START_TEST(plugins_excluded_never_opened)
+{
+	unsigned long long before = caught_signals();
+	weft_comm_t *comm = comm_with_plugins("^ucx,ofi,ib,xgmi,nvlink,algo-gpu");
+	ck_assert_msg(!mapped("libucs") && !mapped("libucp") && !mapped("libfabric"),
+		      "an excluded plugin's library is mapped");
+	ck_assert_msg(!mapped("libweft-ucx.so"), "libweft-ucx.so is mapped although excluded");
+	unsigned long long after = caught_signals();
+	ck_assert_msg(after == before, "caught signals changed from %llx to %llx", before, after);
+	ck_assert_int_eq(weft_comm_destroy(comm), 0);
+}
+END_TEST
+
+/* The same program with ucx allowed: UCX's libraries are mapped and have
+ * installed handlers (what the exclusion above keeps out is really there
+ * otherwise; UCX 1.13 catches SIGSEGV, SIGBUS, SIGTERM and more). */
+START_TEST(plugins_allowed_ucx_is_mapped)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/libweft-ucx.so", RT_INTREE_DIR);
+	if (access(path, R_OK) != 0) {
+		printf("SKIP: %s not built\n", path);
+		return;
+	}
+	unsigned long long before = caught_signals();
+	weft_comm_t *comm = comm_with_plugins("shm,ucx");
+	ck_assert_msg(mapped("libucs"), "libucs is not mapped with the ucx plugin allowed");
+	ck_assert_msg(caught_signals() != before, "no signal handler came with UCX (mask %llx)", before);
+	ck_assert_int_eq(weft_comm_destroy(comm), 0);
+}
+END_TEST
+
 /* ------------------------------------------------------------- ABI growth */
 
 /* Loads one case folder in this (forked) process; returns its loaded entry. */
@@ -744,6 +913,10 @@ static Suite *registry_suite(void)
 	tcase_add_test(tc, newer_minor_loads);
 	tcase_add_test(tc, older_plugin_without_new_ops_loads);
 	tcase_add_test(tc, loaded_once_from_any_thread);
+	tcase_add_test(tc, plugins_list_keeps_files_out);
+	tcase_add_test(tc, plugins_list_bad_values_fail);
+	tcase_add_test(tc, plugins_excluded_never_opened);
+	tcase_add_test(tc, plugins_allowed_ucx_is_mapped);
 	suite_add_tcase(s, tc);
 	TCase *info = tcase_create("weft-info");
 	tcase_add_test(info, info_config_shows_plugin_parameter);

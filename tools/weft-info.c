@@ -68,6 +68,7 @@ static const char *state_name(enum weft_info_state s)
 	case WEFT_INFO_LOADED: return "loaded";
 	case WEFT_INFO_REJECTED: return "REJECTED";
 	case WEFT_INFO_SHADOWED: return "SHADOWED";
+	case WEFT_INFO_EXCLUDED: return "EXCLUDED";
 	default: return "?";
 	}
 }

@@ -18,7 +18,8 @@ extern "C" {
 enum weft_info_state {
 	WEFT_INFO_LOADED = 0,   /* loaded and usable */
 	WEFT_INFO_REJECTED = 1, /* not loaded: reason says why */
-	WEFT_INFO_SHADOWED = 2  /* the same name loaded earlier in the search order */
+	WEFT_INFO_SHADOWED = 2, /* the same name loaded earlier in the search order */
+	WEFT_INFO_EXCLUDED = 3  /* kept out by [core] plugins: never opened */
 };
 
 /* One file the registry saw (one entry per descriptor loaded). */
