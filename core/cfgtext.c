@@ -204,7 +204,7 @@ const char *weft__cfg_closest(const char *word, const char *const *names, int n)
  * take their names. */
 static const char *const reserved_env[] = {
 	"WEFT_LOG_LEVEL", "WEFT_LOG_FILE", "WEFT_CONFIG", "WEFT_PLUGIN_PATH", "WEFT_REQUIRE_GPU",
-	"WEFT_REQUIRE_NETNS",
+	"WEFT_REQUIRE_NETNS", "WEFT_TRANSPORT_RULES", "WEFT_ALGORITHM_RULES",
 };
 static const char *const reserved_env_prefix[] = {"WEFT_TEST_", "WEFT_NCCL_"};
 

@@ -107,6 +107,14 @@ enum weft_mem_type weft__coll_mem_type(weft_comm_t *comm, const void *buf)
  * Built once per process from the registry, which never changes after its
  * one load. Guarded by cat_once; read-only afterwards except the warned flags. */
 
+/* Where the [algorithm] rules came from, for "WHERE:N" in messages: the
+ * file (N its line) or WEFT_ALGORITHM_RULES (N the rule's place in it). */
+static const char *rules_origin(void)
+{
+	const char *o = weft__config_rules_origin("algorithm");
+	return o ? o : "config";
+}
+
 /* A loaded pack, with the ABI minor it was built for (what the core may read
  * of its ops and hand it). */
 struct cat_pack {
@@ -261,7 +269,7 @@ static void cat_build(void)
 		char err[256];
 		if (weft__rule_parse(lines[i], &cr->r, err, sizeof(err)) != 0) {
 			/* The config module checks rules at load; this is a second line of defence. */
-			WEFT_ERROR("%s:%d: bad [algorithm] rule: %s", weft__config_path() ? weft__config_path() : "config",
+			WEFT_ERROR("%s:%d: bad [algorithm] rule: %s", rules_origin(),
 				   linenos[i], err);
 			cat_err = -WEFT_ERR_CONFIG;
 			return;
@@ -283,11 +291,11 @@ static void cat_build(void)
 			}
 			if (best && bestd <= 3)
 				WEFT_WARN("%s:%d: [algorithm] names '%s', which no loaded pack offers (did you mean %s?); the rule is ignored",
-					  weft__config_path() ? weft__config_path() : "config", cr->r.lineno, cr->r.target,
+					  rules_origin(), cr->r.lineno, cr->r.target,
 					  best);
 			else
 				WEFT_WARN("%s:%d: [algorithm] names '%s', which no loaded pack offers; the rule is ignored",
-					  weft__config_path() ? weft__config_path() : "config", cr->r.lineno, cr->r.target);
+					  rules_origin(), cr->r.lineno, cr->r.target);
 		}
 		nrules++;
 	}
@@ -361,7 +369,7 @@ static void rule_cannot_serve(struct coll_rule *cr, const struct query *q, const
 	if (__atomic_exchange_n(&cr->warned, 1, __ATOMIC_RELAXED))
 		return;
 	WEFT_WARN("%s:%d: [algorithm] rule '%s %s': it cannot serve %s of %" PRIu64 " B on %d ranks in %s memory (%s); ignored",
-		  weft__config_path() ? weft__config_path() : "config", cr->r.lineno,
+		  rules_origin(), cr->r.lineno,
 		  cr->r.action == WEFT_RULE_USE ? "use" : cr->r.action == WEFT_RULE_PREFER ? "prefer" : "require",
 		  cr->r.target, weft__coll_name(q->coll), q->bytes, q->nranks, weft__mem_name(q->mem), why);
 }
@@ -412,7 +420,7 @@ static int choose(const struct query *q, int quiet, struct choice *ch)
 				if (!quiet)
 					WEFT_ERROR("%s:%d: [algorithm] requires %s, which cannot serve %s of %" PRIu64
 						   " B on %d ranks in %s memory (%s)",
-						   weft__config_path() ? weft__config_path() : "config", cr->r.lineno,
+						   rules_origin(), cr->r.lineno,
 						   cr->r.target, weft__coll_name(q->coll), q->bytes, q->nranks,
 						   weft__mem_name(q->mem), why);
 				ch->rule = r;
@@ -665,7 +673,7 @@ int weft__coll_run(weft_comm_t *comm, const struct weft_coll_args *args)
 			if (k == 0 && ch.required) {
 				describe_call(args, what, sizeof(what));
 				WEFT_ERROR("%s:%d: [algorithm] requires %s, whose setup failed for %s: %s",
-					   weft__config_path() ? weft__config_path() : "config", rules[ch.rule].r.lineno,
+					   rules_origin(), rules[ch.rule].r.lineno,
 					   cat[idx].full, what, weft_strerror(rc));
 				return rc;
 			}
@@ -677,7 +685,7 @@ int weft__coll_run(weft_comm_t *comm, const struct weft_coll_args *args)
 				if (ch.required) {
 					describe_call(args, what, sizeof(what));
 					WEFT_ERROR("%s:%d: [algorithm] requires %s, which refuses %s",
-						   weft__config_path() ? weft__config_path() : "config",
+						   rules_origin(),
 						   rules[ch.rule].r.lineno, cat[idx].full, what);
 					return -ENOTSUP;
 				}
@@ -690,7 +698,7 @@ int weft__coll_run(weft_comm_t *comm, const struct weft_coll_args *args)
 		if (announce || weft__log_level() >= WEFT_LOG_DEBUG) {
 			char why[64];
 			if (k == 0 && ch.rule >= 0)
-				snprintf(why, sizeof(why), "rule line %d", rules[ch.rule].r.lineno);
+				snprintf(why, sizeof(why), "rule %s:%d", rules_origin(), rules[ch.rule].r.lineno);
 			else
 				snprintf(why, sizeof(why), "priority %d", a->priority);
 			describe_call(args, what, sizeof(what));
@@ -797,12 +805,12 @@ void weft__coll_print_choices(FILE *out, int nranks, int nhosts, enum weft_mem_t
 				fmt_size(lo, a, sizeof(a));
 				fmt_size(hi, b, sizeof(b));
 				if (prev_req)
-					snprintf(why, sizeof(why), "rule line %d requires an algorithm that cannot serve",
+					snprintf(why, sizeof(why), "rule %s:%d requires an algorithm that cannot serve", rules_origin(),
 						 rules[prev_rule].r.lineno);
 				else if (prev_idx < 0)
 					snprintf(why, sizeof(why), "no algorithm fits");
 				else if (prev_rule >= 0)
-					snprintf(why, sizeof(why), "rule line %d", rules[prev_rule].r.lineno);
+					snprintf(why, sizeof(why), "rule %s:%d", rules_origin(), rules[prev_rule].r.lineno);
 				else
 					snprintf(why, sizeof(why), "priority %d", cat[prev_idx].algo->priority);
 				fprintf(out, "    %10s .. %-10s  %-32s  (%s)\n", a, b,

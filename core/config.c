@@ -23,6 +23,7 @@
 #include "cfgtext.h"
 #include "config.h"
 #include "log.h"
+#include "cfgrules.h"
 #include "rules.h"
 
 extern char **environ;
@@ -43,14 +44,6 @@ struct cfg_entry {
 struct cfg_section {
 	char *name;
 	int lineno;
-};
-
-/* The raw lines of a rule section. */
-struct cfg_rules {
-	const char *name;
-	const char **lines;
-	int *linenos;
-	int n, cap;
 };
 
 struct cfg_param {
@@ -80,7 +73,6 @@ static struct cfg_entry *cfg_entries;
 static int cfg_nentries, cfg_capentries;
 static struct cfg_section *cfg_sections;
 static int cfg_nsections, cfg_capsections;
-static struct cfg_rules cfg_rule_sections[2] = {{.name = "transport"}, {.name = "algorithm"}};
 static struct cfg_param *cfg_params;
 static int cfg_nparams, cfg_capparams;
 static int cfg_warned;
@@ -254,14 +246,6 @@ static struct cfg_entry *find_entry(const char *section, const char *key)
 	return NULL;
 }
 
-static struct cfg_rules *rule_section(const char *name)
-{
-	for (int i = 0; i < 2; i++)
-		if (strcmp(cfg_rule_sections[i].name, name) == 0)
-			return &cfg_rule_sections[i];
-	return NULL;
-}
-
 /* Parses one line (NUL-terminated, no newline). *section is the open section. */
 static int parse_line(const char *path, int lineno, char *line, char *section)
 {
@@ -303,8 +287,7 @@ static int parse_line(const char *path, int lineno, char *line, char *section)
 		cfg_error(path, lineno, "'%s' is outside any section (start one with [core] or [<plugin>])", s);
 		return -WEFT_ERR_CONFIG;
 	}
-	struct cfg_rules *rs = rule_section(section);
-	if (rs) {
+	if (weft__cfgrules_is_section(section)) {
 		struct weft__rule rule;
 		char err[512];
 		memset(&rule, 0, sizeof(rule));
@@ -313,20 +296,7 @@ static int parse_line(const char *path, int lineno, char *line, char *section)
 			cfg_error(path, lineno, "bad rule in [%s]: %s", section, err);
 			return -WEFT_ERR_CONFIG;
 		}
-		if (grow((void **)&rs->lines, &rs->cap, rs->n + 1, sizeof(*rs->lines)))
-			return -ENOMEM;
-		/* linenos grows in step with lines; its capacity is the same. */
-		int *ln = realloc(rs->linenos, (size_t)rs->cap * sizeof(*ln));
-		if (!ln)
-			return -ENOMEM;
-		rs->linenos = ln;
-		char *dup = strdup(s);
-		if (!dup)
-			return -ENOMEM;
-		rs->lines[rs->n] = dup;
-		rs->linenos[rs->n] = lineno;
-		rs->n++;
-		return 0;
+		return weft__cfgrules_add(section, s, lineno);
 	}
 	char *eq = strchr(s, '=');
 	if (!eq) {
@@ -401,11 +371,7 @@ static void forget_file(void)
 	for (int i = 0; i < cfg_nsections; i++)
 		free(cfg_sections[i].name);
 	cfg_nsections = 0;
-	for (int s = 0; s < 2; s++) {
-		for (int i = 0; i < cfg_rule_sections[s].n; i++)
-			free((void *)cfg_rule_sections[s].lines[i]);
-		cfg_rule_sections[s].n = 0;
-	}
+	weft__cfgrules_clear();
 }
 
 static int parse_text(const char *path, char *text, size_t len)
@@ -556,6 +522,9 @@ static void load_once(void)
 			forget_file();
 		break;
 	}
+	/* The environment's rules replace the file's, as its values do. */
+	if (rc == 0)
+		rc = weft__cfgrules_from_env();
 	cfg_load_rc = rc;
 	pthread_mutex_unlock(&cfg_lock);
 }
@@ -570,6 +539,13 @@ const char *weft__config_path(void)
 {
 	weft__config_load();
 	return cfg_path;
+}
+
+const char *weft__config_rules_origin(const char *section)
+{
+	weft__config_load();
+	const char *e = weft__cfgrules_env(section);
+	return e ? e : cfg_path;
 }
 
 int weft__param_declare(const char *owner, const struct weft_param_decl *decl)
@@ -683,16 +659,9 @@ out_unlock:
 
 int weft__config_section_lines(const char *section, const char *const **lines, const int **linenos)
 {
-	static const char *const no_lines[1] = {NULL};
-	static const int no_linenos[1] = {0};
 	weft__config_load();
 	pthread_mutex_lock(&cfg_lock);
-	struct cfg_rules *rs = section ? rule_section(section) : NULL;
-	int n = rs ? rs->n : 0;
-	if (lines)
-		*lines = n ? (const char *const *)rs->lines : no_lines;
-	if (linenos)
-		*linenos = n ? rs->linenos : no_linenos;
+	int n = weft__cfgrules_lines(section, lines, linenos);
 	pthread_mutex_unlock(&cfg_lock);
 	return n;
 }
@@ -886,5 +855,6 @@ void weft__config_print(FILE *out)
 		fprintf(out, ")\n    %s [%s, %s]\n", p->help, weft__cfg_type_name(p->type), p->owner);
 	}
 	free(sorted);
+	weft__cfgrules_print(out, cfg_path);
 	pthread_mutex_unlock(&cfg_lock);
 }

@@ -42,8 +42,14 @@ void weft__config_warn_unknown(const char *const *known_sections, int n);
  * the help text, for weft-info -c. */
 void weft__config_print(FILE *out);
 
-/* Raw lines of a rule section ([transport] or [algorithm]), in file order.
- * Returns the count; *lines and *linenos stay valid until exit. */
+/* Raw lines of a rule section ([transport] or [algorithm]), in file order,
+ * or the rules of its environment variable (WEFT_TRANSPORT_RULES,
+ * WEFT_ALGORITHM_RULES), which replace the file's. Returns the count;
+ * *lines and *linenos (file lines, or places in the variable) stay valid
+ * until exit. */
 int weft__config_section_lines(const char *section, const char *const **lines, const int **linenos);
+/* Where that section's rules came from: the variable's name, else the
+ * file's path; NULL with neither. */
+const char *weft__config_rules_origin(const char *section);
 
 #endif

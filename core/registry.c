@@ -684,7 +684,9 @@ static void do_load(void)
 		/* The scan still runs, so that weft-info can show every plugin. */
 	}
 
-	int src = weft__plugsel_load(&reg_sel);
+	/* A broken configuration fails the load already, and its values
+	 * cannot be read: every plugin is then scanned, for weft-info. */
+	int src = rc == 0 ? weft__plugsel_load(&reg_sel) : 0;
 	if (src != 0)
 		set_error(src, src == -ENOMEM ? "out of memory" : "the value of core.plugins is invalid (the message above says why)");
 

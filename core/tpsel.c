@@ -32,10 +32,12 @@ static const char *const mem_names[WEFT_MEM_TYPE_COUNT] = {"host", "cuda", "hip"
  * here is not a typo, and a typo of one gets it suggested. */
 static const char *const known_tps[] = {"ib", "nvlink", "ofi", "shm", "ucx", "xgmi"};
 
+/* Where the [transport] rules came from, for "WHERE:N" in messages: the
+ * file (N its line) or the variable (N the rule's place in it). */
 static const char *cfg_name(void)
 {
-	const char *p = weft__config_path();
-	return p ? p : "config";
+	const char *e = weft__config_rules_origin("transport");
+	return e ? e : "config";
 }
 
 static const char *action_name(enum weft__rule_action a)

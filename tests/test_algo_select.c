@@ -157,8 +157,9 @@ START_TEST(select_by_rule)
 				 3);
 	char *l = line_for(out, "allreduce", "1 B");
 	ck_assert_ptr_nonnull(l);
-	ck_assert_msg(strstr(l, "algo-host/allreduce-rsag") && strstr(l, "rule line 3") && strstr(l, "4 KiB"), "%s",
-		      l);
+	ck_assert_msg(strstr(l, "algo-host/allreduce-rsag") && strstr(l, "(rule /") && strstr(l, ".conf:3)") &&
+			  strstr(l, "4 KiB"),
+		      "%s", l);
 	free(l);
 	l = line_for(out, "allreduce", "8 KiB");
 	ck_assert_msg(l && strstr(l, "allreduce-oneshot") && strstr(l, "priority 20"), "%s", l ? l : "(none)");
@@ -182,7 +183,7 @@ START_TEST(select_rule_cannot_serve)
 	ck_assert_msg(l && strstr(l, "broadcast-flat") && strstr(l, "priority 10"), "%s", l ? l : "(none)");
 	free(l);
 	l = line_for(out, "alltoall", "1 B");
-	ck_assert_msg(l && strstr(l, "rule line 3 requires"), "%s", l ? l : "(none)");
+	ck_assert_msg(l && strstr(l, ".conf:3 requires"), "%s", l ? l : "(none)");
 	free(l);
 	free(out);
 	/* With 2 ranks the require rule does not apply. */

@@ -590,7 +590,7 @@ static int rule(int rank, int n, weft_comm_t *comm, uint64_t seed)
 		RCHECK(f, "open_memstream");
 		weft_info_print_algorithm_choice(f, n, WEFT_MEM_HOST);
 		fclose(f);
-		RCHECK(strstr(out, "algo-host/allreduce-rsag") && strstr(out, "(rule line 2)"),
+		RCHECK(strstr(out, "algo-host/allreduce-rsag") && strstr(out, "(rule /") && strstr(out, ".conf:2)"),
 		       "weft-info's view does not show the rule:\n%s", out);
 		free(out);
 	}

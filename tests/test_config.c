@@ -577,6 +577,65 @@ START_TEST(test_rule_sections)
 }
 END_TEST
 
+/* WEFT_<SECTION>_RULES replaces that section of the file (the other stays),
+ * numbered by place; weft-info -c's print names the variable. */
+START_TEST(test_rule_sections_from_env)
+{
+	const char *path = use_conf("[transport]\nforbid ucx\n[algorithm]\nprefer algo-host/ring when size=1M..\n");
+	setenv("WEFT_TRANSPORT_RULES", " use shm when peer=same-host ;; require ofi when peer=other-host ", 1);
+	ck_assert_int_eq(weft__config_load(), 0);
+	const char *const *lines;
+	const int *linenos;
+	ck_assert_int_eq(weft__config_section_lines("transport", &lines, &linenos), 2);
+	ck_assert_str_eq(lines[0], "use shm when peer=same-host");
+	ck_assert_int_eq(linenos[0], 1);
+	ck_assert_str_eq(lines[1], "require ofi when peer=other-host");
+	ck_assert_int_eq(linenos[1], 3); /* its place in the variable, the empty one counted */
+	ck_assert_str_eq(weft__config_rules_origin("transport"), "WEFT_TRANSPORT_RULES");
+	ck_assert_int_eq(weft__config_section_lines("algorithm", &lines, &linenos), 1);
+	ck_assert_int_eq(linenos[0], 4);
+	ck_assert_str_eq(weft__config_rules_origin("algorithm"), path);
+	char *out = print_all();
+	ck_assert_msg(strstr(out, "[transport]  (env WEFT_TRANSPORT_RULES)\n  rule 1: use shm when peer=same-host\n"
+				  "  rule 3: require ofi when peer=other-host\n"),
+		      "%s", out);
+	char want[1024];
+	snprintf(want, sizeof(want), "[algorithm]  (file %s)\n  line 4: prefer algo-host/ring when size=1M..\n", path);
+	ck_assert_msg(strstr(out, want), "want '%s' in:\n%s", want, out);
+	ck_assert_ptr_null(strstr(out, "forbid ucx"));
+	free(out);
+	/* Not a parameter of [transport]: no unknown-variable warning. */
+	weft__config_warn_unknown(NULL, 0);
+	char *log = log_text();
+	ck_assert_msg(!strstr(log, "WEFT_TRANSPORT_RULES"), "%s", log);
+	free(log);
+}
+END_TEST
+
+/* Set but empty: the section has no rules at all. */
+START_TEST(test_rule_sections_env_empty)
+{
+	use_conf("[transport]\nforbid ucx\n");
+	setenv("WEFT_TRANSPORT_RULES", "", 1);
+	ck_assert_int_eq(weft__config_load(), 0);
+	ck_assert_int_eq(weft__config_section_lines("transport", NULL, NULL), 0);
+	ck_assert_str_eq(weft__config_rules_origin("transport"), "WEFT_TRANSPORT_RULES");
+}
+END_TEST
+
+START_TEST(test_rule_sections_env_bad)
+{
+	use_conf("[core]\nfifo_depth = 8\n");
+	setenv("WEFT_ALGORITHM_RULES", "use algo-host/ring; frobnicate algo-host/x", 1);
+	ck_assert_int_eq(weft__config_load(), -WEFT_ERR_CONFIG);
+	char *log = log_text();
+	ck_assert_msg(strstr(log, "WEFT_ALGORITHM_RULES, rule 2 ('frobnicate algo-host/x'): bad rule in [algorithm]: "
+				  "unknown action 'frobnicate'"),
+		      "%s", log);
+	free(log);
+}
+END_TEST
+
 /* ------------------------------------------------------------ unknown names */
 
 START_TEST(test_unknown_names_warn)
@@ -868,6 +927,9 @@ int main(void)
 	tcase_add_test(tc, test_crlf_comments_no_newline);
 	tcase_add_test(tc, test_empty_file);
 	tcase_add_test(tc, test_rule_sections);
+	tcase_add_test(tc, test_rule_sections_from_env);
+	tcase_add_test(tc, test_rule_sections_env_empty);
+	tcase_add_test(tc, test_rule_sections_env_bad);
 	tcase_add_test(tc, test_unknown_names_warn);
 	tcase_add_test(tc, test_env_longest_prefix);
 	tcase_add_test(tc, test_rule_parse_ok);

@@ -865,6 +865,33 @@ START_TEST(info_config_syntax_error_names_file_and_line)
 }
 END_TEST
 
+/* The rules' environment forms as weft-info shows them: -c names the
+ * variable as their source, --select cites "VARIABLE:N", a bad one exits 2. */
+START_TEST(info_rules_from_environment)
+{
+	int code;
+	char *out = run_info("WEFT_TRANSPORT_RULES='forbid ucx; require shm when peer=same-host'", "-c", &code);
+	ck_assert_msg(code == 0, "weft-info -c exited %d:\n%s", code, out);
+	ASSERT_HAS(out, "[transport]  (env WEFT_TRANSPORT_RULES)\n  rule 1: forbid ucx\n  rule 2: require shm when "
+			"peer=same-host\n");
+	free(out);
+	out = run_info("WEFT_CORE_PLUGINS=shm,algo-host WEFT_TRANSPORT_RULES='require shm'", "--select --np 2", &code);
+	ck_assert_msg(code == 0, "weft-info --select exited %d:\n%s", code, out);
+	ASSERT_HAS(out, "required by WEFT_TRANSPORT_RULES:1");
+	free(out);
+	out = run_info("WEFT_CORE_PLUGINS=shm,algo-host "
+		       "WEFT_ALGORITHM_RULES='use algo-host/allreduce-rsag when coll=allreduce and size=..4K'",
+		       "--select --np 2", &code);
+	ck_assert_msg(code == 0, "weft-info --select exited %d:\n%s", code, out);
+	ASSERT_HAS(out, "(rule WEFT_ALGORITHM_RULES:1)");
+	free(out);
+	out = run_info("WEFT_ALGORITHM_RULES='use algo-host/x;use'", "-c", &code);
+	ck_assert_msg(code == 2, "weft-info -c exited %d, not 2:\n%s", code, out);
+	ASSERT_HAS(out, "WEFT_ALGORITHM_RULES, rule 2 ('use'): bad rule in [algorithm]");
+	free(out);
+}
+END_TEST
+
 START_TEST(info_options)
 {
 	int code;
@@ -923,6 +950,7 @@ static Suite *registry_suite(void)
 	tcase_add_test(info, info_lists_plugins_and_kinds);
 	tcase_add_test(info, info_config_syntax_error_names_file_and_line);
 	tcase_add_test(info, info_options);
+	tcase_add_test(info, info_rules_from_environment);
 	suite_add_tcase(s, info);
 	return s;
 }

@@ -108,7 +108,7 @@ for np in 2 3 4 8; do
 			>"$log" 2>&1; then
 			fail "weft-perf --np $np --collective $coll failed:${nl}$(tail -40 "$log")"
 		fi
-		used=$(grep -c "using $algo (rule line" "$log" || true)
+		used=$(grep -c "using $algo (rule " "$log" || true)
 		((used >= np)) || fail "$np ranks, $coll: $used rank(s) logged 'using $algo':${nl}$(tail -40 "$log")"
 	done
 done
