@@ -38,6 +38,8 @@ struct wag_hx {
 	struct hx_peer *peers;
 	void *tmp;
 	uint64_t tmp_cap;
+	void *snap; /* copies of sends whose bytes the same round overwrites */
+	uint64_t snap_cap;
 	int core_mem; /* without ops.alloc: the buffers come from prim->mem_alloc */
 };
 
@@ -146,8 +148,10 @@ void wag_hx_free(struct wag_hx *x)
 	int keep = core_owned(x) && x->p->comm_status(x->comm) != 0;
 	for (int q = 0; q < x->nranks; q++)
 		peer_free(x, &x->peers[q], keep);
-	if (!keep)
+	if (!keep) {
 		buf_free(x, x->mem, x->tmp);
+		buf_free(x, x->mem, x->snap);
+	}
 	free(x->peers);
 	free(x);
 }
@@ -412,21 +416,70 @@ static int connect_peers(struct wag_hx *x, const struct hx_round *r)
 	return 0;
 }
 
+/* Grows one of the executor's scratch buffers to at least bytes. */
+static int reserve(struct wag_hx *x, void **buf, uint64_t *cap, uint64_t bytes)
+{
+	if (bytes <= *cap)
+		return 0;
+	buf_free(x, x->mem, *buf);
+	*buf = NULL;
+	*cap = 0;
+	int rc = buf_alloc(x, x->mem, bytes, buf);
+	if (rc) {
+		HX_LOG(x, WEFT_LOG_ERROR, "cross-host schedule: cannot allocate %llu bytes of scratch: %s",
+		       (unsigned long long)bytes, weft_kit_strerror(rc));
+		return rc;
+	}
+	*cap = bytes;
+	return 0;
+}
+
+static int overlap(const char *a, uint64_t an, const char *b, uint64_t bn)
+{
+	return a < b + bn && b < a + an;
+}
+
+/* A send reads its bytes piece by piece while the round runs, so where a
+ * receive or a local move of the same round writes any of them (an
+ * alltoall in place: the block from q lands where the block for q waits),
+ * the send goes from a copy taken before anything of the round is applied;
+ * the copy is ordered before those writes as every op of the call is. */
+static int snapshot_sends(struct wag_hx *x, struct hx_round *r, size_t esize, void *u)
+{
+	uint64_t need = 0;
+	unsigned char *mark = calloc(r->n ? r->n : 1, 1);
+	if (!mark)
+		return -ENOMEM;
+	for (size_t j = 0; j < r->n; j++) {
+		const struct hx_item *s = &r->it[j];
+		if (!s->send || !s->n)
+			continue;
+		for (size_t i = 0; i < r->n && !mark[j]; i++) {
+			const struct hx_item *d = &r->it[i];
+			mark[j] = !d->send && d->n && overlap(s->buf, s->n * esize, d->buf, d->n * esize);
+		}
+		need += mark[j] ? s->n * esize : 0;
+	}
+	int rc = need ? reserve(x, &x->snap, &x->snap_cap, need) : 0;
+	uint64_t off = 0;
+	for (size_t j = 0; j < r->n && rc == 0; j++) {
+		if (!mark[j])
+			continue;
+		char *copy = (char *)x->snap + off;
+		rc = x->ops.copy(u, copy, r->it[j].buf, r->it[j].n * esize);
+		r->it[j].buf = copy;
+		off += r->it[j].n * esize;
+	}
+	free(mark);
+	return rc;
+}
+
 int wag_hx_run(struct wag_hx *x, const struct wag_hx_call *c)
 {
 	const struct wag_hier_plan *pl = c->plan;
-	if (c->tmp_bytes > x->tmp_cap) {
-		buf_free(x, x->mem, x->tmp);
-		x->tmp = NULL;
-		x->tmp_cap = 0;
-		int rc = buf_alloc(x, x->mem, c->tmp_bytes, &x->tmp);
-		if (rc) {
-			HX_LOG(x, WEFT_LOG_ERROR, "cross-host schedule: cannot allocate %llu bytes of scratch: %s",
-			       (unsigned long long)c->tmp_bytes, weft_kit_strerror(rc));
-			return rc;
-		}
-		x->tmp_cap = c->tmp_bytes;
-	}
+	int rc0 = reserve(x, &x->tmp, &x->tmp_cap, c->tmp_bytes);
+	if (rc0)
+		return rc0;
 	struct hx_item *it = calloc(pl->n ? pl->n : 1, sizeof(*it));
 	size_t *pool = calloc(pl->n ? pl->n : 1, sizeof(*pool));
 	struct hx_cursor *cur = calloc(2 * (size_t)x->nranks, sizeof(*cur));
@@ -462,6 +515,8 @@ int wag_hx_run(struct wag_hx *x, const struct wag_hx_call *c)
 							     .buf = buf_of(c, x->tmp, m->dbuf, m->doff), .n = m->count};
 		}
 		h.r = &r;
+		if (r.n && (rc = snapshot_sends(x, &r, c->esize, c->u)) != 0)
+			break;
 		rc = r.n ? run_round(&h) : 0;
 	}
 	free(it);
