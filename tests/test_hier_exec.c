@@ -188,6 +188,16 @@ static int check_int_colls(weft_comm_t *comm, int rank, int R)
 	for (size_t i = 0; i < n; i++)
 		RCHECK(out[i] == (int32_t)val(prev, i, 6), "recv from %d: element %zu is %d", prev, i, out[i]);
 	RCHECK(memcmp(out + n, in, 100) == 0, "the send to itself did not arrive");
+	/* The ring shift in place: one buffer sent to next and received from
+	 * prev in one group, over more pieces than the ring holds. */
+	for (size_t i = 0; i < n; i++)
+		out[i] = (int32_t)val(rank, i, 7);
+	ROK(weft_group_start());
+	ROK(weft_send(out, n * sizeof(int32_t), WEFT_UINT8, next, comm, NULL));
+	ROK(weft_recv(out, n * sizeof(int32_t), WEFT_UINT8, prev, comm, NULL));
+	ROK(weft_group_end());
+	for (size_t i = 0; i < n; i++)
+		RCHECK(out[i] == (int32_t)val(prev, i, 7), "in-place recv from %d: element %zu is %d", prev, i, out[i]);
 	free(in);
 	free(out);
 	return 0;

@@ -572,6 +572,8 @@ int wag_hx_sendrecv(struct wag_hx *x, const struct weft_p2p_op *ops, size_t nops
 	struct hx_run h = {.x = x, .r = &r, .esize = 1, .dtype = WEFT_UINT8, .op = -1, .u = u, .tx = cur,
 			   .rx = cur ? cur + x->nranks : NULL, .pool = pool, .lens = lens};
 	if (rc == 0)
+		rc = snapshot_sends(x, &r, 1, u);
+	if (rc == 0)
 		rc = run_round(&h);
 	free(it);
 	free(pool);

@@ -82,7 +82,9 @@ int wag_hx_run(struct wag_hx *x, const struct wag_hx_call *c);
  * operation of PREMUL_SUM must have been turned into a sum by the caller. */
 int wag_hx_coll(struct wag_hx *x, const struct wag_hier_layout *l, const struct weft_coll_args *a, size_t esize,
 		enum wag_hier_inter how, void *u);
-/* One send/recv batch (weft_p2p_op entries, the core's convention). */
+/* One send/recv batch (weft_p2p_op entries, the core's convention). Here
+ * and in wag_hx_run, a send whose bytes a receive of the same batch (or
+ * round) writes goes from a copy taken first, so buffers may overlap. */
 int wag_hx_sendrecv(struct wag_hx *x, const struct weft_p2p_op *ops, size_t nops, void *u);
 
 /* The layout of a pack's communicator from the core's host indices: 0,
