@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <execinfo.h>
 #include <ftw.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -26,17 +27,52 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* WT_BACKTRACE=1: a rank that crashes or outlives its alarm prints where
+ * its thread was (addresses in each library, for addr2line) before dying
+ * of that signal, so a failure on a remote machine names its place. */
+static int g_trace_rank = -1; /* -2 in the parent when WT_BACKTRACE=1 */
+
+static void trace_signal(int sig)
+{
+	char line[64];
+	int n = snprintf(line, sizeof(line), "rank %d: signal %d, backtrace:\n", g_trace_rank, sig);
+	if (write(2, line, (size_t)n) < 0) {
+		/* nothing more to say */
+	}
+	void *frames[48];
+	backtrace_symbols_fd(frames, backtrace(frames, 48), 2);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void trace_install(int rank)
+{
+	const char *e = getenv("WT_BACKTRACE");
+	if (!e || strcmp(e, "1") != 0)
+		return;
+	void *warm[2];
+	backtrace(warm, 2); /* loads the unwinder now, not inside the handler */
+	g_trace_rank = rank;
+	static const int sigs[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGALRM};
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		signal(sigs[i], trace_signal);
+}
+
 int wt_fork_ranks_status(int nranks, wt_rank_fn fn, void *arg, int timeout_s, int *status)
 {
 	pid_t *pids = calloc((size_t)nranks, sizeof(*pids));
 	if (!pids)
 		return -1;
+	const char *bt = getenv("WT_BACKTRACE");
+	if (bt && strcmp(bt, "1") == 0)
+		g_trace_rank = -2;
 	fflush(NULL);
 	for (int r = 0; r < nranks; r++) {
 		pid_t pid = fork();
 		if (pid == 0) {
 			/* A rank must never outlive the test that made it. */
 			alarm((unsigned)timeout_s + 5);
+			trace_install(r);
 			int rc = fn(r, nranks, arg);
 			fflush(NULL);
 			_exit(rc == 0 ? 0 : (rc < 0 ? 1 : rc & 0xff));
@@ -73,6 +109,11 @@ int wt_fork_ranks_status(int nranks, wt_rank_fn fn, void *arg, int timeout_s, in
 	for (int r = 0; r < nranks; r++)
 		if (pids[r] > 0) {
 			fprintf(stderr, "rank %d did not finish within %d s; killing it\n", r, timeout_s);
+			if (g_trace_rank == -2) {
+				/* Its handler prints the backtrace, then it dies of SIGALRM. */
+				kill(pids[r], SIGALRM);
+				usleep(500000);
+			}
 			kill(pids[r], SIGKILL);
 			waitpid(pids[r], NULL, 0);
 		}
