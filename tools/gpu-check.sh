@@ -24,13 +24,26 @@
 #              algo-gpu (the pack checks on device buffers), 2 ranks
 # Default: build test plugin-check bench nccl torch. Logs go to $OUT when set (the device
 # machine), else to build-gpu/logs. NVLink multicast stays off throughout.
-# A tree built elsewhere at the same path can be run without the build stage.
+# A tree built elsewhere at the same path can be run without the build stage, and
+# so can a build packed by tools/gpu-carry.sh into .gpubuild/ (carried to the device
+# machine): its recorded paths are linked to it here, and the build stage is skipped.
 # Usage: tools/gpu-check.sh [build] [test] [plugin-check] [bench] [algo-bench] [perf] [sweep] [record] [ce-diag] [nccl] [torch]
 set -uo pipefail
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$src" || exit
 stages=("$@")
 ((${#stages[@]})) || stages=(build test plugin-check bench nccl torch)
+# A carried build (tools/gpu-carry.sh) holds absolute paths of the machine that
+# built it (ctest's commands and files, the programs' RPATHs): link them here.
+carried=0
+if [[ -f .gpubuild/ORIGIN && -z ${WEFT_GPU_BUILD:-} ]]; then
+	read -r osrc obuild <.gpubuild/ORIGIN
+	[[ -e $osrc ]] || { mkdir -p "$(dirname "$osrc")" && ln -s "$src" "$osrc"; }
+	[[ -e $obuild ]] || { mkdir -p "$(dirname "$obuild")" && ln -s "$src/.gpubuild" "$obuild"; }
+	export WEFT_GPU_BUILD=$obuild
+	carried=1
+	echo "gpu-check: the build carried in .gpubuild, made at $obuild"
+fi
 bdir=${WEFT_GPU_BUILD:-$src/build-gpu}
 logs=${OUT:-$bdir/logs}
 mkdir -p "$logs"
@@ -46,8 +59,16 @@ if ! pkg-config --exists check 2>/dev/null && [[ -d .deb ]] && ls .deb/*.deb >/d
 	priv=/tmp/weft-deps
 	rm -rf "$priv" && mkdir -p "$priv"
 	for f in .deb/*.deb; do dpkg -x "$f" "$priv"; done
+	# The -dev packages' lib*.so links name Debian's runtime files: point
+	# them at this machine's own libraries instead (built against the carried
+	# headers, run against what the machine has).
+	for l in "$priv"/usr/lib/x86_64-linux-gnu/lib*.so; do
+		[[ -L $l && ! -e $l ]] || continue
+		own=$(ldconfig -p | awk -v n="$(basename "$l")." 'index($1, n) == 1 { print $NF; exit }')
+		[[ -n $own ]] && ln -sf "$own" "$l" && echo "gpu-check: $(basename "$l") -> $own"
+	done
 	for pc in "$priv"/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc; do
-		sed -i "s|^prefix=.*|prefix=$priv/usr|; s|^libdir=.*|libdir=$priv/usr/lib/x86_64-linux-gnu|; s|^includedir=.*|includedir=$priv/usr/include|" "$pc"
+		sed -i -E "s|^prefix *=.*|prefix=$priv/usr|; s|^libdir *=.*|libdir=$priv/usr/lib/x86_64-linux-gnu|; s|^includedir *=.*|includedir=$priv/usr/include|" "$pc"
 	done
 	# libsubunit.so.0 is needed at run time too, so the library path is always set.
 	export LD_LIBRARY_PATH=$priv/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -55,6 +76,20 @@ if ! pkg-config --exists check 2>/dev/null && [[ -d .deb ]] && ls .deb/*.deb >/d
 	export PKG_CONFIG_PATH=$priv/usr/lib/x86_64-linux-gnu/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
 	export CMAKE_PREFIX_PATH=$priv/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}
 	echo "gpu-check: Check from carried .debs in $priv ($(pkg-config --modversion check 2>&1))"
+fi
+
+# `ip` from Debian's iproute2 carried in .deb/iproute2/ (with its libraries)
+# where the machine has none: a wrapper on PATH gives only `ip` their library
+# path, so nothing else runs against the carried libraries.
+if ! command -v ip >/dev/null && [[ -d .deb/iproute2 ]] && ls .deb/iproute2/*.deb >/dev/null 2>&1; then
+	ipd=/tmp/weft-ip
+	rm -rf "$ipd" && mkdir -p "$ipd/wrap"
+	for f in .deb/iproute2/*.deb; do dpkg -x "$f" "$ipd"; done
+	printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib/x86_64-linux-gnu:%s/usr/lib/x86_64-linux-gnu exec %s/bin/ip "$@"\n' \
+		"$ipd" "$ipd" "$ipd" >"$ipd/wrap/ip"
+	chmod +x "$ipd/wrap/ip"
+	export PATH=$ipd/wrap:$PATH
+	echo "gpu-check: ip from carried .debs ($(ip -V 2>&1))"
 fi
 
 rc=0
@@ -71,6 +106,12 @@ stage() {
 	return "$r"
 }
 
+# The network transports, where their headers are here (carried .debs).
+net_targets() {
+	pkg-config --exists libfabric 2>/dev/null && echo weft-plugin-ofi
+	pkg-config --exists ucx 2>/dev/null && echo weft-plugin-ucx
+}
+
 do_build() {
 	cmake -S "$src" -B "$bdir" -DCMAKE_BUILD_TYPE="${WEFT_GPU_BUILD_TYPE:-RelWithDebInfo}" \
 		-DWEFT_REQUIRE_PLUGINS=nvlink,algo-gpu -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES=90 &&
@@ -78,11 +119,12 @@ do_build() {
 			cmake --build "$bdir" -j "$jobs"
 		else
 			# The GPU targets alone: the rest of the tree is CI's business.
-			# shellcheck disable=SC2086 # a list of target names
+			# shellcheck disable=SC2086,SC2046 # lists of target names
 			cmake --build "$bdir" -j "$jobs" --target ${WEFT_GPU_TARGETS:-weft-plugin-nvlink weft-plugin-algo-gpu \
 				weft-plugin-shm weft-plugin-algo-host test_algo_host test_nvlink_gpu test_devchan_gpu test_nvlink_nodev test_algo_gpu \
 				test_algo_gpu_sched weft-gpu-bench weft-algo-gpu-bench weft-info weft-perf weft-perf-gpu test_perfgpu_gpu \
-				weft_nccl weft-nccl-driver weft-plugin-check weft-conformance weft-pack-conformance test_ib_dmabuf_gpu}
+				weft_nccl weft-nccl-driver weft-plugin-check weft-conformance weft-pack-conformance test_ib_dmabuf_gpu} \
+				$(net_targets)
 		fi &&
 		tools/check-no-multicast.sh "$bdir"
 }
@@ -257,7 +299,13 @@ do_plugin_check() {
 
 for s in "${stages[@]}"; do
 	case $s in
-	build) stage build do_build || break ;;
+	build)
+		if ((carried)); then
+			echo "gpu-check: build stage skipped: the build is carried (tools/gpu-carry.sh)"
+			continue
+		fi
+		stage build do_build || break
+		;;
 	test) stage test do_test ;;
 	bench) stage bench do_bench ;;
 	algo-bench) stage algo-bench do_algo_bench ;;
