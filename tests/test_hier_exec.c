@@ -151,27 +151,24 @@ static int check_int_colls(weft_comm_t *comm, int rank, int R)
 				w = (int32_t)val(r, i, 4) > w ? (int32_t)val(r, i, 4) : w;
 			RCHECK(out[i] == w, "reduce: element %zu is %d, expected %d", i, out[i], w);
 		}
-	/* alltoall: block q of rank r goes to rank q's block r. */
-	for (size_t i = 0; i < total; i++) {
-		in[i] = (int32_t)val(rank, i, 5);
-		out[i] = -7;
+	/* alltoall: block q of rank r goes to rank q's block r. In place, the
+	 * block received from q lands where the block for q waited to go, over
+	 * more pieces than the ring holds. */
+	for (int ip = 0; ip < 2; ip++) {
+		int salt = 5 + ip;
+		int32_t *src = ip ? out : in;
+		for (size_t i = 0; i < total; i++) {
+			out[i] = -7;
+			src[i] = (int32_t)val(rank, i, salt);
+		}
+		ROK(weft_alltoall(src, out, n, WEFT_INT32, comm, NULL));
+		RCHECK(served(comm, "alltoall") == 0, "served");
+		for (int r = 0; r < R; r++)
+			for (size_t i = 0; i < n; i++)
+				RCHECK(out[(size_t)r * n + i] == (int32_t)val(r, (size_t)rank * n + i, salt),
+				       "alltoall%s: block from %d element %zu is %d", ip ? " in place" : "", r, i,
+				       out[(size_t)r * n + i]);
 	}
-	ROK(weft_alltoall(in, out, n, WEFT_INT32, comm, NULL));
-	RCHECK(served(comm, "alltoall") == 0, "served");
-	for (int r = 0; r < R; r++)
-		for (size_t i = 0; i < n; i++)
-			RCHECK(out[(size_t)r * n + i] == (int32_t)val(r, (size_t)rank * n + i, 5),
-			       "alltoall: block from %d element %zu is %d", r, i, out[(size_t)r * n + i]);
-	/* alltoall in place: a block received from q lands where the block for q
-	 * waited to go, over more pieces than the ring holds. */
-	for (size_t i = 0; i < total; i++)
-		out[i] = (int32_t)val(rank, i, 6);
-	ROK(weft_alltoall(out, out, n, WEFT_INT32, comm, NULL));
-	RCHECK(served(comm, "alltoall") == 0, "served");
-	for (int r = 0; r < R; r++)
-		for (size_t i = 0; i < n; i++)
-			RCHECK(out[(size_t)r * n + i] == (int32_t)val(r, (size_t)rank * n + i, 6),
-			       "alltoall in place: block from %d element %zu is %d", r, i, out[(size_t)r * n + i]);
 	/* send/recv around the ring, and one to itself, in one group. */
 	int next = (rank + 1) % R, prev = (rank + R - 1) % R;
 	for (size_t i = 0; i < n; i++) {
