@@ -565,6 +565,7 @@ static int build_search_path(struct dir_list *l)
 
 /* ------------------------------------------------------------- required */
 
+/* The rejected or excluded entry of that plugin name, if any. */
 static const struct reg_entry *find_rejected(const char *name)
 {
 	for (int i = 0; i < reg_n; i++) {
@@ -722,7 +723,9 @@ static void do_load(void)
 		weft__plugsel_warn_unmatched(&reg_sel, seen, reg_n);
 	free(seen);
 
-	/* Sections the config file may use: every loaded plugin and the core's own. */
+	/* Sections the config file may use: every loaded plugin, every one
+	 * core.plugins keeps out (a file shared by hosts that exclude it on
+	 * some), and the core's own. */
 	int nk = 0;
 	const char **known = calloc((size_t)reg_n + 3, sizeof(*known));
 	if (known) {
@@ -730,7 +733,7 @@ static void do_load(void)
 		known[nk++] = "transport";
 		known[nk++] = "algorithm";
 		for (int i = 0; i < reg_n; i++)
-			if (reg_list[i]->pub.state == WEFT_PLUGIN_LOADED)
+			if (reg_list[i]->pub.state == WEFT_PLUGIN_LOADED || reg_list[i]->pub.state == WEFT_PLUGIN_EXCLUDED)
 				known[nk++] = reg_list[i]->pub.name;
 		weft__config_warn_unknown(known, nk);
 		free(known);

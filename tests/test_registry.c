@@ -542,13 +542,15 @@ START_TEST(plugins_list_keeps_files_out)
 	free(out);
 	/* The file form. */
 	char *tmp = wt_mkdtemp("reg-plugins");
-	char *conf = wt_write_file(tmp, "weft.conf", "[core]\nplugins = ^rt-good, shm\n");
+	char *conf = wt_write_file(tmp, "weft.conf", "[core]\nplugins = ^rt-good, shm\n[shm]\n");
 	char *env;
 	ck_assert_int_ge(asprintf(&env, "WEFT_PLUGIN_PATH='%s' WEFT_CONFIG='%s'", g, conf), 0);
 	out = run_info(env, NULL, &code);
 	ck_assert_msg(code == 0, "weft-info exited %d:\n%s", code, out);
 	line_with(out, "libweft-shm.so", line, sizeof(line));
 	ck_assert_msg(strstr(line, "EXCLUDED"), "shm's line is '%s':\n%s", line, out);
+	/* An excluded plugin's section stays a known one. */
+	ASSERT_HASNT(out, "unknown section [shm]");
 	free(out);
 	free(env);
 	free(conf);
