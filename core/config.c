@@ -16,6 +16,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <weft/weft.h>
@@ -411,10 +412,28 @@ static int parse_text(const char *path, char *text, size_t len)
 
 /* Reads path whole. *missing is set when it does not exist, which is not an
  * error for the default locations. */
-static int read_file(const char *path, char **text, size_t *len, int *missing)
+/* What a path that is no regular file is, for the error. */
+static const char *file_kind(mode_t m)
+{
+	if (S_ISDIR(m))
+		return "a directory";
+	if (S_ISFIFO(m))
+		return "a FIFO";
+	if (S_ISSOCK(m))
+		return "a socket";
+	if (S_ISCHR(m) || S_ISBLK(m))
+		return "a device";
+	return "no regular file";
+}
+
+/* *kind is set (and -EINVAL returned) for a path that is no regular file. */
+static int read_file(const char *path, char **text, size_t *len, int *missing, const char **kind)
 {
 	*missing = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	*kind = NULL;
+	/* Non-blocking, so that opening a FIFO returns instead of waiting for a
+	 * writer; only a regular file is read, and it never blocks. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		int e = errno;
 		if (e == ENOENT || e == ENOTDIR)
@@ -427,9 +446,12 @@ static int read_file(const char *path, char **text, size_t *len, int *missing)
 		close(fd);
 		return -e;
 	}
-	if (S_ISDIR(st.st_mode)) {
+	/* /dev/null (device 1,3) is the usual way to say "no file": it reads as empty. */
+	int devnull = S_ISCHR(st.st_mode) && major(st.st_rdev) == 1 && minor(st.st_rdev) == 3;
+	if (!S_ISREG(st.st_mode) && !devnull) {
+		*kind = file_kind(st.st_mode);
 		close(fd);
-		return -EISDIR;
+		return -EINVAL;
 	}
 	size_t cap = 4096, n = 0;
 	char *buf = malloc(cap + 1);
@@ -500,13 +522,14 @@ static void load_once(void)
 		char *text = NULL;
 		size_t len = 0;
 		int missing = 0;
-		int r = read_file(cands[i], &text, &len, &missing);
+		const char *kind;
+		int r = read_file(cands[i], &text, &len, &missing, &kind);
 		if (r) {
 			if (missing && !explicit_file)
 				continue;
-			WEFT_ERROR("%s: cannot read config file%s: %s", cands[i],
-				   explicit_file ? " named by WEFT_CONFIG" : "",
-				   r == -EFBIG ? "larger than 16 MiB" : strerror(-r));
+			WEFT_ERROR("%s: cannot read config file%s: %s%s", cands[i],
+				   explicit_file ? " named by WEFT_CONFIG" : "", kind ? "it is " : "",
+				   kind ? kind : r == -EFBIG ? "larger than 16 MiB" : strerror(-r));
 			rc = -WEFT_ERR_CONFIG;
 			break;
 		}

@@ -534,6 +534,33 @@ START_TEST(test_crlf_comments_no_newline)
 }
 END_TEST
 
+/* A path that is no regular file fails at once, naming what it is; a FIFO
+ * is never waited on (without a writer, opening it would block for ever).
+ * /dev/null reads as an empty file. */
+START_TEST(test_config_not_a_regular_file)
+{
+	char *fifo;
+	ck_assert_int_ge(asprintf(&fifo, "%s/fifo.conf", dir), 0);
+	ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+	setenv("WEFT_CONFIG", fifo, 1);
+	ck_assert_int_eq(weft__config_load(), -WEFT_ERR_CONFIG);
+	char *log = log_text();
+	char want[1024];
+	snprintf(want, sizeof(want), "%s: cannot read config file named by WEFT_CONFIG: it is a FIFO", fifo);
+	ck_assert_msg(strstr(log, want), "want '%s' in:\n%s", want, log);
+	free(log);
+	free(fifo);
+}
+END_TEST
+
+START_TEST(test_config_dev_null)
+{
+	setenv("WEFT_CONFIG", "/dev/null", 1);
+	ck_assert_int_eq(weft__config_load(), 0);
+	ck_assert_int_eq(weft__config_section_lines("transport", NULL, NULL), 0);
+}
+END_TEST
+
 START_TEST(test_empty_file)
 {
 	const char *path = use_conf("");
@@ -927,6 +954,8 @@ int main(void)
 	tcase_add_test(tc, test_crlf_comments_no_newline);
 	tcase_add_test(tc, test_empty_file);
 	tcase_add_test(tc, test_rule_sections);
+	tcase_add_test(tc, test_config_not_a_regular_file);
+	tcase_add_test(tc, test_config_dev_null);
 	tcase_add_test(tc, test_rule_sections_from_env);
 	tcase_add_test(tc, test_rule_sections_env_empty);
 	tcase_add_test(tc, test_rule_sections_env_bad);
