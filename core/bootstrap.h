@@ -104,4 +104,9 @@ const volatile uint32_t *weft__bootstrap_fail_word(const struct weft__bootstrap 
  * Writes the outputs only on success. */
 int weft__bootstrap_env_rank(int *rank, int *nranks);
 
+/* Checks the bootstrap's parameters as weft__bootstrap_create would (timeouts
+ * and heartbeat within their bounds), logging what is wrong: 0 or
+ * -WEFT_ERR_CONFIG, for weft-info. */
+int weft__bootstrap_params_check(void);
+
 #endif

@@ -7,15 +7,19 @@
 
 #include <weft/info.h>
 
+#include "bootstrap.h"
 #include "coll.h"
 #include "config.h"
 #include "registry.h"
 #include "topo.h"
 #include "tpsel.h"
 
+/* What creation would refuse of the core's own values fails here too. */
 WEFT_API int weft_info_load(void)
 {
-	return weft__registry_load();
+	int rc = weft__registry_load();
+	int brc = weft__bootstrap_params_check();
+	return rc ? rc : brc;
 }
 
 WEFT_API const char *weft_info_load_error(void)

@@ -894,6 +894,47 @@ START_TEST(info_rules_from_environment)
 }
 END_TEST
 
+/* The liveness values' bounds: outside them weft-info exits 2 naming the
+ * value and its range, and a communicator is not created; at the edges
+ * both are fine. */
+START_TEST(info_liveness_bounds)
+{
+	static const struct {
+		const char *env, *msg;
+	} bad[] = {
+		{"WEFT_CORE_HEARTBEAT_INTERVAL=1e-9", "heartbeat_interval (WEFT_CORE_HEARTBEAT_INTERVAL) is 1e-09 s; it must "
+						      "lie in [0.01, peer_timeout / 3 = 6.66667] s"},
+		{"WEFT_CORE_HEARTBEAT_INTERVAL=1e9", "is 1e+09 s; it must lie in [0.01, peer_timeout / 3"},
+		{"WEFT_CORE_PEER_TIMEOUT=0.05 WEFT_CORE_HEARTBEAT_INTERVAL=0.01",
+		 "peer_timeout (WEFT_CORE_PEER_TIMEOUT) is 0.05 s; it must lie in [0.1, 86400] s"},
+		{"WEFT_CORE_PEER_TIMEOUT=100000", "is 100000 s; it must lie in [0.1, 86400] s"},
+		{"WEFT_CORE_PEER_TIMEOUT=2", "is 1 s; it must lie in [0.01, peer_timeout / 3 = 0.666667] s"},
+	};
+	int code;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char *out = run_info(bad[i].env, NULL, &code);
+		ck_assert_msg(code == 2, "%s: weft-info exited %d, not 2:\n%s", bad[i].env, code, out);
+		ASSERT_HAS(out, bad[i].msg);
+		free(out);
+	}
+	char *out = run_info("WEFT_CORE_PEER_TIMEOUT=0.1 WEFT_CORE_HEARTBEAT_INTERVAL=0.01", NULL, &code);
+	ck_assert_msg(code == 0, "the lower edges: weft-info exited %d:\n%s", code, out);
+	free(out);
+	out = run_info("WEFT_CORE_PEER_TIMEOUT=86400 WEFT_CORE_HEARTBEAT_INTERVAL=28800", NULL, &code);
+	ck_assert_msg(code == 0, "the upper edges: weft-info exited %d:\n%s", code, out);
+	free(out);
+	/* Creation refuses the same. */
+	ck_assert_int_eq(setenv("WEFT_CORE_HEARTBEAT_INTERVAL", "1e-9", 1), 0);
+	struct weft_unique_id id;
+	weft_comm_t *comm = NULL;
+	int rc = weft_get_unique_id(&id);
+	if (rc == 0)
+		rc = weft_comm_create(&id, 1, 0, &comm);
+	ck_assert_msg(rc == -WEFT_ERR_CONFIG, "a 1e-9 s heartbeat gave %d, not -WEFT_ERR_CONFIG", rc);
+	ck_assert_ptr_null(comm);
+}
+END_TEST
+
 START_TEST(info_options)
 {
 	int code;
@@ -953,6 +994,7 @@ static Suite *registry_suite(void)
 	tcase_add_test(info, info_config_syntax_error_names_file_and_line);
 	tcase_add_test(info, info_options);
 	tcase_add_test(info, info_rules_from_environment);
+	tcase_add_test(info, info_liveness_bounds);
 	suite_add_tcase(s, info);
 	return s;
 }

@@ -678,3 +678,9 @@ int weft__bootstrap_barrier(struct weft__bootstrap *bs)
 	}
 	return 0;
 }
+
+int weft__bootstrap_params_check(void)
+{
+	struct bs_params p;
+	return weft__bs_params_load(&p);
+}

@@ -9,6 +9,10 @@
 #include "log.h"
 
 #define HS_TIMEOUT_MAX 5.0
+/* Bounds of the liveness values (seconds); docs/configuration.md states them. */
+#define PEER_TIMEOUT_MIN 0.1
+#define PEER_TIMEOUT_MAX 86400.0
+#define HB_INTERVAL_MIN 0.01
 
 static int param_double(const char *key, double *out)
 {
@@ -62,10 +66,21 @@ int weft__bs_params_load(struct bs_params *p)
 	if ((rc = param_string("bootstrap_root", &p->root)) || (rc = param_string("bootstrap_secret", &p->secret)) ||
 	    (rc = param_string("bootstrap_addr", &p->addr)) || (rc = param_string("bootstrap_ifname", &p->ifname)))
 		return rc;
-	if (p->hb_interval * 2 > p->peer_timeout)
-		WEFT_WARN("bootstrap: heartbeat_interval %g s is more than half of peer_timeout %g s; "
-			  "healthy peers may be declared dead",
-			  p->hb_interval, p->peer_timeout);
+	/* Refused, not warned about: a heartbeat so fast it costs a core, a
+	 * timeout so long a dead peer holds a job for a day, or a heartbeat that
+	 * does not fit three times into the timeout (then one late heartbeat
+	 * declares a healthy peer dead). */
+	if (p->peer_timeout < PEER_TIMEOUT_MIN || p->peer_timeout > PEER_TIMEOUT_MAX) {
+		WEFT_ERROR("bootstrap: core.peer_timeout (WEFT_CORE_PEER_TIMEOUT) is %g s; it must lie in [%g, %g] s",
+			   p->peer_timeout, PEER_TIMEOUT_MIN, PEER_TIMEOUT_MAX);
+		return -WEFT_ERR_CONFIG;
+	}
+	if (p->hb_interval < HB_INTERVAL_MIN || p->hb_interval > p->peer_timeout / 3) {
+		WEFT_ERROR("bootstrap: core.heartbeat_interval (WEFT_CORE_HEARTBEAT_INTERVAL) is %g s; it must lie in "
+			   "[%g, peer_timeout / 3 = %g] s",
+			   p->hb_interval, HB_INTERVAL_MIN, p->peer_timeout / 3);
+		return -WEFT_ERR_CONFIG;
+	}
 	/* A stranger's connection must not hold a slot for the whole rendezvous. */
 	p->hs_timeout = p->timeout < HS_TIMEOUT_MAX ? p->timeout : HS_TIMEOUT_MAX;
 	return 0;
