@@ -218,12 +218,18 @@ static int check_rank(int r, int nranks, const char *fn, const char *which)
 	return 0;
 }
 
-/* bytes = count * size of type * mult, refusing overflow. */
+/* No process maps more than this: 64-bit Linux user space ends at 2^47, or
+ * 2^56 with five-level paging. A span past it can only be a bad count, which
+ * a pack's memcpy would otherwise take to a crash. */
+#define SPAN_MAX (1ull << 57)
+
+/* bytes = count * size of type * mult, refusing overflow and spans no
+ * process can have. */
 static int bytes_of(size_t count, enum weft_datatype type, size_t mult, const char *fn, uint64_t *out)
 {
 	size_t es = weft_datatype_size(type);
-	if (count && (mult > SIZE_MAX / es || count > SIZE_MAX / (es * mult))) {
-		WEFT_ERROR("%s: count %zu is too large", fn, count);
+	if (count && (mult > SIZE_MAX / es || count > SIZE_MAX / (es * mult) || count * es * mult > SPAN_MAX)) {
+		WEFT_ERROR("%s: count %zu is too large: its bytes lie beyond any process's address space", fn, count);
 		return -EINVAL;
 	}
 	*out = (uint64_t)count * es * mult;
@@ -400,10 +406,10 @@ WEFT_API int weft_recv(void *buf, size_t count, enum weft_datatype type, int pee
 
 /* ------------------------------------------------------ v-collectives */
 
-/* The element offset off + count within reach of a size_t byte address. */
+/* The element offset off + count within SPAN_MAX bytes. */
 static int span_ok(size_t off, size_t count, size_t es)
 {
-	return off <= SIZE_MAX / es && count <= SIZE_MAX / es - off;
+	return off <= SPAN_MAX / es && count <= SPAN_MAX / es - off;
 }
 
 /* One send and one recv per rank as a group; on a bad entry nothing runs. */

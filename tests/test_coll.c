@@ -564,6 +564,12 @@ static int groups(int rank, int n, weft_comm_t *comm, uint64_t seed)
 	RCHECK(weft_allreduce(NULL, y, 4, WEFT_FLOAT32, WEFT_SUM, comm, NULL) == -EINVAL, "NULL sendbuf");
 	RCHECK(weft_broadcast(x, y, 4, WEFT_FLOAT32, n, comm, NULL) == -EINVAL, "root out of range");
 	RCHECK(weft_send(x, 4, WEFT_FLOAT32, -1, comm, NULL) == -EINVAL, "peer out of range");
+	/* Counts whose bytes lie beyond any address space (near 2^64 without
+	 * overflowing it, and 2^58) on a 64-byte buffer: refused, not copied. */
+	RCHECK(weft_allreduce(x, y, SIZE_MAX / 4 - 1, WEFT_FLOAT32, WEFT_SUM, comm, NULL) == -EINVAL, "bytes near 2^64");
+	RCHECK(weft_allgather(x, y, ((size_t)1 << 58) / 4 / (size_t)n, WEFT_FLOAT32, comm, NULL) == -EINVAL,
+	       "an allgather of 2^58 bytes");
+	RCHECK(weft_broadcast(x, y, SIZE_MAX - 1, WEFT_UINT8, 0, comm, NULL) == -EINVAL, "a broadcast near 2^64 bytes");
 	RCHECK(weft_group_end() == -EINVAL, "group_end without start");
 	/* Count 0 does nothing, and after all that the comm still works. */
 	ROK(weft_allreduce(NULL, NULL, 0, WEFT_FLOAT32, WEFT_SUM, comm, NULL));
