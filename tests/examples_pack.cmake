@@ -115,7 +115,7 @@ file(WRITE ${WORK}/rules.conf "[algorithm]\nrequire skelpack/allreduce when coll
 run("weft-info --select with rules" ${CMAKE_COMMAND} -E env WEFT_PLUGIN_PATH=${WORK} WEFT_CONFIG=${WORK}/rules.conf
   ${WEFT_INFO} --select --np 3)
 foreach(c allreduce allgather)
-  if(NOT out MATCHES "  ${c}:\n +1 B \\.\\. [^\n]* skelpack/${c} +\\(rule line")
+  if(NOT out MATCHES "  ${c}:\n +1 B \\.\\. [^\n]* skelpack/${c} +\\(rule [^\n]*rules\\.conf:[0-9]+\\)")
     message(FATAL_ERROR "with the rules, skelpack/${c} should serve every ${c}:\n${out}")
   endif()
 endforeach()
