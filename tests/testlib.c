@@ -66,12 +66,26 @@ int wt_fork_ranks_status(int nranks, wt_rank_fn fn, void *arg, int timeout_s, in
 	const char *bt = getenv("WT_BACKTRACE");
 	if (bt && strcmp(bt, "1") == 0)
 		g_trace_rank = -2;
+	/* Ranks start once every one is forked: a rendezvous root that is a
+	 * thread of this process, serving a rank during a later fork, could
+	 * leave that child a sanitizer allocator lock held (docs/reliability.md). */
+	int gate[2];
+	if (pipe(gate) != 0) {
+		fprintf(stderr, "pipe: %s\n", strerror(errno));
+		free(pids);
+		return -1;
+	}
 	fflush(NULL);
 	for (int r = 0; r < nranks; r++) {
 		pid_t pid = fork();
 		if (pid == 0) {
 			/* A rank must never outlive the test that made it. */
 			alarm((unsigned)timeout_s + 5);
+			char c;
+			close(gate[1]);
+			while (read(gate[0], &c, 1) < 0 && errno == EINTR)
+				;
+			close(gate[0]);
 			trace_install(r);
 			int rc = fn(r, nranks, arg);
 			fflush(NULL);
@@ -79,6 +93,8 @@ int wt_fork_ranks_status(int nranks, wt_rank_fn fn, void *arg, int timeout_s, in
 		}
 		if (pid < 0) {
 			fprintf(stderr, "fork: %s\n", strerror(errno));
+			close(gate[0]);
+			close(gate[1]);
 			for (int k = 0; k < r; k++)
 				kill(pids[k], SIGKILL);
 			for (int k = 0; k < r; k++)
@@ -88,6 +104,8 @@ int wt_fork_ranks_status(int nranks, wt_rank_fn fn, void *arg, int timeout_s, in
 		}
 		pids[r] = pid;
 	}
+	close(gate[0]);
+	close(gate[1]);
 	for (int r = 0; r < nranks; r++)
 		status[r] = -1;
 	int left = nranks;

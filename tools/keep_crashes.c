@@ -334,6 +334,20 @@ static void kill_all(int n, pid_t *pids, int *status, int as)
 		}
 }
 
+/* In a rank: waits until the parent has forked every rank (EOF on the pipe).
+ * The root of the ranks' rendezvous is a thread of the parent; a rank that
+ * reached it while the parent still forked could have it allocating during a
+ * fork, and under a sanitizer a later child then inherits the allocator's
+ * lock held and hangs in its first malloc (docs/reliability.md). */
+static void kc_start_gate(int gate[2])
+{
+	char c;
+	close(gate[1]);
+	while (read(gate[0], &c, 1) < 0 && errno == EINTR)
+		;
+	close(gate[0]);
+}
+
 /* Forks the ranks and waits for them: status[r] is rank r's wait status,
  * KC_HUNG or KC_KILLED. 0, or -1 when fork failed (*res says so). */
 static int fork_wait(const struct kc_run *run, int *status, struct kc_result *res)
@@ -341,6 +355,12 @@ static int fork_wait(const struct kc_run *run, int *status, struct kc_result *re
 	int n = run->n;
 	pid_t pids[KC_MAX_RANKS];
 	int stopped[KC_MAX_RANKS] = {0};
+	int gate[2];
+	if (pipe(gate) != 0) {
+		snprintf(res->reason, sizeof(res->reason), "pipe: %s", strerror(errno));
+		res->status = KC_FAIL;
+		return -1;
+	}
 	fflush(NULL);
 	for (int r = 0; r < n; r++) {
 		status[r] = KC_HUNG;
@@ -348,6 +368,7 @@ static int fork_wait(const struct kc_run *run, int *status, struct kc_result *re
 		if (pid == 0) {
 			/* A rank must never outlive the check that made it. */
 			alarm((unsigned)run->timeout_s + 5);
+			kc_start_gate(gate);
 			kc_keep_crashes();
 			char why[512];
 			if (hosts_enter(r, why, sizeof(why)) != 0) {
@@ -361,11 +382,15 @@ static int fork_wait(const struct kc_run *run, int *status, struct kc_result *re
 		if (pid < 0) {
 			snprintf(res->reason, sizeof(res->reason), "fork: %s", strerror(errno));
 			res->status = KC_FAIL;
+			close(gate[0]);
+			close(gate[1]);
 			kill_all(r, pids, status, KC_KILLED);
 			return -1;
 		}
 		pids[r] = pid;
 	}
+	close(gate[0]);
+	close(gate[1]); /* every rank is forked: they may start */
 	int left = n, watching = run->watch != NULL, graced = 0;
 	double deadline = now_s() + run->timeout_s;
 	while (left > 0 && now_s() < deadline) {
