@@ -81,6 +81,7 @@ int wt_fork_ranks_status(int nranks, wt_rank_fn fn, void *arg, int timeout_s, in
 		if (pid == 0) {
 			/* A rank must never outlive the test that made it. */
 			alarm((unsigned)timeout_s + 5);
+			free(pids); /* the parent's; LeakSanitizer would count it at a rank's exit */
 			char c;
 			close(gate[1]);
 			while (read(gate[0], &c, 1) < 0 && errno == EINTR)
