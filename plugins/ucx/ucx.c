@@ -16,6 +16,7 @@ const struct weft_core_api *ucx_core;
 /* The values of signal_order and error_mode, in their enums' order. */
 static const char *const ucx_sig_names[] = {"flush", "fence", NULL};
 static const char *const ucx_errmode_names[] = {"auto", "peer", "none", NULL};
+static const char *const ucx_proto_names[] = {"v1", "ucx", NULL};
 
 static const struct weft_kit_param ucx_params[] = {
 	WEFT_KIT_P_STRBUF("tls", struct ucx_settings, tls, NULL, NULL,
@@ -38,6 +39,9 @@ static const struct weft_kit_param ucx_params[] = {
 	WEFT_KIT_P_ENUM("error_mode", struct ucx_settings, err_mode, "auto", ucx_errmode_names,
 			"UCX peer-failure handling per endpoint: peer, none, or auto (none toward same-host peers when "
 			"shared memory is available, which UCX cannot use with peer mode; peer otherwise)"),
+	WEFT_KIT_P_ENUM("protocols", struct ucx_settings, protocols, "v1", ucx_proto_names,
+			"UCX's protocol layer: v1 (UCX_PROTO_ENABLE=n, where UCX still has it) or ucx (UCX's default; "
+			"UCX 1.16's protocols v2 busy-loop over tcp until an endpoint's wire-up is over)"),
 };
 
 int ucx_code(ucs_status_t st)
@@ -112,6 +116,16 @@ static int apply_settings(ucp_config_t *cfg, const struct ucx_settings *s)
 		return rc;
 	if (s->net_devices[0] && (rc = config_set(cfg, "NET_DEVICES", s->net_devices, "net_devices")) < 0)
 		return rc;
+	/* UCX 1.16's protocols v2 retry an op on an endpoint whose wire-up is not
+	 * over inside the posting call, without progress; two ranks signalling each
+	 * other first over tcp then spin for ever. v1 queues the op instead. A UCX
+	 * without the key has only one layer, so its refusal is not an error. */
+	if (s->protocols == UCX_PROTO_V1) {
+		ucs_status_t st = ucp_config_modify(cfg, "PROTO_ENABLE", "n");
+		if (st != UCS_OK)
+			UCX_LOG(WEFT_LOG_DEBUG, "protocols=v1: this UCX has no PROTO_ENABLE (%s); using its one layer",
+				ucs_status_string(st));
+	}
 	/* options: KEY=VALUE pairs separated by ';'. */
 	char buf[UCX_PARAM_MAX];
 	strcpy(buf, s->options);

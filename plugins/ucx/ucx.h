@@ -23,6 +23,12 @@
 #define UCX_ADDR_MAX 65536
 
 /* How a signal stays behind the puts posted before it on its endpoint. */
+/* Which of UCX's protocol layers carries the ops (parameter protocols). */
+enum ucx_proto {
+	UCX_PROTO_V1 = 0,  /* UCX_PROTO_ENABLE=n where UCX has the key */
+	UCX_PROTO_UCX = 1  /* UCX's own default */
+};
+
 enum ucx_sig_mode {
 	UCX_SIG_FLUSH = 0, /* wait for an endpoint flush covering them, then post the token */
 	UCX_SIG_FENCE = 1  /* ucp_worker_fence, then post the token at once */
@@ -70,6 +76,7 @@ struct ucx_settings {
 	enum ucx_sig_mode sig_mode;
 	enum ucx_err_mode err_mode;
 	int64_t error_delay_ms;
+	enum ucx_proto protocols;
 };
 
 /* One weft context (one communicator): a UCP context and its one worker. */
