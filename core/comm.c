@@ -24,6 +24,7 @@
 #include "sem.h"
 #include "topo.h"
 #include "tpsel.h"
+#include "sigkeep.h"
 
 /* ------------------------------------------------------------ transports */
 /* True when `name` is listed in [core] require (a comma or blank separated list). */
@@ -115,7 +116,12 @@ static int open_transports(weft_comm_t *comm)
 			continue;
 		}
 		void *tc = NULL;
+		struct weft__sigkeep k;
+		weft__sigkeep_save(&k);
 		int orc = ops->open(&args, &tc);
+		char who[WEFT__TP_NAME_MAX + 32];
+		snprintf(who, sizeof(who), "opening transport '%s'", name);
+		weft__sigkeep_restore(&k, who);
 		if (orc != 0) {
 			if (is_required(name)) {
 				WEFT_ERROR("transport '%s' is required (core.require) but failed to open: %s", name,

@@ -26,6 +26,7 @@
 #include "log.h"
 #include "plugin_api.h"
 #include "plugsel.h"
+#include "sigkeep.h"
 #include "elfcheck.h"
 #include "registry.h"
 #include "rules.h"
@@ -429,7 +430,12 @@ static void load_or_exclude(const char *path, int dir)
 		if (add_entry(WEFT_PLUGIN_EXCLUDED, path, stem, dir, NULL, reason) != 0)
 			WEFT_ERROR("out of memory recording %s", path);
 	} else {
+		struct weft__sigkeep k;
+		weft__sigkeep_save(&k);
 		load_file(path, dir);
+		char who[PATH_MAX + 32];
+		snprintf(who, sizeof(who), "loading plugin %s", path);
+		weft__sigkeep_restore(&k, who);
 	}
 	free(stem);
 }

@@ -31,3 +31,11 @@ if(TARGET weft-plugin-algo-host AND TARGET weft-plugin-ofi)
   weft_add_test(test_threads SOURCES test_threads.c LABELS mp TIMEOUT 300 ENV CK_FORK=no)
   add_dependencies(test_threads weft-plugin-algo-host weft-plugin-ofi)
 endif()
+
+# test_signals: with ucx, ofi and shm open, a rank catches the signals it
+# caught before weft, a crash ends it by its signal, and SIGHUP ends it.
+if(TARGET weft-plugin-ucx AND TARGET weft-plugin-ofi AND TARGET weft-plugin-shm AND TARGET weft-plugin-algo-host)
+  weft_add_test(test_signals SOURCES test_signals.c LABELS mp TIMEOUT 240
+    ENV WEFT_OFI_ADDR=127.0.0.1 WEFT_UCX_NET_DEVICES=lo)
+  add_dependencies(test_signals weft-plugin-ucx weft-plugin-ofi weft-plugin-shm weft-plugin-algo-host)
+endif()

@@ -646,9 +646,11 @@ START_TEST(plugins_excluded_never_opened)
 }
 END_TEST
 
-/* The same program with ucx allowed: UCX's libraries are mapped and have
- * installed handlers (what the exclusion above keeps out is really there
- * otherwise; UCX 1.13 catches SIGSEGV, SIGBUS, SIGTERM and more). */
+/* The same program with ucx allowed and its libraries' handlers kept: UCX's
+ * libraries are mapped and have installed handlers (what the exclusion above
+ * keeps out is really there otherwise; UCX 1.13 catches SIGSEGV, SIGBUS,
+ * SIGTERM and more). Without keep_library_signal_handlers the core puts the
+ * process's own back: tests/test_signals.c. */
 START_TEST(plugins_allowed_ucx_is_mapped)
 {
 	char path[4096];
@@ -657,6 +659,7 @@ START_TEST(plugins_allowed_ucx_is_mapped)
 		printf("SKIP: %s not built\n", path);
 		return;
 	}
+	ck_assert_int_eq(setenv("WEFT_CORE_KEEP_LIBRARY_SIGNAL_HANDLERS", "1", 1), 0);
 	unsigned long long before = caught_signals();
 	weft_comm_t *comm = comm_with_plugins("shm,ucx");
 	ck_assert_msg(mapped("libucs"), "libucs is not mapped with the ucx plugin allowed");
