@@ -21,6 +21,7 @@
 #define WEFT_CORE_BASE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -135,6 +136,11 @@ struct weft_comm {
 	struct weft__stage_comm *stage;
 
 	struct weft__coll_comm *coll; /* the collective layer's state (coll.c), set by its first call (atomic) */
+
+	/* The thread inside a public call on this communicator, and how deep
+	 * (handles.c); only that thread touches busy_depth. */
+	_Atomic uintptr_t busy_owner;
+	int busy_depth;
 };
 
 struct weft_mem {

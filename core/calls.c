@@ -15,6 +15,7 @@
 #include "coll.h"
 #include "dtype.h"
 #include "log.h"
+#include "handles.h"
 
 /* ------------------------------------------------------------- groups
  * Per thread: the nesting depth and the calls queued since the outermost start. */
@@ -82,6 +83,9 @@ static int run_p2p_batch(weft_comm_t *comm, struct weft_p2p_op *ops, size_t n, v
 	return weft__coll_run(comm, &a);
 }
 
+static int run_claimed(weft_comm_t *comm, const char *fn, const struct weft_coll_args *args,
+		       struct weft_p2p_op *ops, size_t n, void *stream);
+
 WEFT_API int weft_group_start(void)
 {
 	if (grp.depth == INT_MAX)
@@ -109,7 +113,7 @@ WEFT_API int weft_group_end(void)
 	int first = 0;
 	for (size_t i = 0; i < n; i++)
 		if (!ops[i].p2p) {
-			int rc = weft__coll_run(ops[i].comm, &ops[i].args);
+			int rc = run_claimed(ops[i].comm, "weft_group_end", &ops[i].args, NULL, 0, NULL);
 			if (rc && !first)
 				first = rc;
 		}
@@ -130,7 +134,7 @@ WEFT_API int weft_group_end(void)
 				batch[nb++] = ops[j].op;
 				ops[j].comm = NULL; /* taken */
 			}
-		int rc = run_p2p_batch(comm, batch, nb, stream);
+		int rc = run_claimed(comm, "weft_group_end", NULL, batch, nb, stream);
 		if (rc && !first)
 			first = rc;
 	}
@@ -143,11 +147,8 @@ WEFT_API int weft_group_end(void)
 
 static int check_comm(const weft_comm_t *comm, const char *fn)
 {
-	if (!comm) {
-		WEFT_ERROR("%s: comm is NULL", fn);
-		return -EINVAL;
-	}
-	return weft_comm_status(comm);
+	int rc = weft__comm_check(comm, fn);
+	return rc ? rc : weft__bootstrap_status(comm->bs);
 }
 
 static int check_type(enum weft_datatype type, const char *fn)
@@ -236,11 +237,24 @@ static int bytes_of(size_t count, enum weft_datatype type, size_t mult, const ch
 	return 0;
 }
 
+/* A call runs with the communicator claimed for this thread (handles.h); a
+ * grouped one is claimed when weft_group_end runs it. */
+static int run_claimed(weft_comm_t *comm, const char *fn, const struct weft_coll_args *args,
+		       struct weft_p2p_op *ops, size_t n, void *stream)
+{
+	int rc = weft__comm_enter(comm, fn);
+	if (rc != 0)
+		return rc;
+	rc = args ? weft__coll_run(comm, args) : run_p2p_batch(comm, ops, n, stream);
+	weft__comm_leave(comm);
+	return rc;
+}
+
 static int submit(weft_comm_t *comm, const struct weft_coll_args *args)
 {
 	if (grp.depth > 0)
 		return grp_push(comm, args, NULL, NULL);
-	return weft__coll_run(comm, args);
+	return run_claimed(comm, weft__coll_name(args->coll), args, NULL, 0, NULL);
 }
 
 static void args_init(struct weft_coll_args *a, enum weft_collective coll, weft_comm_t *comm, const void *sendbuf,
@@ -269,12 +283,12 @@ static int reduction(const char *fn, enum weft_collective kind, const void *send
 	struct weft_coll_args a;
 	int rc, rooted = kind == WEFT_COLL_REDUCE;
 	if ((rc = check_comm(comm, fn)) || (rc = check_type(type, fn)) || (rc = check_op(op, fn)) ||
-	    (rooted && (rc = check_rank(root, weft_comm_size(comm), fn, "root"))) ||
+	    (rooted && (rc = check_rank(root, comm->nranks, fn, "root"))) ||
 	    (rc = check_buf(sendbuf, count, fn, "sendbuf")) ||
-	    ((!rooted || root == weft_comm_rank(comm)) && (rc = check_buf(recvbuf, count, fn, "recvbuf"))))
+	    ((!rooted || root == comm->rank) && (rc = check_buf(recvbuf, count, fn, "recvbuf"))))
 		return rc;
 	args_init(&a, kind, comm, sendbuf, recvbuf, count, type, op, root, stream);
-	size_t parts = kind == WEFT_COLL_REDUCE_SCATTER ? (size_t)weft_comm_size(comm) : 1;
+	size_t parts = kind == WEFT_COLL_REDUCE_SCATTER ? (size_t)comm->nranks : 1;
 	if ((premul && (rc = set_scalar(&a, scalar, scalar_mem, fn))) || (rc = bytes_of(count, type, parts, fn, &a.bytes)))
 		return rc;
 	return submit(comm, &a);
@@ -297,7 +311,7 @@ WEFT_API int weft_allgather(const void *sendbuf, void *recvbuf, size_t sendcount
 	    (rc = check_buf(sendbuf, sendcount, fn, "sendbuf")) || (rc = check_buf(recvbuf, sendcount, fn, "recvbuf")))
 		return rc;
 	args_init(&a, WEFT_COLL_ALLGATHER, comm, sendbuf, recvbuf, sendcount, type, WEFT_SUM, 0, stream);
-	if ((rc = bytes_of(sendcount, type, (size_t)weft_comm_size(comm), fn, &a.bytes)))
+	if ((rc = bytes_of(sendcount, type, (size_t)comm->nranks, fn, &a.bytes)))
 		return rc;
 	return submit(comm, &a);
 }
@@ -316,8 +330,8 @@ WEFT_API int weft_broadcast(const void *sendbuf, void *recvbuf, size_t count, en
 	struct weft_coll_args a;
 	int rc;
 	if ((rc = check_comm(comm, fn)) || (rc = check_type(type, fn)) ||
-	    (rc = check_rank(root, weft_comm_size(comm), fn, "root")) ||
-	    (root == weft_comm_rank(comm) && (rc = check_buf(sendbuf, count, fn, "sendbuf"))) ||
+	    (rc = check_rank(root, comm->nranks, fn, "root")) ||
+	    (root == comm->rank && (rc = check_buf(sendbuf, count, fn, "sendbuf"))) ||
 	    (rc = check_buf(recvbuf, count, fn, "recvbuf")))
 		return rc;
 	args_init(&a, WEFT_COLL_BROADCAST, comm, sendbuf, recvbuf, count, type, WEFT_SUM, root, stream);
@@ -366,7 +380,7 @@ WEFT_API int weft_alltoall(const void *sendbuf, void *recvbuf, size_t count, enu
 	    (rc = check_buf(sendbuf, count, fn, "sendbuf")) || (rc = check_buf(recvbuf, count, fn, "recvbuf")))
 		return rc;
 	args_init(&a, WEFT_COLL_ALLTOALL, comm, sendbuf, recvbuf, count, type, WEFT_SUM, 0, stream);
-	if ((rc = bytes_of(count, type, (size_t)weft_comm_size(comm), fn, &a.bytes)))
+	if ((rc = bytes_of(count, type, (size_t)comm->nranks, fn, &a.bytes)))
 		return rc;
 	return submit(comm, &a);
 }
@@ -377,7 +391,7 @@ static int p2p(const char *fn, int is_send, void *buf, size_t count, enum weft_d
 	int rc;
 	uint64_t bytes;
 	if ((rc = check_comm(comm, fn)) || (rc = check_type(type, fn)) ||
-	    (rc = check_rank(peer, weft_comm_size(comm), fn, "peer")) || (rc = check_buf(buf, count, fn, "buf")) ||
+	    (rc = check_rank(peer, comm->nranks, fn, "peer")) || (rc = check_buf(buf, count, fn, "buf")) ||
 	    (rc = bytes_of(count, type, 1, fn, &bytes)))
 		return rc;
 	if (bytes == 0)
@@ -385,11 +399,11 @@ static int p2p(const char *fn, int is_send, void *buf, size_t count, enum weft_d
 	struct weft_p2p_op op = {.peer = peer, .is_send = is_send, .buf = buf, .bytes = (size_t)bytes};
 	if (grp.depth > 0)
 		return grp_push(comm, NULL, &op, stream);
-	if (peer == weft_comm_rank(comm)) {
+	if (peer == comm->rank) {
 		WEFT_ERROR("%s: a send or recv to the calling rank itself needs a group (weft_group_start/end)", fn);
 		return -EINVAL;
 	}
-	return run_p2p_batch(comm, &op, 1, stream);
+	return run_claimed(comm, fn, NULL, &op, 1, stream);
 }
 
 WEFT_API int weft_send(const void *buf, size_t count, enum weft_datatype type, int peer, weft_comm_t *comm,
@@ -424,7 +438,7 @@ static int run_v(const char *fn, const void *sendbuf, const size_t *scounts, con
 		WEFT_ERROR("%s: NULL %s", fn, !rcounts ? "recvcounts" : !rdispls ? "displacements" : "sendcounts");
 		return -EINVAL;
 	}
-	int n = weft_comm_size(comm), me = weft_comm_rank(comm);
+	int n = comm->nranks, me = comm->rank;
 	size_t es = weft_datatype_size(type);
 	for (int p = 0; p < n; p++) {
 		size_t sc = scounts ? scounts[p] : scount, so = sdispls ? sdispls[p] : 0;

@@ -21,6 +21,7 @@
 #include "registry.h"
 #include "rules.h"
 #include "topo.h"
+#include "handles.h"
 
 /* What an algorithm that says nothing of its reductions serves: ABI 0.2's five. */
 #define BASE_REDOPS                                                                                   \
@@ -28,38 +29,55 @@
 
 /* --------------------------------------------------------- primitive API */
 
+/* The packs call these while a communicator is made or destroyed, and from
+ * inside a user's call on it: the unchecked twins (handles.h). */
+static int prim_comm_rank(const weft_comm_t *comm)
+{
+	return comm ? comm->rank : -EINVAL;
+}
+
+static int prim_comm_size(const weft_comm_t *comm)
+{
+	return comm ? comm->nranks : -EINVAL;
+}
+
+static int prim_comm_status(const weft_comm_t *comm)
+{
+	return comm ? weft__bootstrap_status(comm->bs) : -EINVAL;
+}
+
 static const struct weft_prim_api prim_api = {
 	.size = sizeof(struct weft_prim_api),
-	.comm_rank = weft_comm_rank,
-	.comm_size = weft_comm_size,
-	.comm_status = weft_comm_status,
-	.comm_barrier = weft_comm_barrier,
-	.comm_allgather = weft_comm_allgather,
-	.comm_send = weft_comm_send,
-	.comm_recv = weft_comm_recv,
-	.mem_register = weft_mem_register,
+	.comm_rank = prim_comm_rank,
+	.comm_size = prim_comm_size,
+	.comm_status = prim_comm_status,
+	.comm_barrier = weft__comm_barrier,
+	.comm_allgather = weft__comm_allgather,
+	.comm_send = weft__comm_send,
+	.comm_recv = weft__comm_recv,
+	.mem_register = weft__mem_register_user,
 	.mem_deregister = weft_mem_deregister,
 	.mem_exchange = weft_mem_exchange,
 	.rmem_release = weft_rmem_release,
-	.connect = weft_connect,
+	.connect = weft__connect,
 	.conn_close = weft_conn_close,
 	.put = weft_put,
 	.signal = weft_signal,
 	.flush = weft_flush,
-	.sem_create = weft_sem_create,
+	.sem_create = weft__sem_create,
 	.sem_destroy = weft_sem_destroy,
 	.sem_value = weft_sem_value,
 	.sem_wait = weft_sem_wait,
 	.sem_exchange = weft_sem_exchange,
 	.rsem_release = weft_rsem_release,
-	.mem_alloc = weft_mem_alloc,
-	.mem_free = weft_mem_free,
+	.mem_alloc = weft__buf_alloc,
+	.mem_free = weft__buf_free,
 	.rmem_device_ptr = weft_rmem_device_ptr,
 	.memchan_create = weft_memchan_create,
 	.memchan_destroy = weft_memchan_destroy,
 	.memchan_device_handle = weft_memchan_device_handle,
-	.sem_create_on = weft_sem_create_on,
-	.connect_mem = weft_connect_mem,
+	.sem_create_on = weft__sem_create_on,
+	.connect_mem = weft__connect_mem,
 	.sem_wait_any = weft_sem_wait_any,
 };
 
@@ -577,8 +595,8 @@ static int inst_setup(weft_comm_t *comm, struct weft__coll_comm *cc, int idx, in
 	struct weft_algo_comm ac = {
 		.size = sizeof(ac),
 		.comm = comm,
-		.rank = weft_comm_rank(comm),
-		.nranks = weft_comm_size(comm),
+		.rank = comm->rank,
+		.nranks = comm->nranks,
 		.prim = &prim_api,
 		.core = cat[idx].core,
 		.pack_state = pk->state,
@@ -641,7 +659,7 @@ static void describe_call(const struct weft_coll_args *a, char *buf, size_t len)
 
 int weft__coll_run(weft_comm_t *comm, const struct weft_coll_args *args)
 {
-	int rc = weft_comm_status(comm);
+	int rc = prim_comm_status(comm);
 	if (rc != 0)
 		return rc;
 	if (args->count == 0)
@@ -651,7 +669,7 @@ int weft__coll_run(weft_comm_t *comm, const struct weft_coll_args *args)
 	struct weft__coll_comm *cc = comm_state(comm, 1);
 	if (!cc)
 		return -ENOMEM;
-	int nranks = weft_comm_size(comm);
+	int nranks = comm->nranks;
 	int reducing = args->coll == WEFT_COLL_ALLREDUCE || args->coll == WEFT_COLL_REDUCE_SCATTER ||
 		       args->coll == WEFT_COLL_REDUCE;
 	struct query q = {.coll = (int)args->coll, .bytes = args->bytes, .nranks = nranks, .nhosts = cc->topo.nhosts,

@@ -25,6 +25,7 @@
 #include "topo.h"
 #include "tpsel.h"
 #include "sigkeep.h"
+#include "handles.h"
 
 /* ------------------------------------------------------------ transports */
 /* True when `name` is listed in [core] require (a comma or blank separated list). */
@@ -209,6 +210,11 @@ WEFT_API int weft_comm_create(const struct weft_unique_id *id, int nranks, int r
 	rc = weft__topo_comm_attach(comm);
 	if (rc != 0)
 		goto err_close_transports;
+	rc = weft__comm_live_add(comm);
+	if (rc != 0) {
+		weft__topo_comm_detach(comm);
+		goto err_close_transports;
+	}
 	*out = comm;
 	return 0;
 
@@ -256,6 +262,12 @@ WEFT_API int weft_comm_destroy(weft_comm_t *comm)
 {
 	if (!comm)
 		return 0;
+	/* A destroyed handle fails here, before anything is read through it; so
+	 * does a communicator another thread is inside a call on. */
+	int rc = weft__comm_enter(comm, "weft_comm_destroy");
+	if (rc != 0)
+		return rc;
+	weft__comm_live_remove(comm);
 	weft__log_set_rank(comm->rank);
 	/* Algorithm packs release what they made through the primitive API, so
 	 * they go first, while connections and memory still work. */
@@ -281,33 +293,41 @@ WEFT_API int weft_comm_destroy(weft_comm_t *comm)
 	return 0;
 }
 
+/* Abort is meant for another thread than the one blocked in a call, so it
+ * checks the handle but claims nothing. */
 WEFT_API int weft_comm_abort(weft_comm_t *comm)
 {
-	if (!comm)
-		return -EINVAL;
+	int rc = weft__comm_check(comm, "weft_comm_abort");
+	if (rc != 0)
+		return rc;
 	weft__bootstrap_fail(comm->bs, -WEFT_ERR_ABORTED);
 	/* Kernels poll host-mapped flags, not the bootstrap's state. */
 	weft__abort_flags_raise(comm);
 	return 0;
 }
 
+/* Queries read what does not change, or the bootstrap's atomic state: any
+ * thread may ask, only the handle is checked. */
 WEFT_API int weft_comm_rank(const weft_comm_t *comm)
 {
-	return comm ? comm->rank : -EINVAL;
+	int rc = weft__comm_check(comm, "weft_comm_rank");
+	return rc ? rc : comm->rank;
 }
 
 WEFT_API int weft_comm_size(const weft_comm_t *comm)
 {
-	return comm ? comm->nranks : -EINVAL;
+	int rc = weft__comm_check(comm, "weft_comm_size");
+	return rc ? rc : comm->nranks;
 }
 
 WEFT_API int weft_comm_status(const weft_comm_t *comm)
 {
-	return comm ? weft__bootstrap_status(comm->bs) : -EINVAL;
+	int rc = weft__comm_check(comm, "weft_comm_status");
+	return rc ? rc : weft__bootstrap_status(comm->bs);
 }
 
 /* ----------------------------------------------------- out-of-band helpers */
-WEFT_API int weft_comm_barrier(weft_comm_t *comm)
+int weft__comm_barrier(weft_comm_t *comm)
 {
 	if (!comm)
 		return -EINVAL;
@@ -319,7 +339,7 @@ WEFT_API int weft_comm_barrier(weft_comm_t *comm)
 	return rc;
 }
 
-WEFT_API int weft_comm_allgather(weft_comm_t *comm, const void *mine, void *all, size_t bytes_each)
+int weft__comm_allgather(weft_comm_t *comm, const void *mine, void *all, size_t bytes_each)
 {
 	if (!comm || (bytes_each > 0 && (!mine || !all))) {
 		WEFT_ERROR("weft_comm_allgather: NULL argument");
@@ -353,13 +373,13 @@ static int check_p2p(const weft_comm_t *comm, const char *what, int peer, uint32
 	return 0;
 }
 
-WEFT_API int weft_comm_send(weft_comm_t *comm, int peer, uint32_t tag, const void *buf, size_t len)
+int weft__comm_send(weft_comm_t *comm, int peer, uint32_t tag, const void *buf, size_t len)
 {
 	int rc = check_p2p(comm, "weft_comm_send", peer, tag, buf, len);
 	return rc ? rc : weft__bootstrap_send(comm->bs, peer, tag, buf, len);
 }
 
-WEFT_API int weft_comm_recv(weft_comm_t *comm, int peer, uint32_t tag, void *buf, size_t len)
+int weft__comm_recv(weft_comm_t *comm, int peer, uint32_t tag, void *buf, size_t len)
 {
 	int rc = check_p2p(comm, "weft_comm_recv", peer, tag, buf, len);
 	if (rc == 0)
@@ -369,4 +389,79 @@ WEFT_API int weft_comm_recv(weft_comm_t *comm, int peer, uint32_t tag, void *buf
 	rc = weft__bootstrap_recv(comm->bs, peer, tag, buf, len);
 	weft__progress_release(comm);
 	return rc;
+}
+
+/* ------------------------------------------------ public, checked entries */
+/* Each checks the handle and claims the communicator (handles.h) around its
+ * unchecked twin, which the core and the plugins' primitive API call. */
+#define CHECKED_CALL(fn, comm, call)                         \
+	do {                                                 \
+		int rc_ = weft__comm_enter((comm), fn);      \
+		if (rc_ != 0)                                \
+			return rc_;                          \
+		rc_ = (call);                                \
+		weft__comm_leave(comm);                      \
+		return rc_;                                  \
+	} while (0)
+
+WEFT_API int weft_comm_barrier(weft_comm_t *comm)
+{
+	CHECKED_CALL("weft_comm_barrier", comm, weft__comm_barrier(comm));
+}
+
+WEFT_API int weft_comm_allgather(weft_comm_t *comm, const void *mine, void *all, size_t bytes_each)
+{
+	CHECKED_CALL("weft_comm_allgather", comm, weft__comm_allgather(comm, mine, all, bytes_each));
+}
+
+WEFT_API int weft_comm_send(weft_comm_t *comm, int peer, uint32_t tag, const void *buf, size_t len)
+{
+	CHECKED_CALL("weft_comm_send", comm, weft__comm_send(comm, peer, tag, buf, len));
+}
+
+WEFT_API int weft_comm_recv(weft_comm_t *comm, int peer, uint32_t tag, void *buf, size_t len)
+{
+	CHECKED_CALL("weft_comm_recv", comm, weft__comm_recv(comm, peer, tag, buf, len));
+}
+
+WEFT_API int weft_connect_mem(weft_comm_t *comm, int peer, const char *transport, enum weft_mem_type mem,
+			      weft_conn_t **conn)
+{
+	CHECKED_CALL("weft_connect_mem", comm, weft__connect_mem(comm, peer, transport, mem, conn));
+}
+
+WEFT_API int weft_connect(weft_comm_t *comm, int peer, const char *transport, weft_conn_t **conn)
+{
+	CHECKED_CALL("weft_connect", comm, weft__connect(comm, peer, transport, conn));
+}
+
+WEFT_API int weft_mem_register(weft_comm_t *comm, void *ptr, size_t len, enum weft_mem_type type, weft_mem_t **mem)
+{
+	CHECKED_CALL("weft_mem_register", comm, weft__mem_register_user(comm, ptr, len, type, mem));
+}
+
+WEFT_API int weft_mem_import(weft_comm_t *comm, int peer, const void *buf, size_t len, weft_rmem_t **rmem)
+{
+	CHECKED_CALL("weft_mem_import", comm, weft__mem_import_user(comm, peer, buf, len, rmem));
+}
+
+WEFT_API int weft_sem_create(weft_comm_t *comm, weft_sem_t **sem)
+{
+	CHECKED_CALL("weft_sem_create", comm, weft__sem_create(comm, sem));
+}
+
+WEFT_API int weft_sem_create_on(weft_comm_t *comm, enum weft_mem_type type, weft_sem_t **sem)
+{
+	CHECKED_CALL("weft_sem_create_on", comm, weft__sem_create_on(comm, type, sem));
+}
+
+WEFT_API int weft_mem_alloc(weft_comm_t *comm, enum weft_mem_type type, size_t bytes, void **ptr)
+{
+	CHECKED_CALL("weft_mem_alloc", comm, weft__buf_alloc(comm, type, bytes, ptr));
+}
+
+/* NULL is accepted, as by free(), for any comm the caller holds. */
+WEFT_API int weft_mem_free(weft_comm_t *comm, void *ptr)
+{
+	CHECKED_CALL("weft_mem_free", comm, weft__buf_free(comm, ptr));
 }

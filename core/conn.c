@@ -20,6 +20,7 @@
 #include "stage.h"
 #include "topo.h"
 #include "tpsel.h"
+#include "handles.h"
 
 /* Connect message, little-endian:
  *   magic u32 "WFTC" | status i32 (0, or this side's error) | flags u32 (bit 0: the
@@ -194,7 +195,7 @@ static int find_peer_cand(int peer, const unsigned char *m, size_t len, const ch
 static int connect_peer(weft_comm_t *comm, int peer, const char *transport, enum weft_mem_type mem,
 			weft_conn_t **out);
 
-WEFT_API int weft_connect_mem(weft_comm_t *comm, int peer, const char *transport, enum weft_mem_type mem,
+int weft__connect_mem(weft_comm_t *comm, int peer, const char *transport, enum weft_mem_type mem,
 			      weft_conn_t **out)
 {
 	if (!comm || !out) {
@@ -213,9 +214,9 @@ WEFT_API int weft_connect_mem(weft_comm_t *comm, int peer, const char *transport
 	return rc;
 }
 
-WEFT_API int weft_connect(weft_comm_t *comm, int peer, const char *transport, weft_conn_t **out)
+int weft__connect(weft_comm_t *comm, int peer, const char *transport, weft_conn_t **out)
 {
-	return weft_connect_mem(comm, peer, transport, WEFT_MEM_HOST, out);
+	return weft__connect_mem(comm, peer, transport, WEFT_MEM_HOST, out);
 }
 
 static const char *mem_name(enum weft_mem_type mem)

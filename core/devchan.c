@@ -13,6 +13,7 @@
 #include "log.h"
 #include "progress.h"
 #include "topo.h"
+#include "handles.h"
 
 /* Allocations made through a transport, so weft_mem_free finds which one and
  * both views. Process-wide and locked (g_lock, a leaf: nothing is taken under
@@ -137,7 +138,7 @@ void weft__devmem_free(weft_comm_t *comm, void *host_ptr, void *dev_ptr)
 	}
 }
 
-WEFT_API int weft_mem_alloc(weft_comm_t *comm, enum weft_mem_type type, size_t bytes, void **ptr)
+int weft__buf_alloc(weft_comm_t *comm, enum weft_mem_type type, size_t bytes, void **ptr)
 {
 	if (!comm || !ptr || (unsigned)type >= WEFT_MEM_TYPE_COUNT) {
 		WEFT_ERROR("weft_mem_alloc: %s", !comm ? "NULL comm" : !ptr ? "NULL ptr" : "unknown memory type");
@@ -157,7 +158,7 @@ WEFT_API int weft_mem_alloc(weft_comm_t *comm, enum weft_mem_type type, size_t b
 	return 0;
 }
 
-WEFT_API int weft_mem_free(weft_comm_t *comm, void *ptr)
+int weft__buf_free(weft_comm_t *comm, void *ptr)
 {
 	if (!ptr)
 		return 0;

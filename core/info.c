@@ -13,6 +13,7 @@
 #include "registry.h"
 #include "topo.h"
 #include "tpsel.h"
+#include "handles.h"
 
 /* What creation would refuse of the core's own values fails here too. */
 WEFT_API int weft_info_load(void)
@@ -84,6 +85,9 @@ WEFT_API void weft_info_print_topology(FILE *out)
 
 WEFT_API int weft_info_print_transport_choice(FILE *out, weft_comm_t *comm, int nranks, enum weft_mem_type mem)
 {
+	/* NULL asks without a communicator; anything else must be a live one. */
+	if (comm && weft__comm_check(comm, "weft_info_print_transport_choice") != 0)
+		return -EINVAL;
 	return weft__tp_print_choices(out, comm, nranks, mem);
 }
 
@@ -106,5 +110,7 @@ WEFT_API int weft_info_algorithms(struct weft_info_algo *out, int max)
 
 WEFT_API const char *weft_info_last_algorithm(weft_comm_t *comm)
 {
+	if (comm && weft__comm_check(comm, "weft_info_last_algorithm") != 0)
+		return NULL;
 	return weft__coll_last_algo(comm);
 }

@@ -12,6 +12,7 @@
 #include "log.h"
 #include "mem.h"
 #include "progress.h"
+#include "handles.h"
 
 /* Blob layout, little-endian, no padding:
  *   header  magic u32 "WFTM" | version u16 | mem type u16 | base u64 | length u64 |
@@ -107,7 +108,7 @@ err_deregister:
 	return rc;
 }
 
-WEFT_API int weft_mem_register(weft_comm_t *comm, void *ptr, size_t len, enum weft_mem_type type,
+int weft__mem_register_user(weft_comm_t *comm, void *ptr, size_t len, enum weft_mem_type type,
 			       weft_mem_t **mem)
 {
 	if (!comm || !mem) {
@@ -381,7 +382,7 @@ err_release:
 	return rc;
 }
 
-WEFT_API int weft_mem_import(weft_comm_t *comm, int peer, const void *buf, size_t len, weft_rmem_t **rmem)
+int weft__mem_import_user(weft_comm_t *comm, int peer, const void *buf, size_t len, weft_rmem_t **rmem)
 {
 	if (!comm || !rmem || (!buf && len > 0)) {
 		WEFT_ERROR("weft_mem_import: NULL argument");

@@ -17,6 +17,7 @@
 #include "mem.h"
 #include "progress.h"
 #include "sem.h"
+#include "handles.h"
 
 #define SLOT_BYTES 64 /* a cache line per token: no false sharing between waiters */
 #define POOL_SLOTS 64
@@ -144,7 +145,7 @@ static int sem_create(weft_comm_t *comm, enum weft_mem_type type, weft_sem_t **o
 	return 0;
 }
 
-WEFT_API int weft_sem_create(weft_comm_t *comm, weft_sem_t **out)
+int weft__sem_create(weft_comm_t *comm, weft_sem_t **out)
 {
 	if (!comm || !out) {
 		WEFT_ERROR("weft_sem_create: NULL %s", comm ? "sem out-pointer" : "comm");
@@ -153,7 +154,7 @@ WEFT_API int weft_sem_create(weft_comm_t *comm, weft_sem_t **out)
 	return sem_create(comm, WEFT_MEM_HOST, out);
 }
 
-WEFT_API int weft_sem_create_on(weft_comm_t *comm, enum weft_mem_type type, weft_sem_t **out)
+int weft__sem_create_on(weft_comm_t *comm, enum weft_mem_type type, weft_sem_t **out)
 {
 	if (!comm || !out || (unsigned)type >= WEFT_MEM_TYPE_COUNT) {
 		WEFT_ERROR("weft_sem_create_on: %s", !comm ? "NULL comm" : !out ? "NULL sem out-pointer"

@@ -12,6 +12,7 @@
 #include "bootstrap.h"
 #include "log.h"
 #include "progress.h"
+#include "handles.h"
 
 /* The members of one color in new-rank order (by key, then parent rank, a
  * stable insertion sort): how many, and this rank's place among them. */
@@ -74,10 +75,8 @@ static int hand_over_id(weft_comm_t *comm, const int *members, int m, int myrank
 	return 0;
 }
 
-WEFT_API int weft_comm_split(weft_comm_t *comm, int color, int key, weft_comm_t **newcomm)
+static int split(weft_comm_t *comm, int color, int key, weft_comm_t **newcomm)
 {
-	if (newcomm)
-		*newcomm = NULL;
 	if (!comm || !newcomm) {
 		WEFT_ERROR("weft_comm_split: NULL %s", !comm ? "comm" : "newcomm");
 		return -EINVAL;
@@ -99,7 +98,7 @@ WEFT_API int weft_comm_split(weft_comm_t *comm, int color, int key, weft_comm_t 
 	}
 	put32(mine, (uint32_t)color);
 	put32(mine + 4, (uint32_t)key);
-	rc = weft_comm_allgather(comm, mine, all, sizeof(mine));
+	rc = weft__comm_allgather(comm, mine, all, sizeof(mine));
 	if (rc != 0) {
 		WEFT_ERROR("weft_comm_split: exchanging colors failed: %s", weft_strerror(rc));
 		goto out;
@@ -117,5 +116,17 @@ WEFT_API int weft_comm_split(weft_comm_t *comm, int color, int key, weft_comm_t 
 out:
 	free(all);
 	free(members);
+	return rc;
+}
+
+WEFT_API int weft_comm_split(weft_comm_t *comm, int color, int key, weft_comm_t **newcomm)
+{
+	if (newcomm)
+		*newcomm = NULL;
+	int rc = weft__comm_enter(comm, "weft_comm_split");
+	if (rc != 0)
+		return rc;
+	rc = split(comm, color, key, newcomm);
+	weft__comm_leave(comm);
 	return rc;
 }

@@ -39,3 +39,7 @@ if(TARGET weft-plugin-ucx AND TARGET weft-plugin-ofi AND TARGET weft-plugin-shm 
     ENV WEFT_OFI_ADDR=127.0.0.1 WEFT_UCX_NET_DEVICES=lo)
   add_dependencies(test_signals weft-plugin-ucx weft-plugin-ofi weft-plugin-shm weft-plugin-algo-host)
 endif()
+
+# test_handles: destroyed and made-up communicator handles get -EINVAL from
+# every public call; a second thread inside a busy communicator gets -EBUSY.
+weft_add_test(test_handles SOURCES test_handles.c LABELS mp TIMEOUT 120 LIBS Threads::Threads)

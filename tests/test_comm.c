@@ -274,7 +274,7 @@ START_TEST(split_refusals_and_last_error)
 	ck_assert_int_eq(weft_comm_split(NULL, 0, 0, &out), -EINVAL);
 	ck_assert_ptr_null(out);
 	size_t len = weft_last_error(buf, sizeof(buf));
-	ck_assert_msg(strstr(buf, "weft_comm_split: NULL comm") && len == strlen(buf), "last error '%s' (%zu)", buf,
+	ck_assert_msg(strstr(buf, "weft_comm_split: comm is NULL") && len == strlen(buf), "last error '%s' (%zu)", buf,
 		      len);
 	ck_assert_int_eq(weft_get_unique_id(&g_id[0]), 0);
 	weft_comm_t *comm;

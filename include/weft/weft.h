@@ -59,6 +59,16 @@ WEFT_API size_t weft_last_error(char *buf, size_t len);
 WEFT_API int weft_get_version(void);
 
 /* --------------------------------------------------------------- handles */
+/* Communicator handles are checked on entry to every call that takes one,
+ * before anything is read through them:
+ * - a handle that is not a live communicator (destroyed already, twice, or
+ *   never made) gets -EINVAL, deterministically, from every such call; a
+ *   later communicator may reuse a destroyed one's address, as with malloc;
+ * - calls on one communicator do not overlap: a thread entering a call while
+ *   another thread is inside one on the same communicator gets -EBUSY (a
+ *   call is not made; try again once the other returned). weft_comm_abort,
+ *   weft_comm_rank, weft_comm_size and weft_comm_status are exempt: any thread
+ *   may call them at any time. */
 typedef struct weft_comm weft_comm_t; /* a communicator: a group of ranks that met through the bootstrap */
 typedef struct weft_mem weft_mem_t;   /* a local memory region registered with every transport of a comm */
 typedef struct weft_rmem weft_rmem_t; /* a peer's registered region, imported from its serialized blob */

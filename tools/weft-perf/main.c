@@ -59,6 +59,8 @@ int wp_run_rank(const struct opts *o, weft_comm_t *comm, void *stream)
 	int rc = 0;
 	uint64_t wrong_all = 0;
 
+	if (o->bench == BENCH_ENTRY)
+		return wp_entry_rank(&r);
 	if (o->bench != BENCH_COLL && r.nranks < 2) {
 		if (r.rank == 0)
 			fprintf(stderr, "weft-perf: --op %s needs at least 2 ranks (this job has %d)\n",

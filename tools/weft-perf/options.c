@@ -85,6 +85,8 @@ static void usage(FILE *out)
 		"      --collective NAME     all_reduce all_gather reduce_scatter broadcast reduce alltoall\n"
 		"                            sendrecv (also without underscores; default all_reduce)\n"
 		"      --op put|pingpong     a primitive benchmark instead of a collective\n"
+		"      --op entry            nanoseconds per call of weft_comm_status and of a zero-count\n"
+		"                            weft_allreduce: the public entry's handle check and claim\n"
 		"      --transport NAME[,NAME...]\n"
 		"                            transports for --op put/pingpong, one table each (default:\n"
 		"                            the one the core chooses). Collectives run over the transport\n"
@@ -336,8 +338,10 @@ static void parse_word_flag(int c, const char *flag, const char *arg, struct opt
 			o->bench = BENCH_PUT;
 		else if (!strcmp(arg, "pingpong") || !strcmp(arg, "ping-pong"))
 			o->bench = BENCH_PINGPONG;
+		else if (!strcmp(arg, "entry"))
+			o->bench = BENCH_ENTRY;
 		else
-			usage_error("%s: unknown primitive benchmark '%s' (put pingpong)", flag, arg);
+			usage_error("%s: unknown primitive benchmark '%s' (put pingpong entry)", flag, arg);
 		o->op_set = 1;
 		break;
 	case OPT_MEM:
@@ -420,7 +424,9 @@ static void check_combinations(const struct opts *o)
 		usage_error("--peer nccl compares collectives on device memory: it needs --mem cuda and no --op");
 	if (o->graph >= 0 && o->fresh)
 		usage_error("--graph and --fresh-buffers exclude each other: a graph replays the buffers it captured");
-	if (o->np && o->bench != BENCH_COLL && o->np < 2)
+	if (o->bench == BENCH_ENTRY && o->mem_cuda)
+		usage_error("--op entry times host calls: no --mem cuda");
+	if (o->np && o->bench != BENCH_COLL && o->bench != BENCH_ENTRY && o->np < 2)
 		usage_error("--np %d: --op %s needs at least 2 ranks", o->np,
 			    o->bench == BENCH_PUT ? "put" : "pingpong");
 	if (o->np && o->bench == BENCH_COLL && wp_colls[o->coll].rooted && o->root >= o->np)

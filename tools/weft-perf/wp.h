@@ -15,7 +15,7 @@
 #define MAX_TRANSPORTS 8
 #define EXIT_USAGE 2
 
-enum bench { BENCH_COLL, BENCH_PUT, BENCH_PINGPONG };
+enum bench { BENCH_COLL, BENCH_PUT, BENCH_PINGPONG, BENCH_ENTRY };
 
 enum coll { C_ALLREDUCE, C_ALLGATHER, C_REDUCE_SCATTER, C_BROADCAST, C_REDUCE, C_ALLTOALL, C_SENDRECV, C_COUNT };
 
@@ -144,6 +144,8 @@ int wp_coll_rank(struct run *r, uint64_t *wrong_all);
 
 /* prim.c: put bandwidth and put+signal ping-pong on host memory. */
 int wp_prim_rank(const struct run *r, uint64_t *wrong_all);
+/* --op entry (entry.c): the cost of a public call's handle check and claim. */
+int wp_entry_rank(const struct run *r);
 
 /* gpu.c: device memory, CUDA graphs, and libweft-perf-gpu.so. */
 extern struct cudart_dl wp_cu;
