@@ -536,6 +536,15 @@ static int build_search_path(struct dir_list *l)
 			return -ENOMEM;
 		char *save = NULL;
 		for (char *tok = strtok_r(copy, ":", &save); tok; tok = strtok_r(NULL, ":", &save)) {
+			/* A relative entry means a different folder in every working
+			 * directory: whoever controls the one a job starts in would
+			 * choose its code. */
+			if (*tok && *tok != '/') {
+				WEFT_WARN("WEFT_PLUGIN_PATH entry '%s' is relative: ignored (name folders by absolute "
+					  "path)",
+					  tok);
+				continue;
+			}
 			if (*tok && dirs_add(l, tok) != 0) {
 				free(copy);
 				return -ENOMEM;
@@ -546,8 +555,8 @@ static int build_search_path(struct dir_list *l)
 	Dl_info info;
 	const char *libdir_plugins = NULL;
 	char buf[PATH_MAX];
+	char real[PATH_MAX] = "";
 	if (dladdr((void *)weft__registry_load, &info) && info.dli_fname && strchr(info.dli_fname, '/')) {
-		char real[PATH_MAX];
 		const char *lib = realpath(info.dli_fname, real) ? real : info.dli_fname;
 		const char *slash = strrchr(lib, '/');
 		int len = snprintf(buf, sizeof(buf), "%.*s/%s", (int)(slash - lib), lib, WEFT_PLUGIN_INSTALL_SUBDIR);
@@ -561,8 +570,17 @@ static int build_search_path(struct dir_list *l)
 			   WEFT_PLUGIN_INSTALL_SUBDIR);
 	}
 #ifdef WEFT_PLUGIN_BUILD_DIR
+	/* The build's plugin folder serves only the build's own libweft: a copy
+	 * installed elsewhere must not load whatever later appears at that path
+	 * (a build folder under a world-writable directory). */
+	char root[PATH_MAX];
+	size_t rl = realpath(WEFT_BUILD_ROOT, root) ? strlen(root) : 0;
+	int in_build = rl > 0 && real[0] && strncmp(real, root, rl) == 0 && real[rl] == '/';
+	if (!in_build)
+		WEFT_DEBUG("libweft.so (%s) is not inside its build folder %s: %s is not searched",
+			   real[0] ? real : "unknown", WEFT_BUILD_ROOT, WEFT_PLUGIN_BUILD_DIR);
 	struct stat st;
-	if (stat(WEFT_PLUGIN_BUILD_DIR, &st) == 0 && S_ISDIR(st.st_mode) &&
+	if (in_build && stat(WEFT_PLUGIN_BUILD_DIR, &st) == 0 && S_ISDIR(st.st_mode) &&
 	    !(libdir_plugins && same_dir(libdir_plugins, WEFT_PLUGIN_BUILD_DIR)) && dirs_add(l, WEFT_PLUGIN_BUILD_DIR) != 0)
 		return -ENOMEM;
 #endif

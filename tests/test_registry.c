@@ -590,6 +590,41 @@ START_TEST(plugins_list_bad_values_fail)
 }
 END_TEST
 
+/* A copy of libweft.so and weft-info installed outside the build no longer
+ * searches the build's plugin folder (anyone who can create that path would
+ * choose the copy's code); relative WEFT_PLUGIN_PATH entries are ignored with
+ * a warning. */
+START_TEST(installed_copy_skips_build_folder)
+{
+	char *dir = wt_mkdtemp("rt-install");
+	char *cmd;
+	ck_assert_int_ge(asprintf(&cmd,
+				  "mkdir -p '%s/bin' '%s/lib' && cp -L '%s' '%s/bin/' && "
+				  "for f in $(dirname '%s')/libweft.so*; do cp -L \"$f\" '%s/lib/'; done",
+				  dir, dir, RT_WEFT_INFO, dir, RT_INTREE_DIR, dir),
+			 0);
+	int st = 0;
+	char *out = wt_run_capture(cmd, &st);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "copying failed:\n%s", out);
+	free(out);
+	free(cmd);
+	ck_assert_int_ge(asprintf(&cmd, "env WEFT_PLUGIN_PATH=rel/plugins '%s/bin/weft-info'", dir), 0);
+	out = wt_run_capture(cmd, &st);
+	ck_assert_msg(WIFEXITED(st), "the copy of weft-info died:\n%s", out);
+	ASSERT_HASNT(out, RT_INTREE_DIR);
+	ASSERT_HAS(out, "WEFT_PLUGIN_PATH entry 'rel/plugins' is relative: ignored");
+	free(out);
+	free(cmd);
+	/* The build's own weft-info still finds the build's plugins. */
+	int code;
+	out = run_info(NULL, NULL, &code);
+	ASSERT_HAS(out, RT_INTREE_DIR);
+	free(out);
+	wt_rmdir(dir);
+	free(dir);
+}
+END_TEST
+
 /* Standard signals (1-31) with a handler installed (SigCgt of
  * /proc/self/status; glibc keeps 32 and 33 for its threads), and whether a
  * library whose path holds lib is mapped. */
@@ -998,6 +1033,7 @@ static Suite *registry_suite(void)
 	tcase_add_test(info, info_options);
 	tcase_add_test(info, info_rules_from_environment);
 	tcase_add_test(info, info_liveness_bounds);
+	tcase_add_test(info, installed_copy_skips_build_folder);
 	suite_add_tcase(s, info);
 	return s;
 }
