@@ -101,6 +101,8 @@ static const struct weft_param_decl core_params[] = {
 	 "Comma list of plugins that must load; loading fails with -WEFT_ERR_PLUGIN naming any that did not."},
 	{sizeof(struct weft_param_decl), "core", "plugins", WEFT_PARAM_STRING, NULL,
 	 "Plugin files that may load at all: 'a,b' only these, '^a,b' all but these, 'none' none; unset: all. An excluded file is never opened."},
+	{sizeof(struct weft_param_decl), "core", "plugin_trust", WEFT_PARAM_STRING, "strict",
+	 "strict: refuse a plugin file, or its folder, writable by group or others or owned by neither root nor this user, and one below a folder writable by others without the sticky bit; relaxed: load it with a warning."},
 	{sizeof(struct weft_param_decl), "core", "keep_library_signal_handlers", WEFT_PARAM_BOOL, "0",
 	 "1 keeps the signal handlers that plugins' libraries (UCX, libfabric's providers) install; 0 puts back what the process had before each plugin load and transport open."},
 	{sizeof(struct weft_param_decl), "core", "stage_chunk", WEFT_PARAM_SIZE, "1M",

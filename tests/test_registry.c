@@ -590,6 +590,105 @@ START_TEST(plugins_list_bad_values_fail)
 }
 END_TEST
 
+/* weft-info with WEFT_PLUGIN_PATH=dir (and extra environment): its output. */
+static char *info_at(const char *dir, const char *extra)
+{
+	char *env;
+	ck_assert_int_ge(asprintf(&env, "WEFT_PLUGIN_PATH='%s' %s", dir, extra ? extra : ""), 0);
+	int code;
+	char *out = run_info(env, NULL, &code);
+	ck_assert_msg(code == 0, "weft-info exited %d:\n%s", code, out);
+	free(env);
+	return out;
+}
+
+/* Copies rt-good into folder, with the file's mode. */
+static char *put_plugin(const char *folder, mode_t mode)
+{
+	char *src, *dst, *cmd;
+	ck_assert_int_ge(asprintf(&src, "%s/libweft-rt-good.so", case_dir("good")), 0);
+	ck_assert_int_ge(asprintf(&dst, "%s/libweft-rt-good.so", folder), 0);
+	ck_assert_int_ge(asprintf(&cmd, "cp '%s' '%s'", src, dst), 0);
+	int st;
+	free(wt_run_capture(cmd, &st));
+	ck_assert_int_eq(st, 0);
+	ck_assert_int_eq(chmod(dst, mode), 0);
+	free(src);
+	free(cmd);
+	return dst;
+}
+
+/* A plugin file or folder that someone other than root or this user can
+ * change is refused, with the reason; so is one below a folder writable by
+ * others without the sticky bit; plugin_trust = relaxed loads it, warning. */
+START_TEST(untrusted_plugin_files_refused)
+{
+	char *base = wt_mkdtemp("reg-trust"), *open_dir, *inner, *f, *need;
+	ck_assert_int_ge(asprintf(&open_dir, "%s/open", base), 0);
+	ck_assert_int_ge(asprintf(&inner, "%s/open/plugins", base), 0);
+	ck_assert_int_eq(mkdir(open_dir, 0755), 0);
+	ck_assert_int_eq(mkdir(inner, 0755), 0);
+	const char *loaded = "rt-good          transport";
+
+	/* Writable by others, then by its group. */
+	f = put_plugin(inner, 0666);
+	char *out = info_at(inner, NULL);
+	ck_assert_int_ge(asprintf(&need, "REJECTED %s: not trusted: the file is writable by others", f), 0);
+	ASSERT_HAS(out, need);
+	ASSERT_HASNT(out, loaded);
+	free(out);
+	free(need);
+	out = info_at(inner, "WEFT_CORE_PLUGIN_TRUST=relaxed");
+	ASSERT_HAS(out, loaded);
+	ASSERT_HAS(out, "loaded although the file is writable by others (core.plugin_trust = relaxed)");
+	free(out);
+	ck_assert_int_eq(chmod(f, 0664), 0);
+	out = info_at(inner, NULL);
+	ASSERT_HAS(out, "not trusted: the file is writable by its group");
+	free(out);
+
+	/* The file is fine; its folder is not. */
+	ck_assert_int_eq(chmod(f, 0644), 0);
+	ck_assert_int_eq(chmod(inner, 0777), 0);
+	out = info_at(inner, NULL);
+	ck_assert_int_ge(asprintf(&need, "not trusted: its folder %s is writable by others", inner), 0);
+	ASSERT_HAS(out, need);
+	free(out);
+	free(need);
+
+	/* A folder above, writable by others: refused without the sticky bit,
+	 * accepted with it (as /tmp). */
+	ck_assert_int_eq(chmod(inner, 0755), 0);
+	ck_assert_int_eq(chmod(open_dir, 0777), 0);
+	out = info_at(inner, NULL);
+	ck_assert_int_ge(asprintf(&need, "the folder %s above it is writable by others without the sticky bit", open_dir),
+			 0);
+	ASSERT_HAS(out, need);
+	free(out);
+	free(need);
+	ck_assert_int_eq(chmod(open_dir, 01777), 0);
+	out = info_at(inner, NULL);
+	ASSERT_HAS(out, loaded);
+	free(out);
+
+	/* Owned by another user: only root can make such a file here. */
+	if (geteuid() == 0) {
+		ck_assert_int_eq(chown(f, 65534, 65534), 0);
+		out = info_at(inner, NULL);
+		ASSERT_HAS(out, "not trusted: the file is owned by neither root nor this process's user");
+		free(out);
+	} else {
+		printf("SKIP: the ownership case needs root to give a file away\n");
+	}
+	ck_assert_int_eq(chmod(open_dir, 0755), 0);
+	free(f);
+	free(open_dir);
+	free(inner);
+	wt_rmdir(base);
+	free(base);
+}
+END_TEST
+
 /* A copy of libweft.so and weft-info installed outside the build no longer
  * searches the build's plugin folder (anyone who can create that path would
  * choose the copy's code); relative WEFT_PLUGIN_PATH entries are ignored with
@@ -1034,6 +1133,7 @@ static Suite *registry_suite(void)
 	tcase_add_test(info, info_rules_from_environment);
 	tcase_add_test(info, info_liveness_bounds);
 	tcase_add_test(info, installed_copy_skips_build_folder);
+	tcase_add_test(info, untrusted_plugin_files_refused);
 	suite_add_tcase(s, info);
 	return s;
 }
