@@ -419,7 +419,16 @@ static void load_file(const char *path, int dir)
 			char reason[PATH_MAX + 128];
 			snprintf(reason, sizeof(reason), "'%s' from %s comes first in the search path", w->pub.name,
 				 w->pub.path);
-			WEFT_INFO("plugin %s shadowed: %s", path, reason);
+			/* Another file under the same name is worth a warning: which code
+			 * runs depends on the search path's order. The same file reached
+			 * twice (a link to it, as weft-plugin-check makes) is not. */
+			struct stat a, b;
+			int same = stat(path, &a) == 0 && stat(w->pub.path, &b) == 0 && a.st_dev == b.st_dev &&
+				   a.st_ino == b.st_ino;
+			if (same)
+				WEFT_DEBUG("plugin %s shadowed by the same file: %s", path, reason);
+			else
+				WEFT_WARN("plugin %s shadowed: %s", path, reason);
 			struct weft_plugin_desc v = {.kind = w->pub.kind};
 			if (add_entry(WEFT_PLUGIN_SHADOWED, path, w->pub.name, dir, &v, reason) != 0)
 				WEFT_ERROR("out of memory recording %s", path);

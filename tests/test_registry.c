@@ -345,6 +345,14 @@ static void check_shadow(const char *first, const char *second)
 	ck_assert_msg(code == 0, "weft-info exited %d:\n%s", code, out);
 	ASSERT_HAS(out, loaded);
 	ASSERT_HAS(out, shadowed);
+	/* Another file under a loaded name is a warning, naming both. */
+	char *warn;
+	ck_assert_int_ge(asprintf(&warn, "warn core: plugin %s/libweft-rt-shadow.so shadowed: 'rt-shadow' from "
+				  "%s/libweft-rt-shadow.so comes first",
+				  d2, d1),
+			 0);
+	ASSERT_HAS(out, warn);
+	free(warn);
 	/* describe comes from the copy that won; the other one's init never ran
 	 * (its init log line would name its describe text). */
 	ASSERT_HAS(out, desc);
@@ -364,6 +372,31 @@ START_TEST(same_name_in_two_folders_is_shadowed)
 	/* Both orders: the search path decides, not the folder names. */
 	check_shadow("shadow1", "shadow2");
 	check_shadow("shadow2", "shadow1");
+}
+END_TEST
+
+/* The same file reached twice (a link to it in a later folder, as
+ * weft-plugin-check makes) is shadowed without a warning. */
+START_TEST(same_file_twice_is_quiet)
+{
+	char *d1 = case_dir("shadow1"), *dir = wt_mkdtemp("reg-samefile"), *src, *dst, *env;
+	ck_assert_int_ge(asprintf(&src, "%s/libweft-rt-shadow.so", d1), 0);
+	ck_assert_int_ge(asprintf(&dst, "%s/libweft-rt-shadow.so", dir), 0);
+	ck_assert_int_eq(symlink(src, dst), 0);
+	ck_assert_int_ge(asprintf(&env, "WEFT_PLUGIN_PATH='%s:%s'", d1, dir), 0);
+	int code;
+	char *out = run_info(env, NULL, &code);
+	ck_assert_msg(code == 0, "weft-info exited %d:\n%s", code, out);
+	ASSERT_HAS(out, "SHADOWED");
+	ASSERT_HASNT(out, "warn core: plugin");
+	free(out);
+	unlink(dst);
+	wt_rmdir(dir);
+	free(dir);
+	free(src);
+	free(dst);
+	free(env);
+	free(d1);
 }
 END_TEST
 
@@ -1112,6 +1145,7 @@ static Suite *registry_suite(void)
 	tcase_add_test(tc, bad_descriptors_refused_one_by_one);
 	tcase_add_test(tc, names_must_match_their_file);
 	tcase_add_test(tc, same_name_in_two_folders_is_shadowed);
+	tcase_add_test(tc, same_file_twice_is_quiet);
 	tcase_add_test(tc, other_file_cannot_take_a_loaded_name);
 	tcase_add_test(tc, search_path_order_and_empty_entries);
 	tcase_add_test(tc, required_missing_plugin_is_an_error);
