@@ -5,7 +5,7 @@
 weft_add_test(test_algo_gpu_sched
   SOURCES test_algo_gpu_sched.c ${PROJECT_SOURCE_DIR}/plugins/algo-gpu/schedule.c
     ${PROJECT_SOURCE_DIR}/plugins/algo-gpu/hier.c
-  LABELS unit TIMEOUT 120)
+  LABELS unit TIMEOUT 300) # its every-size sweeps take minutes under ASan on 2 busy cores
 # Where the pack is built (CI builds it: nvcc is there), the same test also
 # checks its parameters and the algorithm choice they give.
 if(TARGET weft-plugin-algo-gpu)
