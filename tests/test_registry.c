@@ -757,34 +757,6 @@ START_TEST(installed_copy_skips_build_folder)
 }
 END_TEST
 
-/* Standard signals (1-31) with a handler installed (SigCgt of
- * /proc/self/status; glibc keeps 32 and 33 for its threads), and whether a
- * library whose path holds lib is mapped. */
-static unsigned long long caught_signals(void)
-{
-	FILE *f = fopen("/proc/self/status", "r");
-	ck_assert_ptr_nonnull(f);
-	char line[256];
-	unsigned long long mask = 0;
-	while (fgets(line, sizeof(line), f))
-		if (strncmp(line, "SigCgt:", 7) == 0)
-			mask = strtoull(line + 7, NULL, 16);
-	fclose(f);
-	return mask & 0x7fffffffull;
-}
-
-static int mapped(const char *lib)
-{
-	FILE *f = fopen("/proc/self/maps", "r");
-	ck_assert_ptr_nonnull(f);
-	char line[1024];
-	int found = 0;
-	while (!found && fgets(line, sizeof(line), f))
-		found = strstr(line, lib) != NULL;
-	fclose(f);
-	return found;
-}
-
 /* A one-rank communicator over the in-tree plugins with plugins = sel. */
 static weft_comm_t *comm_with_plugins(const char *sel)
 {
@@ -802,12 +774,12 @@ static weft_comm_t *comm_with_plugins(const char *sel)
  * signal handler of its libraries is installed. */
 START_TEST(plugins_excluded_never_opened)
 {
-	unsigned long long before = caught_signals();
+	unsigned long long before = wt_caught_signals();
 	weft_comm_t *comm = comm_with_plugins("^ucx,ofi,ib,xgmi,nvlink,algo-gpu");
-	ck_assert_msg(!mapped("libucs") && !mapped("libucp") && !mapped("libfabric"),
+	ck_assert_msg(!wt_mapped("libucs") && !wt_mapped("libucp") && !wt_mapped("libfabric"),
 		      "an excluded plugin's library is mapped");
-	ck_assert_msg(!mapped("libweft-ucx.so"), "libweft-ucx.so is mapped although excluded");
-	unsigned long long after = caught_signals();
+	ck_assert_msg(!wt_mapped("libweft-ucx.so"), "libweft-ucx.so is mapped although excluded");
+	unsigned long long after = wt_caught_signals();
 	ck_assert_msg(after == before, "caught signals changed from %llx to %llx", before, after);
 	ck_assert_int_eq(weft_comm_destroy(comm), 0);
 }
@@ -827,10 +799,10 @@ START_TEST(plugins_allowed_ucx_is_mapped)
 		return;
 	}
 	ck_assert_int_eq(setenv("WEFT_CORE_KEEP_LIBRARY_SIGNAL_HANDLERS", "1", 1), 0);
-	unsigned long long before = caught_signals();
+	unsigned long long before = wt_caught_signals();
 	weft_comm_t *comm = comm_with_plugins("shm,ucx");
-	ck_assert_msg(mapped("libucs"), "libucs is not mapped with the ucx plugin allowed");
-	ck_assert_msg(caught_signals() != before, "no signal handler came with UCX (mask %llx)", before);
+	ck_assert_msg(wt_mapped("libucs"), "libucs is not mapped with the ucx plugin allowed");
+	ck_assert_msg(wt_caught_signals() != before, "no signal handler came with UCX (mask %llx)", before);
 	ck_assert_int_eq(weft_comm_destroy(comm), 0);
 }
 END_TEST

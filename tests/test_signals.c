@@ -20,34 +20,6 @@
 
 static struct weft_unique_id g_id;
 
-/* Standard signals (1-31) with a handler installed, from SigCgt. */
-static unsigned long long caught_signals(void)
-{
-	FILE *f = fopen("/proc/self/status", "r");
-	if (!f)
-		return ~0ull;
-	char line[256];
-	unsigned long long mask = 0;
-	while (fgets(line, sizeof(line), f))
-		if (strncmp(line, "SigCgt:", 7) == 0)
-			mask = strtoull(line + 7, NULL, 16);
-	fclose(f);
-	return mask & 0x7fffffffull;
-}
-
-static int mapped(const char *lib)
-{
-	FILE *f = fopen("/proc/self/maps", "r");
-	if (!f)
-		return 0;
-	char line[1024];
-	int found = 0;
-	while (!found && fgets(line, sizeof(line), f))
-		found = strstr(line, lib) != NULL;
-	fclose(f);
-	return found;
-}
-
 /* A communicator of two with ucx, ofi and shm open, each proven by a
  * connection to the peer, and one checked allreduce over them. */
 static int comm_all_transports(int rank, int n, weft_comm_t **out)
@@ -62,7 +34,7 @@ static int comm_all_transports(int rank, int n, weft_comm_t **out)
 		RCHECK(rc == 0, "weft_connect over %s: %s", tps[i], weft_strerror(rc));
 		RCHECK(weft_conn_close(c) == 0, "weft_conn_close over %s", tps[i]);
 	}
-	RCHECK(mapped("libucs") && mapped("libfabric"), "UCX or libfabric is not mapped");
+	RCHECK(wt_mapped("libucs") && wt_mapped("libfabric"), "UCX or libfabric is not mapped");
 	int v = rank + 1, sum = 0;
 	rc = weft_allreduce(&v, &sum, 1, WEFT_INT32, WEFT_SUM, comm, NULL);
 	RCHECK(rc == 0 && sum == 3, "allreduce: rc %d sum %d", rc, sum);
@@ -75,13 +47,13 @@ static int comm_all_transports(int rank, int n, weft_comm_t **out)
  * must then differ (what the default puts back is really installed). */
 static int mask_rank(int rank, int n, void *arg)
 {
-	unsigned long long before = caught_signals();
+	unsigned long long before = wt_caught_signals();
 	weft_comm_t *comm = NULL;
 	if (comm_all_transports(rank, n, &comm) != 0)
 		return 1;
-	unsigned long long during = caught_signals();
+	unsigned long long during = wt_caught_signals();
 	RCHECK(weft_comm_destroy(comm) == 0, "weft_comm_destroy");
-	unsigned long long after = caught_signals();
+	unsigned long long after = wt_caught_signals();
 	if (arg) {
 		RCHECK(during != before, "with keep_library_signal_handlers = 1 no library installed a handler (%llx)",
 		       before);

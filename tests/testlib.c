@@ -327,3 +327,30 @@ int wt_run_suite(Suite *s)
 	srunner_free(sr);
 	return failed == 0 ? 0 : 1;
 }
+
+unsigned long long wt_caught_signals(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	if (!f)
+		return ~0ull;
+	char line[256];
+	unsigned long long mask = 0;
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, "SigCgt:", 7) == 0)
+			mask = strtoull(line + 7, NULL, 16);
+	fclose(f);
+	return mask & 0x7fffffffull;
+}
+
+int wt_mapped(const char *lib)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	if (!f)
+		return 0;
+	char line[1024];
+	int found = 0;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, lib) != NULL;
+	fclose(f);
+	return found;
+}

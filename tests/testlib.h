@@ -43,6 +43,14 @@ char *wt_run_capture(const char *cmd, int *status);
  * ephemeral range where it has one below it. */
 int wt_free_port(void);
 
+/* The standard signals (1-31) this process has a handler for (SigCgt of
+ * /proc/self/status; glibc keeps 32 and 33 for its threads); ~0 when it
+ * cannot be read. */
+unsigned long long wt_caught_signals(void);
+
+/* Whether a file whose path contains lib is mapped into this process. */
+int wt_mapped(const char *lib);
+
 /* Runs a Check suite and returns the process exit code (0 when all passed). */
 int wt_run_suite(Suite *s);
 
