@@ -19,6 +19,14 @@
 /* Longest word a rule may hold; longer ones are refused rather than cut. */
 #define RULE_WORD_MAX 256
 
+/* Letters that differ only in case are the same here: [OFI] means [ofi]. */
+static int same_letter(char x, char y)
+{
+	return tolower((unsigned char)x) == tolower((unsigned char)y);
+}
+
+/* Edits between a and b, a swap of two neighbours counting as one (the
+ * optimal-string-alignment distance): "oif" is one from "ofi", two from "ib". */
 int weft__edit_distance(const char *a, const char *b)
 {
 	if (!a)
@@ -32,10 +40,12 @@ int weft__edit_distance(const char *a, const char *b)
 		return la > INT_MAX ? INT_MAX : (int)la;
 	if (la > 65536 || lb > 65536)
 		return INT_MAX; /* not a name anyone meant to type */
-	/* Two rows are enough: row i only needs row i-1. */
+	/* Three rows are enough: row i needs rows i-1 and, for a swap, i-2. */
+	int *pp = malloc((lb + 1) * sizeof(*pp));
 	int *prev = malloc((lb + 1) * sizeof(*prev));
 	int *cur = malloc((lb + 1) * sizeof(*cur));
-	if (!prev || !cur) {
+	if (!pp || !prev || !cur) {
+		free(pp);
 		free(prev);
 		free(cur);
 		return (int)(la > lb ? la : lb);
@@ -45,17 +55,23 @@ int weft__edit_distance(const char *a, const char *b)
 	for (size_t i = 1; i <= la; i++) {
 		cur[0] = (int)i;
 		for (size_t j = 1; j <= lb; j++) {
-			int sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
+			int sub = prev[j - 1] + !same_letter(a[i - 1], b[j - 1]);
 			int del = prev[j] + 1;
 			int ins = cur[j - 1] + 1;
 			int m = sub < del ? sub : del;
-			cur[j] = m < ins ? m : ins;
+			m = m < ins ? m : ins;
+			if (i > 1 && j > 1 && same_letter(a[i - 1], b[j - 2]) && same_letter(a[i - 2], b[j - 1]) &&
+			    pp[j - 2] + 1 < m)
+				m = pp[j - 2] + 1;
+			cur[j] = m;
 		}
-		int *t = prev;
+		int *t = pp;
+		pp = prev;
 		prev = cur;
 		cur = t;
 	}
 	int d = prev[lb];
+	free(pp);
 	free(prev);
 	free(cur);
 	return d;

@@ -15,6 +15,7 @@
 
 #include <weft/weft.h>
 
+#include "cfgtext.h"
 #include "config.h"
 #include "rules.h"
 #include "testlib.h"
@@ -900,6 +901,13 @@ START_TEST(test_edit_distance)
 	ck_assert_int_eq(weft__edit_distance("chunk", "chunk"), 0);
 	ck_assert_int_eq(weft__edit_distance("chunk", "chunks"), 1);
 	ck_assert_int_eq(weft__edit_distance(NULL, "ab"), 2);
+	/* A swap of neighbours is one edit; case does not count. */
+	ck_assert_int_eq(weft__edit_distance("oif", "ofi"), 1);
+	ck_assert_int_eq(weft__edit_distance("oif", "ib"), 2);
+	ck_assert_int_eq(weft__edit_distance("transprot", "transport"), 1);
+	ck_assert_int_eq(weft__edit_distance("OFI", "ofi"), 0);
+	ck_assert_str_eq(weft__cfg_closest("oif", (const char *const[]){"ib", "ofi", "shm"}, 3), "ofi");
+	ck_assert_str_eq(weft__cfg_closest("OFI", (const char *const[]){"ib", "ofi", "shm"}, 3), "ofi");
 }
 END_TEST
 
