@@ -19,6 +19,7 @@ void weft__pack_topo_free(struct weft__pack_topo *t)
 		return;
 	free(t->peers);
 	free(t->routes);
+	free(t->dev_routes);
 	memset(t, 0, sizeof(*t));
 }
 
@@ -28,10 +29,11 @@ int weft__pack_topo_make(weft_comm_t *comm, struct weft__pack_topo *t)
 	memset(t, 0, sizeof(*t));
 	t->peers = calloc((size_t)n, sizeof(*t->peers));
 	t->routes = calloc((size_t)n * (size_t)(ntp > 0 ? ntp : 1), sizeof(*t->routes));
+	t->dev_routes = calloc((size_t)n * (size_t)(ntp > 0 ? ntp : 1), sizeof(*t->dev_routes));
 	struct weft__tp_cand *cand = calloc(ntp > 0 ? (size_t)ntp : 1, sizeof(*cand));
 	struct weft__tp_plan *plan = malloc(sizeof(*plan));
 	int *host = calloc((size_t)n, sizeof(*host));
-	if (!t->peers || !t->routes || !cand || !plan || !host) {
+	if (!t->peers || !t->routes || !t->dev_routes || !cand || !plan || !host) {
 		free(cand);
 		free(plan);
 		free(host);
@@ -80,6 +82,21 @@ int weft__pack_topo_make(weft_comm_t *comm, struct weft__pack_topo *t)
 			ro[k].caps = WEFT_HAS_FIELD(ops, struct weft_transport_ops, caps) ? ops->caps : 0;
 		}
 		p->nroutes = plan->n;
+		/* Device memory: only the transports that declare CUDA for this
+		 * peer's class (the plan also lists those that cannot reach it). */
+		p->dev_routes = &t->dev_routes[(size_t)r * (size_t)(ntp > 0 ? ntp : 1)];
+		if (r == comm->rank || weft__tp_plan(cand, ntp, p->peer_class, WEFT_MEM_CUDA, &gl, n, 1, plan) != 0)
+			continue;
+		struct weft_algo_route *dr = (struct weft_algo_route *)p->dev_routes;
+		for (int k = 0; k < plan->n; k++) {
+			const struct weft_transport_ops *ops = cand[plan->order[k]].ops;
+			struct weft__tp_score sc;
+			weft__topo_score(ops, p->peer_class, WEFT_MEM_CUDA, &gl, &sc);
+			if (!sc.probed || !sc.reach)
+				continue;
+			dr[p->ndev_routes].transport = cand[plan->order[k]].name;
+			dr[p->ndev_routes++].caps = WEFT_HAS_FIELD(ops, struct weft_transport_ops, caps) ? ops->caps : 0;
+		}
 	}
 	free(cand);
 	free(plan);

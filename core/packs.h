@@ -15,6 +15,7 @@
 struct weft__pack_topo {
 	struct weft_algo_peer *peers;
 	struct weft_algo_route *routes;
+	struct weft_algo_route *dev_routes;
 	int nhosts;
 };
 

@@ -79,6 +79,41 @@ if(TARGET weft-plugin-algo-gpu AND TARGET weft-plugin-nvlink)
       ENVIRONMENT "${_env}")
   endforeach()
 
+  # The cross-host algorithms (*-hier), their names checked on every
+  # allreduce and alltoall: 2 test hosts of one rank over ofi tcp and over ucx
+  # tcp; 3 and 4 ranks on 2 hosts (nvlink inside a host, ofi between); and 2
+  # ranks of one host with nvlink forbidden (host rings over shm); then 2 and
+  # 4 ranks with the test hosts in network namespaces joined by veth (root,
+  # `ip netns`), the traffic between them on the veth addresses.
+  file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/hier_ofi.conf "[transport]\nrequire ofi when peer=other-host\n")
+  file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/hier_ucx.conf "[transport]\nrequire ucx when peer=other-host\n")
+  file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/hier_shm.conf "[transport]\nforbid nvlink\n")
+  foreach(v ofi:hier:ab ucx:hier:ab ofi:multi:aabb shm:hier: ofi:hier:ab:netns ucx:hier:ab:netns
+      ofi:multi:aabb:netns)
+    string(REPLACE ":" ";" _v "${v}")
+    list(GET _v 0 _tp)
+    list(GET _v 1 _case)
+    if(NOT TARGET weft-plugin-${_tp})
+      continue()
+    endif()
+    list(LENGTH _v _len)
+    set(_hosts "")
+    set(_ns "")
+    if(_len GREATER 2)
+      list(GET _v 2 _hosts)
+    endif()
+    if(_len GREATER 3)
+      set(_ns _netns)
+    endif()
+    set(_n test_algo_gpu_hier${_ns}_${_tp})
+    if(NOT _case STREQUAL "hier")
+      set(_n test_algo_gpu_hier${_ns}_${_case}_${_tp})
+    endif()
+    add_test(NAME ${_n} COMMAND test_algo_gpu)
+    set_tests_properties(${_n} PROPERTIES LABELS gpu TIMEOUT 900 SKIP_RETURN_CODE 77
+      ENVIRONMENT "WEFT_CONFIG=${CMAKE_CURRENT_BINARY_DIR}/hier_${_tp}.conf;WEFT_PLUGIN_PATH=;CK_DEFAULT_TIMEOUT=900;WEFT_CORE_BOOTSTRAP_ADDR=127.0.0.1;WEFT_OFI_ADDR=127.0.0.1;NCCL_NVLS_ENABLE=0;CK_RUN_CASE=${_case};WAG_TEST_HOSTS=${_hosts};WAG_TEST_EXPECT=-hier;WAG_TEST_NETNS=$<BOOL:${_ns}>;WEFT_REQUIRE_NETNS=1")
+  endforeach()
+
   add_executable(weft-algo-gpu-bench ${CMAKE_CURRENT_SOURCE_DIR}/gpu/algo_gpu_bench.cu)
   target_include_directories(weft-algo-gpu-bench PRIVATE ${PROJECT_SOURCE_DIR}/include)
   target_link_libraries(weft-algo-gpu-bench PRIVATE weft CUDA::cudart_static ${CMAKE_DL_LIBS} rt Threads::Threads)

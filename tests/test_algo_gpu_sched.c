@@ -626,6 +626,15 @@ START_TEST(select_hosts)
 	ck_assert_ptr_null(strstr(two, "algo-gpu/allreduce-ll"));
 	ck_assert_ptr_null(strstr(two, "algo-gpu/allgather-direct"));
 	ck_assert_ptr_null(strstr(two, "algo-gpu/sendrecv-ring"));
+	/* Across hosts the cross-host schedules serve every collective, every size. */
+	const char *colls[] = {"allreduce", "reduce_scatter", "allgather", "broadcast", "reduce", "alltoall", "sendrecv"};
+	const char *names[] = {"allreduce-hier", "reduce-scatter-hier", "allgather-hier", "broadcast-hier",
+			       "reduce-hier", "alltoall-hier", "sendrecv-hier"};
+	char want[64];
+	for (size_t i = 0; i < sizeof(colls) / sizeof(colls[0]); i++) {
+		snprintf(want, sizeof(want), "algo-gpu/%s", names[i]);
+		ck_assert_msg(has_range(two, colls[i], "1 B", "1 GiB", want), "%s on 2 hosts is not %s", colls[i], want);
+	}
 	free(two);
 }
 END_TEST
@@ -660,12 +669,14 @@ START_TEST(select_defaults)
 	ck_assert(has_range(out, "alltoall", "512 MiB", "1 GiB", "algo-gpu/alltoall-ce"));
 	ck_assert(has_range(out, "sendrecv", "1 B", "1 GiB", "algo-gpu/sendrecv-ring"));
 	free(out);
-	/* Host buffers and more than 8 ranks are not the pack's. */
+	/* Host buffers are not the pack's; more than 8 ranks only its cross-host
+	 * schedules serve (the kernels' mesh holds 8). */
 	out = choices(2, WEFT_MEM_HOST);
 	ck_assert_ptr_null(strstr(out, "algo-gpu/"));
 	free(out);
 	out = choices(9, WEFT_MEM_CUDA);
-	ck_assert_ptr_null(strstr(out, "algo-gpu/"));
+	ck_assert(has_range(out, "allreduce", "1 B", "1 GiB", "algo-gpu/allreduce-hier"));
+	ck_assert_ptr_null(strstr(out, "allreduce-ll"));
 	free(out);
 }
 END_TEST

@@ -7,6 +7,11 @@
 #              algo-gpu with 2 ranks, rings only, 3 and 4 ranks several per GPU), and
 #              host collectives (test_algo_host) with the GPU transports open: every
 #              open transport takes part in a host buffer's exchange
+#   hier       the cross-host algorithms on device buffers (test_algo_gpu_hier_*):
+#              test hosts over ofi and ucx tcp, 2x2, nvlink forbidden; logs the
+#              machine's libfabric and UCX versions
+#   xhost      cross-host figures: 2 namespaces over veth, ofi and ucx tcp, host against
+#              device buffers and the put ceiling; shm with nvlink forbidden
 #   bench      weft-gpu-bench: nvlink put bandwidth and ping-pong latency, then the
 #              same figures through the public API: weft-perf --op pingpong|put
 #              --mem cuda (libweft-perf-gpu.so)
@@ -22,17 +27,17 @@
 #   torch      tests/torch/weft_torch_check.py under torchrun with libweft_nccl preloaded
 #   plugin-check  weft-plugin-check on nvlink (its CUDA-memory checks) and on
 #              algo-gpu (the pack checks on device buffers), 2 ranks
-# Default: build test plugin-check bench nccl torch. Logs go to $OUT when set (the device
+# Default: build test hier plugin-check bench nccl torch. Logs go to $OUT when set (the device
 # machine), else to build-gpu/logs. NVLink multicast stays off throughout.
 # A tree built elsewhere at the same path can be run without the build stage, and
 # so can a build packed by tools/gpu-carry.sh into .gpubuild/ (carried to the device
 # machine): its recorded paths are linked to it here, and the build stage is skipped.
-# Usage: tools/gpu-check.sh [build] [test] [plugin-check] [bench] [algo-bench] [perf] [sweep] [record] [ce-diag] [nccl] [torch]
+# Usage: tools/gpu-check.sh [build] [test] [hier] [xhost] [plugin-check] [bench] [algo-bench] [perf] [sweep] [record] [ce-diag] [nccl] [torch]
 set -uo pipefail
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$src" || exit
 stages=("$@")
-((${#stages[@]})) || stages=(build test plugin-check bench nccl torch)
+((${#stages[@]})) || stages=(build test hier plugin-check bench nccl torch)
 # A carried build (tools/gpu-carry.sh) holds absolute paths of the machine that
 # built it (ctest's commands and files, the programs' RPATHs): link them here.
 carried=0
@@ -136,9 +141,88 @@ do_test() {
 	nvidia-smi topo -m || true
 	# shellcheck disable=SC2086 # extra ctest arguments, e.g. -R or -E filters
 	WEFT_REQUIRE_GPU=1 WAG_TEST_TIMEOUT=${WAG_TEST_TIMEOUT:-120} ctest --test-dir "$bdir" -L gpu \
-		--output-on-failure --timeout 900 ${WEFT_GPU_CTEST_ARGS:-} &&
+		-E test_algo_gpu_hier --output-on-failure --timeout 900 ${WEFT_GPU_CTEST_ARGS:-} &&
 		ctest --test-dir "$bdir" -R 'nvlink_nodev|test_algo_gpu_sched|test_algo_host' --output-on-failure
 }
+# The cross-host algorithms on device buffers: test hosts over ofi tcp and
+# ucx tcp, 2x2 with nvlink inside a host, and nvlink forbidden (shm); the
+# same with the hosts in network namespaces joined by veth.
+do_hier() {
+	python3 - <<'PY' || true
+import ctypes
+try:
+    v = ctypes.CDLL("libfabric.so.1").fi_version()
+    print("libfabric runtime: fi_version() = %d.%d" % (v >> 16, v & 0xffff))
+except OSError as e:
+    print("libfabric runtime:", e)
+try:
+    f = ctypes.CDLL("libucp.so.0").ucp_get_version_string
+    f.restype = ctypes.c_char_p
+    print("UCX runtime: ucp_get_version_string() =", f().decode())
+except OSError as e:
+    print("UCX runtime:", e)
+PY
+	WEFT_REQUIRE_GPU=1 WAG_TEST_TIMEOUT=${WAG_TEST_TIMEOUT:-300} ctest --test-dir "$bdir" -R 'test_algo_gpu_hier' \
+		--output-on-failure --timeout 900 ${WEFT_GPU_CTEST_ARGS:-}
+}
+
+# The cross-host figures: two namespaces joined by veth, one rank each, by
+# hand (RANK/WORLD_SIZE, the root on rank 0's veth address). For ofi and ucx
+# tcp: host-buffer allreduce and allgather (algo-host), the same on device
+# buffers (algo-gpu's *-hier), and the transport's put bandwidth (the
+# ceiling). Then through shm on one namespace with nvlink forbidden.
+xh_pair() { # tp args...: rank 0 in namespace a, rank 1 in b; rank 0's output
+	local tp=$1 i
+	shift
+	for i in 0 1; do
+		ip netns exec "${xh_ns[i]}" env RANK=$i WORLD_SIZE=2 WEFT_CORE_BOOTSTRAP_ROOT="${xh_addr[0]}:29461" \
+			WEFT_CORE_BOOTSTRAP_SECRET=xhost-bench WEFT_CORE_BOOTSTRAP_ADDR="${xh_addr[i]}" \
+			WEFT_OFI_ADDR="${xh_addr[i]}" WEFT_UCX_NET_DEVICES="${xh_veth[i]}" \
+			WEFT_CONFIG="$logs/xh-$tp.conf" timeout "${WEFT_XH_TIMEOUT:-120}" "$bdir/bin/weft-perf" "$@" \
+			>"$logs/xh-rank$i.out" 2>&1 &
+	done
+	wait
+	cat "$logs/xh-rank0.out"
+	grep -i "error" "$logs/xh-rank1.out" | head -5
+}
+
+do_xhost() {
+	local tp r=0 sizes=(-b 16M -e 256M -f 2 -w 3 -n 10)
+	xh_ns=(wxbencha wxbenchb) xh_veth=(wxba wxbb) xh_addr=(10.251.7.1 10.251.7.2)
+	ip netns delete "${xh_ns[0]}" 2>/dev/null
+	ip netns delete "${xh_ns[1]}" 2>/dev/null
+	ip netns add "${xh_ns[0]}" && ip netns add "${xh_ns[1]}" &&
+		ip link add "${xh_veth[0]}" netns "${xh_ns[0]}" type veth peer name "${xh_veth[1]}" netns "${xh_ns[1]}" || return 1
+	for i in 0 1; do
+		ip -n "${xh_ns[i]}" addr add "${xh_addr[i]}/30" dev "${xh_veth[i]}" &&
+			ip -n "${xh_ns[i]}" link set "${xh_veth[i]}" up && ip -n "${xh_ns[i]}" link set lo up || return 1
+	done
+	sleep 2
+	for tp in ofi ucx; do
+		printf '[transport]\nrequire %s when peer=other-host\n' "$tp" >"$logs/xh-$tp.conf"
+		echo "=== $tp: put bandwidth (host memory)"
+		xh_pair "$tp" --op put --transport "$tp" --mem host "${sizes[@]}" || r=1
+		for c in allreduce allgather; do
+			echo "=== $tp: $c, host buffers"
+			xh_pair "$tp" --collective "$c" --mem host "${sizes[@]}" || r=1
+			echo "=== $tp: $c, device buffers"
+			xh_pair "$tp" --collective "$c" --mem cuda "${sizes[@]}" || r=1
+		done
+		echo "=== $tp: allreduce 1K..64K, host buffers, then device buffers"
+		xh_pair "$tp" --collective allreduce --mem host -b 1K -e 64K -f 4 -w 5 -n 50 || r=1
+		xh_pair "$tp" --collective allreduce --mem cuda -b 1K -e 64K -f 4 -w 5 -n 50 || r=1
+	done
+	ip netns delete "${xh_ns[0]}"
+	ip netns delete "${xh_ns[1]}"
+	printf '[transport]\nforbid nvlink\n' >"$logs/xh-shm.conf"
+	echo "=== shm, nvlink forbidden: allreduce, host buffers, then device buffers"
+	WEFT_CONFIG="$logs/xh-shm.conf" "$bdir/bin/weft-perf" --np 2 --collective allreduce --mem host -b 16M -e 256M -f 2 \
+		-w 3 -n 10 || r=1
+	WEFT_CONFIG="$logs/xh-shm.conf" "$bdir/bin/weft-perf" --np 2 --collective allreduce --mem cuda -b 16M -e 256M -f 2 \
+		-w 3 -n 10 || r=1
+	return $r
+}
+
 
 # Each command runs even when one before it failed; WEFT_PERF_GPU_ARGS adds
 # flags to the two weft-perf runs (e.g. -b 1M -e 1G -f 4 for a size sweep).
@@ -307,6 +391,8 @@ for s in "${stages[@]}"; do
 		stage build do_build || break
 		;;
 	test) stage test do_test ;;
+	hier) stage hier do_hier ;;
+	xhost) stage xhost do_xhost ;;
 	bench) stage bench do_bench ;;
 	algo-bench) stage algo-bench do_algo_bench ;;
 	perf) stage perf do_perf ;;

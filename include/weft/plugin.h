@@ -370,6 +370,11 @@ struct weft_algo_peer {
 	int local_size;                  /* ranks on its host */
 	int nroutes;
 	const struct weft_algo_route *routes; /* the transports that reach it, in weft_connect's order */
+	/* ABI 0.3: those that reach it with CUDA memory registered directly,
+	 * in weft_connect_mem's order (a transport that would stage device data
+	 * is not among them); read only where peer_size covers them. */
+	int ndev_routes;
+	const struct weft_algo_route *dev_routes;
 };
 
 /* The pack's view of a communicator, given to comm_setup and setup. */

@@ -1349,33 +1349,82 @@ static int launched(const char *what, char *err, size_t errlen)
 		}                                                                                  \
 	} while (0)
 
+/* One launch per element type: X(T) for the type dtype names. */
+#define WAG_EACH_TYPE(dtype, X)                                                 \
+	do {                                                                    \
+		switch (dtype) {                                                \
+		case WEFT_FLOAT16: X(__half); break;                            \
+		case WEFT_BFLOAT16: X(__nv_bfloat16); break;                    \
+		case WEFT_FLOAT32: X(float); break;                             \
+		case WEFT_FLOAT64: X(double); break;                            \
+		case WEFT_INT32: X(int32_t); break;                             \
+		case WEFT_INT8: X(int8_t); break;                               \
+		case WEFT_UINT8: X(uint8_t); break;                             \
+		case WEFT_UINT32: X(uint32_t); break;                           \
+		case WEFT_INT64: X(int64_t); break;                             \
+		case WEFT_UINT64: X(uint64_t); break;                           \
+		case WEFT_FP8_E4M3: X(__nv_fp8_e4m3); break;                    \
+		case WEFT_FP8_E5M2: X(__nv_fp8_e5m2); break;                    \
+		default:                                                        \
+			snprintf(err, errlen, "datatype %d has no kernel", dtype); \
+			return -ENOTSUP;                                        \
+		}                                                               \
+	} while (0)
+
+static uint32_t grid_for(uint64_t n, uint32_t max_blocks)
+{
+	uint64_t want = (n + WAG_TPB - 1) / WAG_TPB;
+	return want < max_blocks ? (uint32_t)(want ? want : 1) : max_blocks;
+}
+
 #define WAG_PREMUL(T)                                                                                      \
 	k_premul<T><<<grid, WAG_TPB, 0, st>>>((const T *)in, (T *)out, n, (const T *)scalar_dev, scalar_bits)
 
 extern "C" int wag_launch_premul(int dtype, const void *in, void *out, uint64_t n, const void *scalar_dev,
 				 uint64_t scalar_bits, uint32_t max_blocks, void *stream, char *err, size_t errlen)
 {
-	uint64_t want = (n + WAG_TPB - 1) / WAG_TPB;
-	uint32_t grid = want < max_blocks ? (uint32_t)(want ? want : 1) : max_blocks;
+	uint32_t grid = grid_for(n, max_blocks);
 	cudaStream_t st = (cudaStream_t)stream;
-	switch (dtype) {
-	case WEFT_FLOAT16: WAG_PREMUL(__half); break;
-	case WEFT_BFLOAT16: WAG_PREMUL(__nv_bfloat16); break;
-	case WEFT_FLOAT32: WAG_PREMUL(float); break;
-	case WEFT_FLOAT64: WAG_PREMUL(double); break;
-	case WEFT_INT32: WAG_PREMUL(int32_t); break;
-	case WEFT_INT8: WAG_PREMUL(int8_t); break;
-	case WEFT_UINT8: WAG_PREMUL(uint8_t); break;
-	case WEFT_UINT32: WAG_PREMUL(uint32_t); break;
-	case WEFT_INT64: WAG_PREMUL(int64_t); break;
-	case WEFT_UINT64: WAG_PREMUL(uint64_t); break;
-	case WEFT_FP8_E4M3: WAG_PREMUL(__nv_fp8_e4m3); break;
-	case WEFT_FP8_E5M2: WAG_PREMUL(__nv_fp8_e5m2); break;
-	default:
-		snprintf(err, errlen, "datatype %d has no kernel", dtype);
-		return -ENOTSUP;
-	}
+	WAG_EACH_TYPE(dtype, WAG_PREMUL);
 	return launched("pre-multiplied sum's scaling", err, errlen);
+}
+
+/* The cross-host executor's steps (xhost.c): dst = dst op src, where src may
+ * be a landing slot in registered host memory (read over PCIe), and an
+ * average's division, each element rounded to its type once per step. */
+template <typename T> __global__ void __launch_bounds__(WAG_TPB) k_hx_reduce(T *dst, const T *src, uint64_t n, int op)
+{
+	typedef typename Tr<T>::A A;
+	for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x)
+		dst[i] = Tr<T>::st(combine<A>(op, Tr<T>::ld(dst[i]), Tr<T>::ld(src[i])));
+}
+
+template <typename T> __global__ void __launch_bounds__(WAG_TPB) k_hx_divide(T *buf, uint64_t n, int nranks)
+{
+	typedef typename Tr<T>::A A;
+	for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x)
+		buf[i] = Tr<T>::st(finish<A>(WEFT_AVG, Tr<T>::ld(buf[i]), nranks));
+}
+
+#define WAG_HX_REDUCE(T) k_hx_reduce<T><<<grid, WAG_TPB, 0, st>>>((T *)dst, (const T *)src, n, op)
+#define WAG_HX_DIVIDE(T) k_hx_divide<T><<<grid, WAG_TPB, 0, st>>>((T *)buf, n, nranks)
+
+extern "C" int wag_launch_hx_reduce(int dtype, int op, void *dst, const void *src, uint64_t n, uint32_t max_blocks,
+				    void *stream, char *err, size_t errlen)
+{
+	uint32_t grid = grid_for(n, max_blocks);
+	cudaStream_t st = (cudaStream_t)stream;
+	WAG_EACH_TYPE(dtype, WAG_HX_REDUCE);
+	return launched("cross-host reduction", err, errlen);
+}
+
+extern "C" int wag_launch_hx_divide(int dtype, void *buf, uint64_t n, int nranks, uint32_t max_blocks, void *stream,
+				    char *err, size_t errlen)
+{
+	uint32_t grid = grid_for(n, max_blocks);
+	cudaStream_t st = (cudaStream_t)stream;
+	WAG_EACH_TYPE(dtype, WAG_HX_DIVIDE);
+	return launched("cross-host average", err, errlen);
 }
 
 extern "C" int wag_launch_allreduce_ll(const struct wag_kargs *a, void *stream, char *err, size_t errlen)
@@ -1601,6 +1650,23 @@ extern "C" int wag_cuda_copy(void *dst, const void *src, size_t bytes, void *str
 {
 	return cuda_ck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream), "cudaMemcpyAsync", err,
 		       errlen);
+}
+
+extern "C" int wag_cuda_host_register(void *p, size_t bytes, char *err, size_t errlen)
+{
+	int dev = 0, ok = 0;
+	if (cudaGetDevice(&dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&ok, cudaDevAttrCanUseHostPointerForRegisteredMem, dev) != cudaSuccess || !ok) {
+		snprintf(err, errlen, "this GPU cannot use registered host memory at its host address");
+		return -ENOTSUP;
+	}
+	return cuda_ck(cudaHostRegister(p, bytes, cudaHostRegisterPortable | cudaHostRegisterMapped),
+		       "cudaHostRegister", err, errlen);
+}
+
+extern "C" void wag_cuda_host_unregister(void *p)
+{
+	cudaHostUnregister(p);
 }
 
 extern "C" int wag_cuda_alloc_async(void **p, size_t bytes, void *stream, char *err, size_t errlen)

@@ -88,7 +88,8 @@ static void ctx_free(struct wag_ctx *c)
 		p->comm_barrier(c->comm);
 	}
 	wag_ce_free(c);
-	for (int q = 0; q < c->nranks; q++) {
+	wag_xh_free(c->xh);
+	for (int q = 0; q < c->nranks && q < WAG_MAX_RANKS; q++) {
 		struct wag_peer *pe = &c->peers[q];
 		if (pe->chan)
 			p->memchan_destroy(pe->chan);
@@ -104,23 +105,92 @@ static void ctx_free(struct wag_ctx *c)
 	free(c);
 }
 
-/* Collective: every rank connects to every peer through nvlink (pairs in
- * ascending (low, high) order, so no cycle of blocking connects forms), swaps
- * scratch registrations and maps each peer's scratch into this GPU. */
+/* Whether this rank reaches rank q through nvlink with device memory (the
+ * core's device routes: same host, nvlink open and not forbidden). */
+static int nvlink_to(const struct weft_algo_comm *ac, int q)
+{
+	const struct weft_algo_peer *pe = weft_algo_peer_at(ac, q), *me = weft_algo_peer_at(ac, ac->rank);
+	if (!pe || !me || ac->peer_size < offsetof(struct weft_algo_peer, dev_routes) + sizeof(pe->dev_routes) ||
+	    pe->host != me->host)
+		return 0;
+	for (int k = 0; k < pe->ndev_routes; k++)
+		if (pe->dev_routes[k].transport && strcmp(pe->dev_routes[k].transport, "nvlink") == 0)
+			return 1;
+	return 0;
+}
+
+/* The kernels' mesh, collectively: every rank connects to every peer through
+ * nvlink (pairs in ascending (low, high) order, so no cycle of blocking
+ * connects forms), swaps scratch registrations and maps each peer's scratch
+ * into this GPU. */
+static int mesh_create(struct wag_ctx *c)
+{
+	const struct weft_prim_api *p = c->prim;
+	int rc;
+	if ((rc = p->mem_alloc(c->comm, WEFT_MEM_CUDA, c->lay.total, &c->scratch))) {
+		WAG_LOG(WEFT_LOG_ERROR, "cannot allocate %llu bytes of device scratch: %s",
+			(unsigned long long)c->lay.total, wag_errname(rc));
+		return rc;
+	}
+	if ((rc = p->mem_register(c->comm, c->scratch, c->lay.total, WEFT_MEM_CUDA, &c->mem))) {
+		WAG_LOG(WEFT_LOG_ERROR, "cannot register the scratch buffer: %s", wag_errname(rc));
+		return rc;
+	}
+	c->base.scr[c->rank] = c->scratch;
+	for (int lo = 0; lo < c->nranks; lo++)
+		for (int hi = lo + 1; hi < c->nranks; hi++) {
+			if (c->rank != lo && c->rank != hi)
+				continue;
+			int q = c->rank == lo ? hi : lo;
+			struct wag_peer *pe = &c->peers[q];
+			void *dptr = NULL;
+			struct weft_memchan_dev dev;
+			if ((rc = p->connect(c->comm, q, "nvlink", &pe->conn))) {
+				WAG_LOG(WEFT_LOG_ERROR, "cannot connect to rank %d through nvlink: %s", q, wag_errname(rc));
+				return rc;
+			}
+			if ((rc = p->mem_exchange(c->mem, q, &pe->rmem))) {
+				WAG_LOG(WEFT_LOG_ERROR, "cannot exchange scratch with rank %d: %s", q, wag_errname(rc));
+				return rc;
+			}
+			if ((rc = p->rmem_device_ptr(pe->conn, pe->rmem, &dptr))) {
+				WAG_LOG(WEFT_LOG_ERROR, "cannot map rank %d's scratch into this GPU: %s", q, wag_errname(rc));
+				return rc;
+			}
+			if ((rc = p->memchan_create(pe->conn, pe->rmem, c->mem, NULL, NULL, &pe->chan)) ||
+			    (rc = p->memchan_device_handle(pe->chan, &dev))) {
+				WAG_LOG(WEFT_LOG_ERROR, "cannot make a memory channel to rank %d: %s", q, wag_errname(rc));
+				return rc;
+			}
+			c->base.scr[q] = dptr;
+			c->base.abort[q] = dev.abort_flag;
+		}
+	return 0;
+}
+
+/* Collective. Which pairs reach each other through nvlink is agreed first
+ * (each rank's view, allgathered): the mesh is made only where every pair
+ * does on one host, and a pair's cross-host rings are device memory only
+ * where both of its ranks say so. */
 static int ctx_create(const struct weft_algo_comm *ac, struct wag_ctx **out)
 {
 	const struct weft_prim_api *p = ac->prim;
-	if (!p || p->size < offsetof(struct weft_prim_api, sem_create_on) + sizeof(p->sem_create_on)) {
-		WAG_LOG(WEFT_LOG_ERROR, "the core's primitive API predates ABI 0.2 (no device channels)");
+	if (!p || p->size < offsetof(struct weft_prim_api, sem_wait_any) + sizeof(p->sem_wait_any)) {
+		WAG_LOG(WEFT_LOG_ERROR, "the core's primitive API predates ABI 0.3 (no device channels or waits on "
+					"several semaphores)");
 		return -ENOTSUP;
 	}
-	if (ac->nranks > WAG_MAX_RANKS) {
-		WAG_LOG(WEFT_LOG_ERROR, "%d ranks: the pack serves at most %d", ac->nranks, WAG_MAX_RANKS);
+	if (ac->nranks > WAG_HIER_MAX_RANKS) {
+		WAG_LOG(WEFT_LOG_ERROR, "%d ranks: the pack serves at most %d", ac->nranks, WAG_HIER_MAX_RANKS);
 		return -ENOTSUP;
 	}
 	struct wag_ctx *c = calloc(1, sizeof(*c));
-	if (!c)
+	uint64_t *all = calloc((size_t)ac->nranks, sizeof(*all));
+	if (!c || !all) {
+		free(c);
+		free(all);
 		return -ENOMEM;
+	}
 	c->comm = ac->comm;
 	c->rank = ac->rank;
 	c->nranks = ac->nranks;
@@ -134,48 +204,38 @@ static int ctx_create(const struct weft_algo_comm *ac, struct wag_ctx **out)
 		goto err_free;
 	}
 	c->sms = sms;
-	layout(c->nranks, sms, &c->lay);
-	if ((rc = p->mem_alloc(c->comm, WEFT_MEM_CUDA, c->lay.total, &c->scratch))) {
-		WAG_LOG(WEFT_LOG_ERROR, "cannot allocate %llu bytes of device scratch: %s",
-			(unsigned long long)c->lay.total, wag_errname(rc));
-		goto err_free;
-	}
-	if ((rc = p->mem_register(c->comm, c->scratch, c->lay.total, WEFT_MEM_CUDA, &c->mem))) {
-		WAG_LOG(WEFT_LOG_ERROR, "cannot register the scratch buffer: %s", wag_errname(rc));
-		goto err_free;
-	}
+	layout(c->nranks < WAG_MAX_RANKS ? c->nranks : WAG_MAX_RANKS, sms, &c->lay);
 	c->base.rank = c->rank;
 	c->base.nranks = c->nranks;
 	c->base.lay = c->lay;
-	c->base.scr[c->rank] = c->scratch;
-	for (int lo = 0; lo < c->nranks; lo++)
-		for (int hi = lo + 1; hi < c->nranks; hi++) {
-			if (c->rank != lo && c->rank != hi)
-				continue;
-			int q = c->rank == lo ? hi : lo;
-			struct wag_peer *pe = &c->peers[q];
-			void *dptr = NULL;
-			struct weft_memchan_dev dev;
-			if ((rc = p->connect(c->comm, q, "nvlink", &pe->conn))) {
-				WAG_LOG(WEFT_LOG_ERROR, "cannot connect to rank %d through nvlink: %s", q, wag_errname(rc));
-				goto err_free;
-			}
-			if ((rc = p->mem_exchange(c->mem, q, &pe->rmem))) {
-				WAG_LOG(WEFT_LOG_ERROR, "cannot exchange scratch with rank %d: %s", q, wag_errname(rc));
-				goto err_free;
-			}
-			if ((rc = p->rmem_device_ptr(pe->conn, pe->rmem, &dptr))) {
-				WAG_LOG(WEFT_LOG_ERROR, "cannot map rank %d's scratch into this GPU: %s", q, wag_errname(rc));
-				goto err_free;
-			}
-			if ((rc = p->memchan_create(pe->conn, pe->rmem, c->mem, NULL, NULL, &pe->chan)) ||
-			    (rc = p->memchan_device_handle(pe->chan, &dev))) {
-				WAG_LOG(WEFT_LOG_ERROR, "cannot make a memory channel to rank %d: %s", q, wag_errname(rc));
-				goto err_free;
-			}
-			c->base.scr[q] = dptr;
-			c->base.abort[q] = dev.abort_flag;
+	uint64_t mine = 0, dev_peers = 0;
+	for (int q = 0; q < c->nranks; q++)
+		if (q != c->rank && nvlink_to(ac, q))
+			mine |= 1ull << q;
+	if ((rc = p->comm_allgather(c->comm, &mine, all, sizeof(mine)))) {
+		WAG_LOG(WEFT_LOG_ERROR, "cannot agree on the ranks' nvlink peers: %s", wag_errname(rc));
+		goto err_free;
+	}
+	c->mesh = c->nranks <= WAG_MAX_RANKS;
+	for (int a = 0; a < c->nranks; a++)
+		for (int b = 0; b < c->nranks; b++) {
+			int both = a == b || (((all[a] >> b) & 1) && ((all[b] >> a) & 1));
+			c->mesh &= both;
+			if (a == c->rank && b != a && both)
+				dev_peers |= 1ull << b;
 		}
+	if (c->mesh && (rc = mesh_create(c)) != 0)
+		goto err_free;
+	if ((rc = wag_xh_create(c, ac, dev_peers, &c->xh)) != 0) {
+		if (!c->mesh) {
+			WAG_LOG(WEFT_LOG_ERROR, "the cross-host algorithms cannot be set up: %s", wag_errname(rc));
+			goto err_free;
+		}
+		c->xh = NULL; /* the kernels serve; the cross-host algorithms decline */
+	}
+	if (!c->mesh)
+		WAG_LOG(WEFT_LOG_INFO, "some ranks cannot map each other's GPUs through nvlink (other hosts, or nvlink "
+				       "forbidden or absent): only the cross-host algorithms serve this communicator");
 	/* Ready only once every rank's half is made: a failure on any rank then
 	 * ends this barrier everywhere (the core cancels setup waits), so the
 	 * barrier in ctx_free is met by every rank or by none. */
@@ -183,10 +243,12 @@ static int ctx_create(const struct weft_algo_comm *ac, struct wag_ctx **out)
 		WAG_LOG(WEFT_LOG_ERROR, "the other ranks did not complete their context: %s", wag_errname(rc));
 		goto err_free;
 	}
+	free(all);
 	c->ready = 1;
 	*out = c;
 	return 0;
 err_free:
+	free(all);
 	ctx_free(c);
 	return rc;
 }
@@ -285,7 +347,7 @@ static int capacity_ok(const struct wag_ctx *c, enum wag_kind k, const struct we
 static int supports_kind(void *state, const struct weft_coll_args *a, enum wag_kind k)
 {
 	struct wag_ctx *c = state;
-	if (a->mem_type != WEFT_MEM_CUDA || !wag_esize(a->dtype))
+	if (!c->mesh || a->mem_type != WEFT_MEM_CUDA || !wag_esize(a->dtype))
 		return -ENOTSUP;
 	int reducing = a->coll == WEFT_COLL_ALLREDUCE || a->coll == WEFT_COLL_REDUCE_SCATTER || a->coll == WEFT_COLL_REDUCE;
 	if (reducing && !reducible(a->dtype, a->op))
@@ -333,7 +395,7 @@ static uint32_t cap_blocks(const struct wag_ctx *c, int64_t want)
  * after the call on that stream: capturable, and where it cannot be shared
  * the ranks fall back together as for any such buffer), and the algorithm
  * then runs a plain sum on it, in its usual order. */
-static int premul_begin(struct wag_ctx *c, const struct weft_coll_args *a, struct weft_coll_args *b, void **tmp)
+int wag_premul_begin(struct wag_ctx *c, const struct weft_coll_args *a, struct weft_coll_args *b, void **tmp)
 {
 	char err[256] = "";
 	size_t es = wag_esize(a->dtype);
@@ -364,7 +426,7 @@ static int premul_begin(struct wag_ctx *c, const struct weft_coll_args *a, struc
 	return 0;
 }
 
-static int premul_end(const struct weft_coll_args *a, void *tmp, int rc)
+int wag_premul_end(const struct weft_coll_args *a, void *tmp, int rc)
 {
 	char err[256] = "";
 	if (tmp && wag_cuda_free_async(tmp, a->stream, err, sizeof(err)) != 0) {
@@ -399,9 +461,9 @@ int wag_run(struct wag_ctx *c, const struct weft_coll_args *a, enum wag_kind k)
 	if (a->op == WEFT_PREMUL_SUM) {
 		struct weft_coll_args b;
 		void *tmp;
-		if ((rc = premul_begin(c, a, &b, &tmp)))
+		if ((rc = wag_premul_begin(c, a, &b, &tmp)))
 			return rc;
-		return premul_end(a, tmp, wag_run(c, &b, k));
+		return wag_premul_end(a, tmp, wag_run(c, &b, k));
 	}
 	struct wag_kargs ka = c->base;
 	size_t es = wag_esize(a->dtype);
@@ -552,9 +614,9 @@ static int ex_ce(void *s, const struct weft_coll_args *a, enum wag_kind k, enum 
 	if (a->op == WEFT_PREMUL_SUM) {
 		struct weft_coll_args b;
 		void *tmp;
-		if ((rc = premul_begin(s, a, &b, &tmp)))
+		if ((rc = wag_premul_begin(s, a, &b, &tmp)))
 			return rc;
-		return premul_end(a, tmp, wag_ce_run(s, &b, k, fallback));
+		return wag_premul_end(a, tmp, wag_ce_run(s, &b, k, fallback));
 	}
 	return wag_ce_run(s, a, k, fallback);
 }
@@ -594,7 +656,7 @@ static int sup_p2p(void *state, const struct weft_coll_args *a)
 {
 	struct wag_ctx *c = state;
 	const struct weft_p2p_op *ops = a->sendbuf;
-	if (a->mem_type != WEFT_MEM_CUDA || !ops || a->count == 0)
+	if (!c->mesh || a->mem_type != WEFT_MEM_CUDA || !ops || a->count == 0)
 		return -ENOTSUP;
 	/* Refusals the core then reports as "no algorithm serves": say why here. */
 	if (a->count > WAG_P2P_MAX_OPS) {
@@ -796,11 +858,40 @@ WAG_ALGO(algo_a2aos, "alltoall-oneshot", WEFT_COLL_ALLTOALL, 20, sup_a2aos, ex_a
 WAG_ALGO(algo_a2aring, "alltoall-ring", WEFT_COLL_ALLTOALL, 10, sup_a2aring, ex_a2aring);
 WAG_ALGO(algo_p2p, "sendrecv-ring", WEFT_COLL_SENDRECV, 10, sup_p2p, ex_p2p);
 
+/* The cross-host algorithms (xhost.c): any number of hosts, up to 64 ranks
+ * and 8 a host; below every kernel algorithm, so they serve where the mesh
+ * cannot (the kernels decline there). */
+static int sup_xh(void *s, const struct weft_coll_args *a) { return wag_xh_supports(s, a); }
+static int ex_xh(void *s, const struct weft_coll_args *a) { return wag_xh_run(s, a); }
+#define WAG_XH_ALGO(var, nm, cl)                                                  \
+	static struct weft_algo var = {                                           \
+		.size = sizeof(struct weft_algo),                                 \
+		.name = nm,                                                       \
+		.coll = cl,                                                       \
+		.min_ranks = 2,                                                   \
+		.max_ranks = WAG_HIER_MAX_RANKS,                                  \
+		.mem_types = 1u << WEFT_MEM_CUDA,                                 \
+		.priority = 5,                                                    \
+		.setup = wag_setup,                                               \
+		.supports = sup_xh,                                               \
+		.execute = ex_xh,                                                 \
+		.redops = WAG_REDOPS,                                             \
+		.max_hosts = 0,                                                   \
+	}
+WAG_XH_ALGO(algo_xh_ar, "allreduce-hier", WEFT_COLL_ALLREDUCE);
+WAG_XH_ALGO(algo_xh_rs, "reduce-scatter-hier", WEFT_COLL_REDUCE_SCATTER);
+WAG_XH_ALGO(algo_xh_ag, "allgather-hier", WEFT_COLL_ALLGATHER);
+WAG_XH_ALGO(algo_xh_bc, "broadcast-hier", WEFT_COLL_BROADCAST);
+WAG_XH_ALGO(algo_xh_red, "reduce-hier", WEFT_COLL_REDUCE);
+WAG_XH_ALGO(algo_xh_a2a, "alltoall-hier", WEFT_COLL_ALLTOALL);
+WAG_XH_ALGO(algo_xh_p2p, "sendrecv-hier", WEFT_COLL_SENDRECV);
+
 static const struct weft_algo *const wag_algos[] = {
 	&algo_ll,    &algo_agll,  &algo_rsll,   &algo_a2all,   &algo_bcll,   &algo_os,    &algo_rsag,    &algo_agos,    &algo_agring,  &algo_rsos,  &algo_rsring,
 	&algo_redos, &algo_redring, &algo_bcos, &algo_bcring, &algo_a2aos, &algo_a2aring, &algo_p2p,
 	&algo_arce,  &algo_rsce,   &algo_agce,  &algo_bcce,   &algo_a2ace,
-	&algo_ardirect, &algo_rsdirect, &algo_agdirect, &algo_bcdirect, &algo_a2adirect, NULL};
+	&algo_ardirect, &algo_rsdirect, &algo_agdirect, &algo_bcdirect, &algo_a2adirect,
+	&algo_xh_ar, &algo_xh_rs, &algo_xh_ag, &algo_xh_bc, &algo_xh_red, &algo_xh_a2a, &algo_xh_p2p, NULL};
 
 static const struct weft_algo_ops wag_ops = {
 	.size = sizeof(struct weft_algo_ops),
@@ -870,6 +961,14 @@ static const struct weft_kit_param wag_params[] = {
 	  "1: allreduce-ce on two ranks moves everything by pushes (each rank's copy engine writes the peer's block "
 	  "of its input into the peer's output, which the peer reduces in place, then writes the result back); 0: "
 	  "each rank pulls its block of the peer's input. More ranks always pull."),
+	S("hier_chunk", hier_chunk, "1M",
+	  "Bytes per ring slot of the cross-host algorithms (*-hier): each piece of a move between two ranks that "
+	  "cannot map each other's GPUs crosses in slots of this size (a multiple of 16)."),
+	I("hier_depth", hier_depth, 1, 64, "4",
+	  "Ring slots per peer and direction of the cross-host algorithms: pieces in flight to one peer."),
+	S("hier_tree_max", hier_tree_max, "64K",
+	  "Largest allreduce (bytes) the cross-host algorithms run as binomial trees between hosts (latency); "
+	  "larger ones use rings (bandwidth)."),
 	I("oneshot_blocks", oneshot_blocks, 1, 1024, "32", "Most CUDA blocks of the one-shot kernels."),
 	S("oneshot_min_segment", min_seg, "16K", "Fewest bytes per CUDA block in the one-shot kernels."),
 	I("rsag_blocks", rsag_blocks, 1, 1024, "64", "CUDA blocks of the reduce-scatter + allgather allreduce."),
@@ -928,6 +1027,11 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 	set_mins(direct, wag_cfg.direct_min);
 	if (wag_cfg.ce_chunk < (64 << 10) || wag_cfg.ce_chunk % (64 << 10)) {
 		WAG_LOG(WEFT_LOG_ERROR, "%s.ce_chunk must be a multiple of 64K; the pack declines to load", WAG_NAME);
+		return NULL;
+	}
+	if (wag_cfg.hier_chunk < 4096 || wag_cfg.hier_chunk % 16 || wag_cfg.hier_chunk > (256ull << 20)) {
+		WAG_LOG(WEFT_LOG_ERROR, "%s.hier_chunk must be a multiple of 16 bytes from 4K to 256M; the pack declines "
+					"to load", WAG_NAME);
 		return NULL;
 	}
 	if (wag_cfg.tile < 256 || wag_cfg.tile % 16 || wag_cfg.p2p_tile % 16 || wag_cfg.p2p_tile > (64ull << 20) ||

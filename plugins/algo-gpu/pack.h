@@ -8,6 +8,7 @@
 #include <weft/kit.h>
 #include <weft/plugin.h>
 
+#include "hier.h"
 #include "wag.h"
 
 /* The pack's parameters, read once in weft_plugin_init. */
@@ -19,6 +20,8 @@ struct wag_cfg {
 	uint64_t direct_min[WEFT_COLL_COUNT]; /* the same for the direct kernels */
 	int64_t direct_blocks, direct_reduce_blocks;
 	int64_t ce_allreduce_push;     /* two ranks: allreduce-ce pushes only (the output is the staging) */
+	uint64_t hier_chunk, hier_tree_max; /* the cross-host executor's ring slots; its tree's largest call */
+	int64_t hier_depth;
 };
 extern struct wag_cfg wag_cfg;
 extern const struct weft_core_api *wag_core;
@@ -32,6 +35,7 @@ struct wag_peer {
 };
 
 struct wag_ce;
+struct wag_xh;
 
 /* Per-communicator state of the pack, made by its comm_setup (ABI 0.3). */
 struct wag_ctx {
@@ -45,6 +49,11 @@ struct wag_ctx {
 	struct wag_layout lay;
 	struct wag_kargs base; /* rank, nranks, scr, abort, lay filled */
 	struct wag_ce *ce;     /* the copy-engine schedules' state (ce.c), made on first use */
+	/* Every pair of ranks reaches each other through nvlink on one host:
+	 * the kernels' mesh (scratch mapped everywhere) is made; else only the
+	 * cross-host algorithms (xhost.c) serve. */
+	int mesh;
+	struct wag_xh *xh; /* the cross-host algorithms' state */
 };
 
 /* The pack's kinds of algorithm (pack.c's table). */
@@ -95,5 +104,19 @@ int wag_run(struct wag_ctx *c, const struct weft_coll_args *a, enum wag_kind k);
 int wag_ce_run(struct wag_ctx *c, const struct weft_coll_args *a, enum wag_kind k, enum wag_kind fallback);
 /* Releases the copy-engine state (after the device and every rank are idle). */
 void wag_ce_free(struct wag_ctx *c);
+
+/* A pre-multiplied sum turned into a plain one (b), its scaled input in
+ * the output or in stream-ordered memory *tmp; premul_end releases that and
+ * passes rc on. */
+int wag_premul_begin(struct wag_ctx *c, const struct weft_coll_args *a, struct weft_coll_args *b, void **tmp);
+int wag_premul_end(const struct weft_coll_args *a, void *tmp, int rc);
+
+/* The cross-host algorithms (xhost.c). dev_peers: bit q where the rings to
+ * rank q are device memory (both reach each other through nvlink). */
+int wag_xh_create(struct wag_ctx *c, const struct weft_algo_comm *ac, uint64_t dev_peers, struct wag_xh **out);
+/* After every rank's last call (ctx_free's barrier). */
+void wag_xh_free(struct wag_xh *h);
+int wag_xh_supports(struct wag_ctx *c, const struct weft_coll_args *a);
+int wag_xh_run(struct wag_ctx *c, const struct weft_coll_args *a);
 
 #endif

@@ -172,6 +172,16 @@ int wag_launch_direct(const struct wag_kargs *a, void *stream, char *err, size_t
  * runs), else its bytes are the first of scalar_bits (little-endian). */
 int wag_launch_premul(int dtype, const void *in, void *out, uint64_t n, const void *scalar_dev, uint64_t scalar_bits,
 		      uint32_t max_blocks, void *stream, char *err, size_t errlen);
+/* The cross-host executor's kernels (xhost.c): dst = dst op src over n
+ * elements (src may be registered host memory), and buf = buf / nranks. */
+int wag_launch_hx_reduce(int dtype, int op, void *dst, const void *src, uint64_t n, uint32_t max_blocks, void *stream,
+			 char *err, size_t errlen);
+int wag_launch_hx_divide(int dtype, void *buf, uint64_t n, int nranks, uint32_t max_blocks, void *stream, char *err,
+			 size_t errlen);
+/* Pins host memory for copies and maps it for kernels at its own address;
+ * -ENOTSUP where the GPU cannot use it there. */
+int wag_cuda_host_register(void *p, size_t bytes, char *err, size_t errlen);
+void wag_cuda_host_unregister(void *p);
 /* Streams, events and copies for them: 0 or -WEFT_ERR_TRANSPORT with the CUDA
  * error in err. */
 int wag_cuda_stream_new(void **stream, char *err, size_t errlen);

@@ -21,16 +21,27 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include <weft/info.h>
 #include <weft/weft.h>
 
 /* testlib is C without extern "C" guards. */
 extern "C" {
+#include "netns_lib.h"
 #include "testlib.h"
 }
 
 static struct weft_unique_id g_id;
 static int g_ndev;
 static int g_rank = -1;
+/* WAG_TEST_HOSTS: rank r sits on test host WAG_TEST_HOSTS[r % len] (a
+ * letter each); WAG_TEST_EXPECT: a part of the name every checked call's
+ * algorithm must have (the cross-host entries: "-hier"). */
+static const char *g_hosts, *g_expect;
+/* WAG_TEST_NETNS=1: hosts a and b are network namespaces joined by a veth
+ * pair (root); rank 0 makes the unique id inside its namespace. */
+static int g_netns;
+static struct wt_netns g_ns;
+static struct wt_id_pipe g_pipe;
 
 #define RFAIL(...)                                                                 \
 	do {                                                                       \
@@ -176,6 +187,15 @@ struct ctx {
 	size_t cap; /* bytes */
 };
 
+/* The last call went to an algorithm whose name holds g_expect. */
+static int served(const struct ctx *c, const char *what)
+{
+	const char *a = weft_info_last_algorithm(c->comm);
+	if (g_expect && *g_expect && (!a || !strstr(a, g_expect)))
+		RFAIL("%s was served by %s, not by an algorithm named *%s*", what, a ? a : "(none)", g_expect);
+	return 0;
+}
+
 template <typename T> static int check_allreduce(struct ctx *c, size_t count, int op, int inplace, uint32_t seed)
 {
 	size_t es = sizeof(T), bytes = count * es, gbytes = (count + GUARD) * es;
@@ -188,6 +208,8 @@ template <typename T> static int check_allreduce(struct ctx *c, size_t count, in
 	CK(cudaMemcpyAsync(inplace ? c->drecv : c->dsend, h, bytes, cudaMemcpyHostToDevice, c->st));
 	OK(weft_allreduce(inplace ? c->drecv : c->dsend, c->drecv, count, H<T>::type, (enum weft_redop)op, c->comm,
 			  c->st));
+	if (count && served(c, "allreduce"))
+		return 1;
 	CK(cudaMemcpyAsync(c->hout, c->drecv, gbytes, cudaMemcpyDeviceToHost, c->st));
 	CK(cudaStreamSynchronize(c->st));
 	const T *o = (const T *)c->hout;
@@ -336,6 +358,8 @@ static int check_alltoall(struct ctx *c, size_t count, enum weft_datatype type, 
 	CK(cudaMemsetAsync(c->drecv, 0xA5, gtotal, c->st));
 	CK(cudaMemcpyAsync(inplace ? c->drecv : c->dsend, c->hbuf, total, cudaMemcpyHostToDevice, c->st));
 	OK(weft_alltoall(inplace ? c->drecv : c->dsend, c->drecv, count, type, c->comm, c->st));
+	if (count && served(c, "alltoall"))
+		return 1;
 	CK(cudaMemcpyAsync(c->hout, c->drecv, gtotal, cudaMemcpyDeviceToHost, c->st));
 	CK(cudaStreamSynchronize(c->st));
 	for (int p = 0; p < c->n; p++)
@@ -535,6 +559,21 @@ static int ctx_open(struct ctx *c, int rank, int n, size_t cap)
 	c->n = n;
 	c->cap = cap;
 	g_rank = rank;
+	if (g_hosts && *g_hosts) {
+		char id[8];
+		char h = g_hosts[rank % (int)strlen(g_hosts)];
+		snprintf(id, sizeof(id), "h%c", h);
+		setenv("WEFT_TEST_HOST_ID", id, 1);
+		if (g_netns) {
+			int i = h - 'a';
+			if (i < 0 || i > 1 || wt_netns_enter(&g_ns, i) < 0)
+				RFAIL("cannot enter the namespace of host %c", h);
+			setenv("WEFT_CORE_BOOTSTRAP_ADDR", g_ns.addr[i], 1);
+			setenv("WEFT_OFI_ADDR", g_ns.addr[i], 1);
+			setenv("WEFT_UCX_NET_DEVICES", g_ns.veth[i], 1);
+			OK(wt_id_share(&g_pipe, rank == 0, &g_id));
+		}
+	}
 	CK(cudaSetDevice(rank % g_ndev));
 	OK(weft_comm_create(&g_id, n, rank, &c->comm));
 	CK(cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking));
@@ -1169,6 +1208,13 @@ static int run(int n, wt_rank_fn fn, int timeout)
 	const char *t = getenv("WAG_TEST_TIMEOUT");
 	if (t && atoi(t) > 0)
 		timeout = atoi(t);
+	if (g_netns) {
+		if (wt_id_pipe_open(&g_pipe, n - 1) != 0)
+			return -1;
+		int bad = wt_fork_ranks(n, fn, NULL, timeout);
+		wt_id_pipe_close(&g_pipe);
+		return bad;
+	}
 	if (weft_get_unique_id(&g_id) != 0)
 		return -1;
 	return wt_fork_ranks(n, fn, NULL, timeout);
@@ -1233,6 +1279,20 @@ int main(void)
 	int rc = probe_gpu();
 	if (rc != 0)
 		return rc;
+	g_hosts = getenv("WAG_TEST_HOSTS");
+	g_expect = getenv("WAG_TEST_EXPECT");
+	const char *ns = getenv("WAG_TEST_NETNS");
+	if (ns && strcmp(ns, "1") == 0) {
+		const char *why = wt_netns_unavailable();
+		if (why)
+			return wt_netns_skip(why);
+		if (wt_netns_setup(&g_ns, "gpu") < 0) {
+			wt_netns_cleanup(&g_ns);
+			return wt_netns_skip("cannot create network namespaces and a veth pair here");
+		}
+		g_netns = 1;
+		printf("namespaces %s (%s) and %s (%s)\n", g_ns.ns[0], g_ns.addr[0], g_ns.ns[1], g_ns.addr[1]);
+	}
 	printf("%d CUDA device(s)\n", g_ndev);
 	/* One case per ctest entry (CK_RUN_CASE), so each has its own verdict. */
 	Suite *s = suite_create("algo_gpu");
@@ -1250,10 +1310,18 @@ int main(void)
 	tcase_add_test(tc, two_ranks_premul);
 	tcase_add_test(tc, two_ranks_premul_graph);
 	suite_add_tcase(s, tc);
+	/* The cross-host entries: what runs outside graph capture. */
+	tc = tcase_create("hier");
+	tcase_set_timeout(tc, 900);
+	tcase_add_test(tc, two_ranks_matrix);
+	tcase_add_test(tc, two_ranks_premul);
+	suite_add_tcase(s, tc);
 	tc = tcase_create("multi");
 	tcase_set_timeout(tc, 900);
 	tcase_add_test(tc, three_ranks);
 	tcase_add_test(tc, four_ranks);
 	suite_add_tcase(s, tc);
-	return wt_run_suite(s);
+	rc = wt_run_suite(s);
+	wt_netns_cleanup(&g_ns);
+	return rc;
 }
