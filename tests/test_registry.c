@@ -638,8 +638,9 @@ static char *info_at(const char *dir, const char *extra)
 /* Copies rt-good into folder, with the file's mode. */
 static char *put_plugin(const char *folder, mode_t mode)
 {
-	char *src, *dst, *cmd;
-	ck_assert_int_ge(asprintf(&src, "%s/libweft-rt-good.so", case_dir("good")), 0);
+	char *src, *dst, *cmd, *good = case_dir("good");
+	ck_assert_int_ge(asprintf(&src, "%s/libweft-rt-good.so", good), 0);
+	free(good);
 	ck_assert_int_ge(asprintf(&dst, "%s/libweft-rt-good.so", folder), 0);
 	ck_assert_int_ge(asprintf(&cmd, "cp '%s' '%s'", src, dst), 0);
 	int st;
