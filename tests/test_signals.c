@@ -96,14 +96,18 @@ static int crash_plain(int rank, int n, void *arg)
 }
 
 /* Rank 1 dies by *arg once both ranks are past every library's setup; rank 0
- * sees it go and exits normally. */
+ * sees it go and exits normally. Rank 1 waits for rank 0's word, not only the
+ * barrier: a peer's death fails the communicator, and rank 1 can leave the
+ * barrier before rank 0 has taken rank 1's part of it. */
 static int sig_after_weft(int rank, int n, void *arg)
 {
 	weft_comm_t *comm = NULL;
 	if (comm_all_transports(rank, n, &comm) != 0)
 		return 1;
 	RCHECK(weft_comm_barrier(comm) == 0, "barrier");
+	char x = 1;
 	if (rank == 1) {
+		RCHECK(weft_comm_recv(comm, 0, 2, &x, 1) == 0, "rank 0's word");
 		int sig = *(const int *)arg;
 		if (sig == SIGSEGV)
 			crash();
@@ -111,7 +115,7 @@ static int sig_after_weft(int rank, int n, void *arg)
 			raise(sig);
 		return 0;
 	}
-	char x;
+	RCHECK(weft_comm_send(comm, 1, 2, &x, 1) == 0, "word to rank 1");
 	int rc = weft_comm_recv(comm, 1, 1, &x, 1);
 	RCHECK(rc < 0, "rank 1 answered instead of dying");
 	weft_comm_destroy(comm);
