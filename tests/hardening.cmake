@@ -43,3 +43,9 @@ endif()
 # test_handles: destroyed and made-up communicator handles get -EINVAL from
 # every public call; a second thread inside a busy communicator gets -EBUSY.
 weft_add_test(test_handles SOURCES test_handles.c LABELS mp TIMEOUT 120 LIBS Threads::Threads)
+
+# test_rendezvous: a stranger holding 1,000 idle connections to the root (the
+# root and the ranks at RLIMIT_NOFILE 256) does not stop the job; a rank that
+# reuses an id is told the rendezvous is over.
+weft_add_test(test_rendezvous SOURCES test_rendezvous.c LABELS mp TIMEOUT 180)
+target_include_directories(test_rendezvous PRIVATE ${PROJECT_SOURCE_DIR}/core)

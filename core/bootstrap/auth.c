@@ -4,10 +4,12 @@
  * the pending set it runs over). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -93,12 +95,16 @@ int weft__bs_hs_initiate(struct link *l, const uint8_t secret[32], uint64_t id_n
 	l->raw_need = H2_LEN;
 	l->have = 0;
 	rc = weft__bs_link_wait(l, NULL, deadline);
+	if (rc != 1 && l->have >= 4 && get32(l->raw) == HS_BUSY) {
+		snprintf(l->why, sizeof(l->why), "is busy and shed this connection");
+		return -EAGAIN;
+	}
 	if (rc != 1) {
 		if (l->eof)
 			snprintf(l->why, sizeof(l->why),
 				 "closed the connection during the handshake (another job, another weft version, or "
 				 "a wrong secret: see that side's log)");
-		return rc == -ETIMEDOUT ? -ETIMEDOUT : -ECONNRESET;
+		return rc == -ETIMEDOUT ? -ETIMEDOUT : l->eof ? -ECONNREFUSED : -ECONNRESET;
 	}
 	if (get32(l->raw) != HS_MAGIC) {
 		snprintf(l->why, sizeof(l->why), "is not a weft bootstrap endpoint");
@@ -203,59 +209,196 @@ void weft__bs_pending_timeout_why(struct link *l, double hs_timeout)
 	snprintf(l->why, sizeof(l->why), "%s within %.1f s", what, hs_timeout);
 }
 
-void weft__bs_pending_accept(int lfd, struct link **pending, int *npending, double hs_timeout, const char *root)
+/* Evictions a second when the set is full, and the burst: a flood then costs
+ * the listener's thread a few percent of a core at most, and a real rank
+ * behind a full backlog of 4096 strangers waits about 8 s. */
+#define EVICT_RATE 500.0
+#define EVICT_BURST 50.0
+/* How long the listener rests when the process is out of file descriptors. */
+#define FD_REST_S 0.1
+#define LOG_BURST 8.0
+
+void weft__bs_pending_init(struct bs_pending *p, const uint8_t secret[32], uint64_t id_nonce, double hs_timeout,
+			   const char *root)
 {
-	for (;;) {
-		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0)
-			break;
-		char name[64];
-		weft__bs_name_of_fd(fd, name, sizeof(name));
-		if (*npending == MAX_PENDING) {
-			WEFT_WARN("bootstrap%s%s: refusing %s: %d connections already pending", root ? " root " : "",
-				  root ? root : "", name, MAX_PENDING);
-			close(fd);
+	memset(p, 0, sizeof(*p));
+	p->secret = secret;
+	p->id_nonce = id_nonce;
+	p->hs_timeout = hs_timeout;
+	p->root = root;
+	p->cap = MAX_PENDING;
+	struct rlimit rl;
+	/* Strangers must not take the descriptors the job itself needs. */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur / 8 < MAX_PENDING)
+		p->cap = rl.rlim_cur / 8 < 8 ? 8 : (int)(rl.rlim_cur / 8);
+	p->budget = EVICT_BURST;
+	p->log_tokens = LOG_BURST;
+	p->budget_t = p->log_t = weft__bs_now_s();
+}
+
+void weft__bs_pending_clear(struct bs_pending *p)
+{
+	for (int i = 0; i < p->n; i++)
+		weft__bs_link_free(p->l[i]);
+	p->n = 0;
+}
+
+int weft__bs_pending_listen_fd(const struct bs_pending *p, int lfd)
+{
+	return p->rest_until && weft__bs_now_s() < p->rest_until ? -1 : lfd;
+}
+
+/* Lines about connections that have not proven the secret: one a second,
+ * after a burst of LOG_BURST. */
+static void stranger_log(struct bs_pending *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void stranger_log(struct bs_pending *p, const char *fmt, ...)
+{
+	double t = weft__bs_now_s();
+	p->log_tokens += t - p->log_t;
+	if (p->log_tokens > LOG_BURST)
+		p->log_tokens = LOG_BURST;
+	p->log_t = t;
+	if (p->log_tokens < 1.0) {
+		p->log_held++;
+		return;
+	}
+	p->log_tokens -= 1.0;
+	char text[320], held[80] = "";
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	if (p->log_held)
+		snprintf(held, sizeof(held), " (and %u more such lines not shown)", p->log_held);
+	WEFT_WARN("bootstrap%s%s: %s%s", p->root ? " root " : "", p->root ? p->root : "", text, held);
+	p->log_held = 0;
+}
+
+static void remove_at(struct bs_pending *p, int i)
+{
+	p->l[i] = p->l[--p->n];
+}
+
+/* The connection to shed: the oldest that has sent nothing, else the oldest
+ * whose first message stopped short. One with unread bytes may be a rank
+ * whose handshake is about to start: it stays. */
+static int victim(struct bs_pending *p)
+{
+	int silent = -1, partial = -1;
+	for (int i = 0; i < p->n; i++) {
+		struct link *l = p->l[i];
+		if (l->stage != HS_H1)
+			continue;
+		if (l->have != 0) {
+			if (partial < 0 || l->deadline < p->l[partial]->deadline)
+				partial = i;
 			continue;
 		}
+		if (silent >= 0 && l->deadline >= p->l[silent]->deadline)
+			continue;
+		char c;
+		if (recv(l->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) <= 0)
+			silent = i;
+	}
+	return silent >= 0 ? silent : partial;
+}
+
+static void shed(struct bs_pending *p, struct link *l, const char *what)
+{
+	uint32_t busy = 0;
+	put32((uint8_t *)&busy, HS_BUSY);
+	/* Four bytes into an idle socket: never partial. The initiator retries. */
+	if (send(l->fd, &busy, 4, MSG_DONTWAIT | MSG_NOSIGNAL) != 4) {
+		/* It is gone already, or its buffer is full: it sees the close. */
+	}
+	stranger_log(p, "shed connection from %s: %s", l->name, what);
+	weft__bs_link_free(l);
+}
+
+/* Frees a slot in a full set within the eviction budget. Returns 0, or -1
+ * (the listener then rests until the budget allows one more). */
+static int make_room(struct bs_pending *p)
+{
+	double t = weft__bs_now_s();
+	p->budget += (t - p->budget_t) * EVICT_RATE;
+	if (p->budget > EVICT_BURST)
+		p->budget = EVICT_BURST;
+	p->budget_t = t;
+	int v = p->budget >= 1.0 ? victim(p) : -1;
+	if (v < 0) {
+		/* No budget, or every connection is a handshake under way, which
+		 * ends by its deadline at the latest. */
+		p->rest_until = t + (p->budget >= 1.0 ? FD_REST_S : (EVICT_BURST - p->budget) / EVICT_RATE);
+		return -1;
+	}
+	p->budget -= 1.0;
+	struct link *l = p->l[v];
+	remove_at(p, v);
+	char what[96];
+	snprintf(what, sizeof(what), "%d connections pending and it had not begun a handshake", p->cap);
+	shed(p, l, what);
+	return 0;
+}
+
+void weft__bs_pending_accept(struct bs_pending *p, int lfd)
+{
+	p->rest_until = 0;
+	for (;;) {
+		if (p->n >= p->cap && make_room(p) != 0)
+			return;
+		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+				/* The connection waits in the backlog; polling the listener
+				 * now would only spin. */
+				stranger_log(p, "not accepting connections for %.1f s: %s", FD_REST_S, strerror(errno));
+				p->rest_until = weft__bs_now_s() + FD_REST_S;
+			}
+			return;
+		}
+		char name[64];
+		weft__bs_name_of_fd(fd, name, sizeof(name));
 		struct link *l = weft__bs_link_new(fd, name, SMALL_FRAME);
 		if (!l) {
 			close(fd);
 			continue;
 		}
 		weft__bs_tune_socket(fd);
-		weft__bs_pending_start(l, hs_timeout);
-		pending[(*npending)++] = l;
+		weft__bs_pending_start(l, p->hs_timeout);
+		p->l[p->n++] = l;
 	}
 }
 
-double weft__bs_pending_deadline(struct link *const *pending, int npending, double next)
+double weft__bs_pending_deadline(const struct bs_pending *p, double next)
 {
-	for (int i = 0; i < npending; i++)
-		if (pending[i]->deadline < next)
-			next = pending[i]->deadline;
+	for (int i = 0; i < p->n; i++)
+		if (p->l[i]->deadline < next)
+			next = p->l[i]->deadline;
+	if (p->rest_until > weft__bs_now_s() && p->rest_until < next)
+		next = p->rest_until;
 	return next;
 }
 
-void weft__bs_pending_advance(struct link **pending, int *npending, const uint8_t secret[32], uint64_t id_nonce,
-			      double hs_timeout, const char *root, weft__bs_first_fn *first, void *ctx)
+void weft__bs_pending_advance(struct bs_pending *p, weft__bs_first_fn *first, void *ctx)
 {
 	double t = weft__bs_now_s();
-	for (int i = 0; i < *npending;) {
-		struct link *l = pending[i];
+	for (int i = 0; i < p->n;) {
+		struct link *l = p->l[i];
 		struct frame f = {0};
-		int rc = weft__bs_pending_step(l, secret, id_nonce, &f);
+		int rc = weft__bs_pending_step(l, p->secret, p->id_nonce, &f);
 		if (rc == 0 && t > l->deadline) {
-			weft__bs_pending_timeout_why(l, hs_timeout);
+			weft__bs_pending_timeout_why(l, p->hs_timeout);
 			rc = -1;
 		}
 		if (rc == 0) {
 			i++;
 			continue;
 		}
-		pending[i] = pending[--*npending];
+		remove_at(p, i);
 		if (rc < 0) {
-			WEFT_WARN("bootstrap%s%s: dropped connection from %s: %s", root ? " root " : "", root ? root : "",
-				  l->name, l->why);
+			stranger_log(p, "dropped connection from %s: %s", l->name, l->why);
 			weft__bs_link_free(l);
 		} else {
 			first(ctx, l, &f);

@@ -52,6 +52,39 @@ static int parse_table(struct weft__bootstrap *bs, const struct frame *f, const 
 	return 0;
 }
 
+/* Connects, authenticates and sends the first frame. A connection the other
+ * side shed (it was flooded) or reset is tried again, with backoff, until the
+ * deadline. On failure *out is the link, whose why says what the other side
+ * did, or NULL when no connection was made. */
+static int dial(const struct weft__bootstrap *bs, uint32_t addr_be, uint16_t port, const char *name,
+		uint64_t max_len, int type, const void *first, size_t len, double deadline, struct link **out)
+{
+	double pause = 0.01;
+	for (;;) {
+		int fd;
+		*out = NULL;
+		int rc = weft__bs_tcp_connect(addr_be, port, deadline, &fd);
+		if (rc != 0)
+			return rc;
+		struct link *l = weft__bs_link_new(fd, name, max_len);
+		if (!l) {
+			close(fd);
+			return -ENOMEM;
+		}
+		*out = l;
+		rc = weft__bs_hs_initiate(l, bs->secret, bs->id_nonce, deadline);
+		if (rc == 0)
+			rc = weft__bs_send_frame_now(l, type, 0, first, len, deadline);
+		if (rc == 0 || (rc != -EAGAIN && rc != -ECONNRESET && rc != -EPIPE) ||
+		    weft__bs_now_s() + pause >= deadline)
+			return rc;
+		WEFT_DEBUG("bootstrap: %s %s; trying again in %.2f s", name, l->why, pause);
+		weft__bs_link_free(l);
+		usleep((useconds_t)(pause * 1e6));
+		pause = pause * 2 < 1.0 ? pause * 2 : 1.0;
+	}
+}
+
 /* Meets the root: hello out, table (or the reason there is none) back. */
 static int rendezvous(struct weft__bootstrap *bs, const struct weft__unique_id_layout *u, double deadline)
 {
@@ -73,27 +106,17 @@ static int rendezvous(struct weft__bootstrap *bs, const struct weft__unique_id_l
 	put64(hello + 20, bs->peers[bs->rank].proc);
 	memcpy(hello + 28, bs->peers[bs->rank].host, WEFT_HOST_ID_LEN);
 
-	int fd, rc;
-	rc = weft__bs_tcp_connect(root_be, root_port, deadline, &fd);
+	struct link *l = NULL;
+	int rc = dial(bs, root_be, root_port, rname, TABLE_HDR + (uint64_t)bs->nranks * ENTRY_LEN, T_HELLO, hello,
+		      sizeof(hello), deadline, &l);
 	if (rc != 0) {
-		if (rc == -ETIMEDOUT)
+		if (rc == -ETIMEDOUT && !l)
 			WEFT_ERROR("bootstrap: rendezvous timed out after %g s (WEFT_CORE_BOOTSTRAP_TIMEOUT): "
 				   "no root answers at %s",
 				   bs->p.timeout, rname);
-		else
+		else if (!l)
 			WEFT_ERROR("bootstrap: cannot connect to the root at %s: %s", rname, strerror(-rc));
-		return rc;
-	}
-	struct link *l = weft__bs_link_new(fd, rname, TABLE_HDR + (uint64_t)bs->nranks * ENTRY_LEN);
-	if (!l) {
-		close(fd);
-		return -ENOMEM;
-	}
-	rc = weft__bs_hs_initiate(l, bs->secret, bs->id_nonce, deadline);
-	if (rc == 0)
-		rc = weft__bs_send_frame_now(l, T_HELLO, 0, hello, sizeof(hello), deadline);
-	if (rc != 0) {
-		if (rc == -ETIMEDOUT)
+		else if (rc == -ETIMEDOUT)
 			WEFT_ERROR("bootstrap: rendezvous timed out after %g s (WEFT_CORE_BOOTSTRAP_TIMEOUT) during the "
 				   "handshake with the root at %s",
 				   bs->p.timeout, rname);
@@ -136,26 +159,18 @@ static int connect_peer(struct weft__bootstrap *bs, int j, double deadline)
 {
 	struct peer *pe = &bs->peers[j];
 	char name[64];
-	int fd, rc;
-	weft__bs_fmt_addr(pe->addr_be, pe->port, name, sizeof(name));
-	rc = weft__bs_tcp_connect(pe->addr_be, pe->port, deadline, &fd);
-	if (rc != 0) {
-		WEFT_ERROR("bootstrap: cannot connect to rank %d at %s: %s", j, name, strerror(-rc));
-		return rc;
-	}
-	struct link *l = weft__bs_link_new(fd, name, SMALL_FRAME);
-	if (!l) {
-		close(fd);
-		return -ENOMEM;
-	}
 	uint8_t m[16];
+	weft__bs_fmt_addr(pe->addr_be, pe->port, name, sizeof(name));
 	put32(m, (uint32_t)bs->rank);
 	put32(m + 4, (uint32_t)bs->nranks);
 	put64(m + 8, bs->tag);
+	struct link *l = NULL;
+	int rc = dial(bs, pe->addr_be, pe->port, name, SMALL_FRAME, T_PEER_HELLO, m, sizeof(m), deadline, &l);
+	if (!l) {
+		WEFT_ERROR("bootstrap: cannot connect to rank %d at %s: %s", j, name, strerror(-rc));
+		return rc;
+	}
 	struct frame f = {0};
-	rc = weft__bs_hs_initiate(l, bs->secret, bs->id_nonce, deadline);
-	if (rc == 0)
-		rc = weft__bs_send_frame_now(l, T_PEER_HELLO, 0, m, sizeof(m), deadline);
 	if (rc == 0) {
 		rc = weft__bs_link_wait(l, &f, deadline);
 		if (rc == 1 && (f.type != T_PEER_ACK || f.len != 16 || get32(f.buf) != (uint32_t)j || get64(f.buf + 8) != bs->tag)) {
@@ -195,10 +210,16 @@ static void bs_free(struct weft__bootstrap *bs)
 		weft__bs_wake(bs);
 		pthread_join(bs->thread, NULL);
 	}
+	/* This process's root for the id has served its ranks; one made by
+	 * weft_get_unique_id here stops too, rather than linger for late ranks. */
 	if (bs->has_root)
 		weft__bs_root_stop_where(weft__bs_match_serial, &bs->root_serial);
-	for (int i = 0; i < bs->npending; i++)
-		weft__bs_link_free(bs->pending[i]);
+	else if (bs->joined) {
+		struct bs_root_key k = {.id_nonce = bs->id_nonce};
+		memcpy(k.secret, bs->secret, 32);
+		weft__bs_root_stop_where(weft__bs_match_key, &k);
+	}
+	weft__bs_pending_clear(&bs->pend);
 	if (bs->peers) {
 		for (int i = 0; i < bs->nranks; i++) {
 			struct peer *pe = &bs->peers[i];
@@ -344,6 +365,7 @@ int weft__bootstrap_create(const struct weft_unique_id *id, int nranks, int rank
 
 	if ((rc = bs_take_id(bs, id, &u)) != 0)
 		goto err_free;
+	weft__bs_pending_init(&bs->pend, bs->secret, bs->id_nonce, bs->p.hs_timeout, NULL);
 	uint32_t root_be;
 	memcpy(&root_be, u.addr, 4);
 	if ((rc = bs_listen(bs, root_be)) != 0)
@@ -358,6 +380,7 @@ int weft__bootstrap_create(const struct weft_unique_id *id, int nranks, int rank
 
 	if ((rc = rendezvous(bs, &u, deadline)) != 0)
 		goto err_free;
+	bs->joined = 1;
 	rc = -pthread_create(&bs->thread, NULL, weft__bs_service_main, bs);
 	if (rc != 0) {
 		WEFT_ERROR("bootstrap: cannot start the service thread: %s", strerror(-rc));

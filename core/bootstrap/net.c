@@ -147,7 +147,9 @@ int weft__bs_tcp_listen(uint32_t addr_be, uint16_t port, int *fd_out, uint16_t *
 	socklen_t len = sizeof(a);
 	char name[64];
 	weft__bs_fmt_addr(addr_be, port, name, sizeof(name));
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(fd, 512) != 0 ||
+	/* A deep backlog: a flood of strangers waits there, costing no descriptor,
+	 * and a rank behind them still gets in (the kernel caps it at somaxconn). */
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(fd, 4096) != 0 ||
 	    getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
 		int err = errno;
 		WEFT_ERROR("bootstrap: cannot listen on %s: %s", name, strerror(err));

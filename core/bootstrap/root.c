@@ -39,8 +39,9 @@ struct root {
 	int arrived;
 	struct link **ranks; /* by rank, after its hello */
 	uint8_t (*hellos)[HELLO_LEN];
-	struct link *pending[MAX_PENDING];
-	int npending;
+	struct bs_pending pend;
+	double linger;   /* after the table: how long late ranks are told it is over */
+	double over_at;  /* when the table went out; 0 before */
 	int stop;
 	sem_t *started; /* posted once the thread has set itself up; see weft__bs_root_start */
 };
@@ -78,8 +79,7 @@ static void root_free(struct root *r)
 		close(r->lfd);
 	if (r->wake_fd >= 0)
 		close(r->wake_fd);
-	for (int i = 0; i < r->npending; i++)
-		weft__bs_link_free(r->pending[i]);
+	weft__bs_pending_clear(&r->pend);
 	if (r->ranks)
 		for (int i = 0; i < r->nranks; i++)
 			weft__bs_link_free(r->ranks[i]);
@@ -154,6 +154,14 @@ static void root_refuse(struct root *r, struct link *l, int err, const char *fmt
 static void root_hello(void *ctx, struct link *l, struct frame *f)
 {
 	struct root *r = ctx;
+	if (r->over_at) {
+		/* It holds the secret: a rank reusing an id, or one far too late. */
+		root_refuse(r, l, -EALREADY,
+			    "the rendezvous for this id is over (all %d ranks joined %.1f s ago); each communicator "
+			    "needs a new id from weft_get_unique_id",
+			    r->nranks, weft__bs_now_s() - r->over_at);
+		return;
+	}
 	if (f->type != T_HELLO || f->len != HELLO_LEN) {
 		root_refuse(r, l, -WEFT_ERR_PROTOCOL, "expected a hello, got message type %d of %zu bytes", f->type,
 			    f->len);
@@ -236,7 +244,7 @@ static int root_send_tables(struct root *r)
 /* Makes room for this turn's poll set. Returns -1 when out of memory. */
 static int root_grow(struct root *r, struct pollfd **pfd, int *cap)
 {
-	int n = 2 + r->npending + r->nranks;
+	int n = 2 + r->pend.n + r->nranks;
 	if (n > *cap) {
 		struct pollfd *np = realloc(*pfd, (size_t)n * sizeof(**pfd));
 		if (!np) {
@@ -249,15 +257,15 @@ static int root_grow(struct root *r, struct pollfd **pfd, int *cap)
 	return 0;
 }
 
-/* Builds this turn's poll set: the wake-up eventfd, the listener (until the
- * table is sent), the pending connections, then the ranks. Returns its size. */
-static int root_prepare(struct root *r, struct pollfd *pfd, int sent)
+/* Builds this turn's poll set: the wake-up eventfd, the listener (unless it
+ * rests), the pending connections, then the ranks. Returns its size. */
+static int root_prepare(struct root *r, struct pollfd *pfd)
 {
 	int k = 0;
 	pfd[k++] = (struct pollfd){.fd = r->wake_fd, .events = POLLIN};
-	pfd[k++] = (struct pollfd){.fd = sent ? -1 : r->lfd, .events = POLLIN};
-	for (int i = 0; i < r->npending; i++)
-		pfd[k++] = (struct pollfd){.fd = r->pending[i]->fd, .events = POLLIN};
+	pfd[k++] = (struct pollfd){.fd = weft__bs_pending_listen_fd(&r->pend, r->lfd), .events = POLLIN};
+	for (int i = 0; i < r->pend.n; i++)
+		pfd[k++] = (struct pollfd){.fd = r->pend.l[i]->fd, .events = POLLIN};
 	for (int i = 0; i < r->nranks; i++) {
 		struct link *l = r->ranks[i];
 		pfd[k++] = (struct pollfd){.fd = l ? l->fd : -1, .events = (short)(POLLIN | (l && l->oq_head ? POLLOUT : 0))};
@@ -268,7 +276,7 @@ static int root_prepare(struct root *r, struct pollfd *pfd, int sent)
 /* Waits for the next event or a handshake's deadline. Returns -1 when poll fails. */
 static int root_poll(struct root *r, struct pollfd *pfd, int k)
 {
-	double next = weft__bs_pending_deadline(r->pending, r->npending, weft__bs_now_s() + 1.0);
+	double next = weft__bs_pending_deadline(&r->pend, weft__bs_now_s() + 1.0);
 	if (poll(pfd, (nfds_t)k, weft__bs_ms_until(next)) < 0 && errno != EINTR) {
 		WEFT_ERROR("bootstrap root %s: poll: %s", r->name, strerror(errno));
 		return -1;
@@ -313,8 +321,9 @@ static int root_on_ranks(struct root *r, int sent)
 	return abandon;
 }
 
-/* Every rank has arrived: queue the tables and close the door. Returns -1
- * when out of memory. */
+/* Every rank has arrived: queue the tables. The listener stays a while, to
+ * tell a rank that reuses the id why it cannot join. Returns -1 when out of
+ * memory. */
 static int root_on_complete(struct root *r)
 {
 	if (root_send_tables(r) != 0) {
@@ -322,12 +331,7 @@ static int root_on_complete(struct root *r)
 		return -1;
 	}
 	WEFT_DEBUG("bootstrap root %s: all %d ranks arrived; table sent", r->name, r->nranks);
-	/* Nobody else may join a complete job. */
-	close(r->lfd);
-	r->lfd = -1;
-	for (int i = 0; i < r->npending; i++)
-		weft__bs_link_free(r->pending[i]);
-	r->npending = 0;
+	r->over_at = weft__bs_now_s();
 	return 0;
 }
 
@@ -377,16 +381,16 @@ static void *root_main(void *arg)
 	for (;;) {
 		if (root_grow(r, &pfd, &cap) != 0)
 			break;
-		int k = root_prepare(r, pfd, sent);
+		int k = root_prepare(r, pfd);
 		if (root_poll(r, pfd, k) != 0)
 			break;
 		if (pfd[0].revents || __atomic_load_n(&r->stop, __ATOMIC_ACQUIRE))
 			break;
 		if (pfd[1].revents)
-			weft__bs_pending_accept(r->lfd, r->pending, &r->npending, r->hs_timeout, r->name);
-		/* Pending connections advance their handshakes; a hello registers a rank. */
-		weft__bs_pending_advance(r->pending, &r->npending, r->secret, r->id_nonce, r->hs_timeout, r->name,
-					 root_hello, r);
+			weft__bs_pending_accept(&r->pend, r->lfd);
+		/* Pending connections advance their handshakes; a hello registers a
+		 * rank, or after the table is refused. */
+		weft__bs_pending_advance(&r->pend, root_hello, r);
 		if (root_on_ranks(r, sent))
 			break;
 		if (!sent && r->nranks && r->arrived == r->nranks) {
@@ -394,7 +398,7 @@ static void *root_main(void *arg)
 				break;
 			sent = 1;
 		}
-		if (sent && root_drained(r))
+		if (sent && root_drained(r) && weft__bs_now_s() >= r->over_at + r->linger)
 			break;
 	}
 out:
@@ -429,6 +433,8 @@ int weft__bs_root_start(const struct bs_params *p, uint32_t addr_be, uint16_t po
 	memcpy(r->secret, secret, 32);
 	r->id_nonce = id_nonce;
 	r->hs_timeout = p->hs_timeout;
+	r->linger = p->timeout;
+	weft__bs_pending_init(&r->pend, r->secret, r->id_nonce, r->hs_timeout, r->name);
 
 	/* weft__bs_root_start returns only once the thread has made its first
 	 * allocations: a process that forks right after weft_get_unique_id (tests
@@ -491,6 +497,12 @@ void weft__bs_root_stop_where(int (*match)(const struct root *, const void *), c
 int weft__bs_match_serial(const struct root *r, const void *arg)
 {
 	return r->serial == *(const uint64_t *)arg;
+}
+
+int weft__bs_match_key(const struct root *r, const void *arg)
+{
+	const struct bs_root_key *k = arg;
+	return r->id_nonce == k->id_nonce && !memcmp(r->secret, k->secret, 32);
 }
 
 static int match_id(const struct root *r, const void *arg)

@@ -196,7 +196,7 @@ struct svc_loop {
 /* Makes room for this turn's poll set. Returns -1 (bootstrap failed) when out of memory. */
 static int svc_grow(struct weft__bootstrap *bs, struct svc_loop *s)
 {
-	int want = 2 + bs->nranks + bs->npending;
+	int want = 2 + bs->nranks + bs->pend.n;
 	if (want > s->cap) {
 		struct pollfd *np = realloc(s->pfd, (size_t)want * sizeof(*s->pfd));
 		int *nw = np ? realloc(s->who, (size_t)want * sizeof(*s->who)) : NULL;
@@ -241,7 +241,8 @@ static int svc_prepare(struct weft__bootstrap *bs, struct svc_loop *s)
 	s->who[k++] = INT_MIN;
 	pthread_mutex_lock(&bs->mu);
 	int quit = bs->quit, closing = bs->closing, open = 0;
-	s->pfd[k] = (struct pollfd){.fd = closing ? -1 : bs->lfd, .events = POLLIN};
+	s->pfd[k] = (struct pollfd){.fd = closing ? -1 : weft__bs_pending_listen_fd(&bs->pend, bs->lfd),
+				    .events = POLLIN};
 	s->who[k++] = INT_MIN;
 	/* A failed communicator (aborted, or a peer died) leaves without a
 	 * goodbye: its peers must see the failure too, or one of them waiting
@@ -266,8 +267,8 @@ static int svc_prepare(struct weft__bootstrap *bs, struct svc_loop *s)
 	pthread_mutex_unlock(&bs->mu);
 	if (quit || (closing && (open == 0 || weft__bs_now_s() > s->close_deadline)))
 		return 1;
-	for (int i = 0; i < bs->npending; i++) {
-		s->pfd[k] = (struct pollfd){.fd = bs->pending[i]->fd, .events = POLLIN};
+	for (int i = 0; i < bs->pend.n; i++) {
+		s->pfd[k] = (struct pollfd){.fd = bs->pend.l[i]->fd, .events = POLLIN};
 		s->who[k++] = -1 - i;
 	}
 	s->k = k;
@@ -279,7 +280,7 @@ static int svc_prepare(struct weft__bootstrap *bs, struct svc_loop *s)
 static int svc_poll(struct weft__bootstrap *bs, struct svc_loop *s)
 {
 	double t = weft__bs_now_s();
-	double next = weft__bs_pending_deadline(bs->pending, bs->npending, s->next_hb);
+	double next = weft__bs_pending_deadline(&bs->pend, s->next_hb);
 	if (next > t + 0.1)
 		next = t + 0.1; /* also the resolution of the silence check */
 	if (poll(s->pfd, (nfds_t)s->k, weft__bs_ms_until(next)) < 0 && errno != EINTR) {
@@ -406,15 +407,14 @@ void *weft__bs_service_main(void *arg)
 			svc_on_wake(bs);
 		/* New connections join the pending set until they identify themselves. */
 		if (s.pfd[1].revents)
-			weft__bs_pending_accept(bs->lfd, bs->pending, &bs->npending, bs->p.hs_timeout, NULL);
+			weft__bs_pending_accept(&bs->pend, bs->lfd);
 		/* Peers: read everything available, write what the sockets take. */
 		for (int j = 2; j < s.k; j++)
 			if (s.who[j] >= 0 && s.pfd[j].revents)
 				svc_on_peer(bs, s.who[j], s.pfd[j].revents, s.next_hb);
 		/* Handshakes of lower ranks, and strangers: each advances, becomes a
 		 * peer, or is dropped (at its deadline, at the latest). */
-		weft__bs_pending_advance(bs->pending, &bs->npending, bs->secret, bs->id_nonce, bs->p.hs_timeout, NULL,
-					 accept_peer, bs);
+		weft__bs_pending_advance(&bs->pend, accept_peer, bs);
 		svc_on_tick(bs, &s);
 	}
 	free(s.pfd);

@@ -56,10 +56,10 @@ struct weft__bootstrap {
 	int quit;    /* failed create: stop at once */
 	int connected;
 	int has_root;
+	int joined; /* the rendezvous completed */
 	uint64_t root_serial;
 	struct peer *peers;
-	struct link *pending[MAX_PENDING];
-	int npending;
+	struct bs_pending pend; /* accepted connections not yet identified */
 };
 
 void weft__bs_wake(struct weft__bootstrap *bs);

@@ -10,6 +10,7 @@
 #define ID_MAGIC 0x31544657u    /* "WFT1" in memory on little-endian hosts */
 #define FRAME_MAGIC 0x4d544657u /* "WFTM" */
 #define HS_MAGIC 0x48544657u    /* "WFTH" */
+#define HS_BUSY 0x42544657u     /* "WFTB": sent before a shed connection closes; try again */
 #define HDR_LEN 24
 #define MAC_LEN WEFT_SHA256_BYTES
 #define H1_LEN 48 /* magic, version, id nonce, initiator nonce */

@@ -94,8 +94,10 @@ struct weft_unique_id {
 };
 
 /* Starts a bootstrap root in the calling process and describes it in *id.
- * One id serves one rendezvous: the root ends once every rank has received the
- * peer table (or a rank that had arrived leaves). Make a new id per communicator.
+ * One id serves one rendezvous: once every rank has its peer table, the root
+ * answers any rank that comes with the same id "the rendezvous for this id is
+ * over" for WEFT_CORE_BOOTSTRAP_TIMEOUT, then ends (at once when a communicator
+ * of this process made with the id is destroyed). Make a new id per communicator.
  * Errors: -EADDRNOTAVAIL (no usable interface), -errno of socket calls.
  * Thread safety: any thread. Blocking: no. */
 WEFT_API int weft_get_unique_id(struct weft_unique_id *id);
@@ -103,7 +105,8 @@ WEFT_API int weft_get_unique_id(struct weft_unique_id *id);
 /* Creates a communicator of nranks ranks; this is rank `rank`. Every rank calls it
  * with the same id. When id is NULL the root comes from WEFT_CORE_BOOTSTRAP_ROOT
  * (host:port, rank 0 listens there) and the secret from WEFT_CORE_BOOTSTRAP_SECRET.
- * Returns -ETIMEDOUT when not every rank arrives within WEFT_CORE_BOOTSTRAP_TIMEOUT.
+ * Returns -ETIMEDOUT when not every rank arrives within WEFT_CORE_BOOTSTRAP_TIMEOUT,
+ * -EALREADY when the id's rendezvous is over (the id was used already).
  * On success *comm is owned by the caller (weft_comm_destroy).
  * Thread safety: any thread; a comm is then used by one thread at a time, except
  * weft_comm_abort. Blocking: yes (until all ranks arrive). */
