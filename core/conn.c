@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Connections: both ranks make endpoints, swap addresses over the bootstrap,
- * agree on one transport and connect; then one-sided put, signal and flush,
+/* Connections: both ranks swap their candidate transports over the bootstrap,
+ * agree on one, make its endpoints, swap their addresses and connect; then one-sided put, signal and flush,
  * which the caller drives (progress and retry on a full queue, no timeouts:
  * the bootstrap reports dead peers and aborts). */
 #include <errno.h>
@@ -22,14 +22,18 @@
 #include "tpsel.h"
 #include "handles.h"
 
-/* Connect message, little-endian:
+/* A connection is settled in two steps, so that only the transport chosen
+ * makes an endpoint (a UCX worker or a libfabric endpoint listens, and holds
+ * descriptors, for every peer that could reach it).
+ * The offer, little-endian:
  *   magic u32 "WFTC" | status i32 (0, or this side's error) | flags u32 (bit 0: the
  *   caller named a transport; bits 8-15: how many leading candidates a use or
  *   require rule pinned, whose connect failure is an error, not a fall-back;
  *   bits 16-23: the memory type the caller asked for; bit 24: this side can
  *   stage device data through host memory, stage.c) |
  *   candidate count u32 |
- *   per candidate: name char[32] | address length u32 | address bytes */
+ *   per candidate: name char[32] | u32 0 (formerly its address length)
+ * Then, per transport tried: status i32 | address length u32 | address bytes. */
 #define CONN_MAGIC 0x43544657u /* "WFTC" */
 #define CONN_HDR 16
 #define CAND_HDR (WEFT__TP_NAME_MAX + 4)
@@ -236,8 +240,7 @@ struct conn_plan {
 };
 
 static int plan_cands(weft_comm_t *comm, int peer, const char *transport, enum weft_mem_type mem,
-		      enum weft_peer_class cls, const struct weft__gpu_link *gl, const struct weft_tp_peer *tpeer,
-		      struct conn_plan *pl)
+		      enum weft_peer_class cls, const struct weft__gpu_link *gl, struct conn_plan *pl)
 {
 	pl->c = calloc(comm->ntp > 0 ? (size_t)comm->ntp : 1, sizeof(*pl->c));
 	if (!pl->c)
@@ -254,14 +257,8 @@ static int plan_cands(weft_comm_t *comm, int peer, const char *transport, enum w
 				WEFT_ERROR("weft_connect: no transport named '%s' is loaded", transport);
 			pl->status = -WEFT_ERR_PLUGIN;
 		} else {
-			pl->status = make_endpoint(comm, tpi, tpeer, &c[0]);
-			if (pl->status == 0)
-				pl->nc = 1;
-			else if (pl->status == -EHOSTUNREACH)
-				WEFT_ERROR("weft_connect: transport '%s' cannot reach rank %d", transport, peer);
-			else
-				WEFT_ERROR("weft_connect: transport '%s': endpoint for rank %d failed: %s", transport,
-					   peer, weft_strerror(pl->status));
+			c[0].tpi = tpi;
+			pl->nc = 1;
 		}
 		return 0;
 	}
@@ -283,21 +280,14 @@ static int plan_cands(weft_comm_t *comm, int peer, const char *transport, enum w
 	pl->status = weft__tp_plan(tc, comm->ntp, cls, mem, gl, comm->nranks, 0, plan);
 	for (int k = 0; pl->status == 0 && k < plan->n; k++) {
 		int i = plan->order[k];
-		int erc = make_endpoint(comm, i, tpeer, &c[pl->nc]);
-		if (erc == 0) {
-			WEFT_DEBUG("weft_connect: offering %s to rank %d: %s", comm->tp[i].name, peer, plan->why[k]);
-			if (k < plan->pinned)
-				pl->npinned++;
-			pl->nc++;
-		} else if (k < plan->pinned) {
-			WEFT_WARN("weft_connect: transport %s, placed first by %s, cannot serve rank %d: %s",
-				  comm->tp[i].name, plan->why[k], peer, weft_strerror(erc));
-			if (plan->n == 1 && plan->pinned == 1)
-				pl->status = erc; /* required: nothing else may stand in */
-		} else {
-			WEFT_INFO("weft_connect: transport %s not offered for rank %d: %s", comm->tp[i].name, peer,
-				  weft_strerror(erc));
+		if (!WEFT__TP_HAS(&comm->tp[i], endpoint) || !WEFT__TP_HAS(&comm->tp[i], connect)) {
+			WEFT_INFO("transport %s cannot make connections (no endpoint/connect op)", comm->tp[i].name);
+			continue;
 		}
+		WEFT_DEBUG("weft_connect: offering %s to rank %d: %s", comm->tp[i].name, peer, plan->why[k]);
+		if (k < plan->pinned)
+			pl->npinned++;
+		c[pl->nc++].tpi = i;
 	}
 	free(tc);
 	free(plan);
@@ -340,24 +330,68 @@ static int check_peer_msg(weft_comm_t *comm, int peer, const unsigned char *thei
 	return 0;
 }
 
-/* Both sides settle on one candidate and connect it: the lower rank takes its
- * first candidate the peer offers too; the higher rank takes, of its
- * candidates, the one the peer listed first. Both learn whether the other
- * connected, so neither keeps a half-open connection; past the pinned ones a
- * failed transport is dropped on both sides and the next common one tried.
- * Returns 0 with *chosen, or the error (logged). */
-static int negotiate(weft_comm_t *comm, int peer, const char *transport, struct conn_plan *pl,
-		     const unsigned char *theirs, size_t tlen, int pinned, int *chosen)
+/* Swaps the endpoint step of one transport: this side's status and address
+ * for the peer's. *paddr is malloc'd (NULL when the peer has none). */
+static int swap_addr(weft_comm_t *comm, int peer, int status, const struct cand *c, int32_t *pstatus,
+		     unsigned char **paddr, size_t *palen)
+{
+	unsigned char h[8], ph[8];
+	put32(h, (uint32_t)status);
+	put32(h + 4, status == 0 ? (uint32_t)c->addr_len : 0);
+	*paddr = NULL;
+	*palen = 0;
+	int rc = weft__bootstrap_send(comm->bs, peer, WEFT__TAG_CONN, h, sizeof(h));
+	if (rc == 0 && status == 0)
+		rc = weft__bootstrap_send(comm->bs, peer, WEFT__TAG_CONN, c->addr, c->addr_len);
+	if (rc == 0)
+		rc = weft__bootstrap_recv(comm->bs, peer, WEFT__TAG_CONN, ph, sizeof(ph));
+	if (rc != 0)
+		return rc;
+	*pstatus = (int32_t)get32(ph);
+	uint32_t al = get32(ph + 4);
+	if (*pstatus == 0 && (al == 0 || al > MAX_ADDR)) {
+		WEFT_ERROR("weft_connect: rank %d sent an endpoint address of %u bytes", peer, al);
+		return -WEFT_ERR_PROTOCOL;
+	}
+	if (*pstatus != 0)
+		return al == 0 ? 0 : -WEFT_ERR_PROTOCOL;
+	*paddr = malloc(al);
+	if (!*paddr)
+		return -ENOMEM;
+	rc = weft__bootstrap_recv(comm->bs, peer, WEFT__TAG_CONN, *paddr, al);
+	if (rc != 0) {
+		free(*paddr);
+		*paddr = NULL;
+		return rc;
+	}
+	*palen = al;
+	return 0;
+}
+
+/* An error code from the peer, as far as it can be trusted. */
+static int peer_err(int32_t e)
+{
+	return e < 0 && e > -WEFT_ERR_LAST ? e : -WEFT_ERR_PEER;
+}
+
+/* Both sides settle on one candidate, make its endpoints and connect them: the
+ * lower rank takes its first candidate the peer offers too; the higher rank
+ * takes, of its candidates, the one the peer listed first. Both learn whether
+ * the other made its endpoint and connected, so neither keeps a half-open
+ * connection. A transport that cannot make an endpoint for this peer is
+ * dropped on both sides; past the pinned ones so is one that fails to
+ * connect, and the next common one is tried. Returns 0 with *chosen, or the
+ * error (logged). */
+static int negotiate(weft_comm_t *comm, int peer, const char *transport, const struct weft_tp_peer *tpeer,
+		     struct conn_plan *pl, const unsigned char *theirs, size_t tlen, int pinned, int *chosen)
 {
 	struct cand *c = pl->c;
-	int nc = pl->nc, rc = 0;
+	int nc = pl->nc, rc = 0, ep_err = 0;
 	int *failed = calloc(nc > 0 ? (size_t)nc : 1, sizeof(*failed));
 	if (!failed)
 		return -ENOMEM;
 	for (;;) {
 		int pick = -1;
-		const unsigned char *paddr = NULL;
-		size_t palen = 0;
 		uint32_t best_pos = UINT32_MAX, low_pos = 0;
 		for (int i = 0; i < nc && (pick < 0 || comm->rank > peer); i++) {
 			const unsigned char *a = NULL;
@@ -370,14 +404,14 @@ static int negotiate(weft_comm_t *comm, int peer, const char *transport, struct 
 				goto out;
 			if (a && (comm->rank < peer || pos < best_pos)) {
 				pick = i;
-				paddr = a;
-				palen = al;
 				best_pos = pos;
 				low_pos = comm->rank < peer ? (uint32_t)i : pos;
 			}
 		}
 		if (pick < 0) {
-			if (transport) {
+			if (ep_err) {
+				rc = ep_err;
+			} else if (transport) {
 				WEFT_ERROR("weft_connect: rank %d asked for another transport than '%s'", peer, transport);
 				rc = -WEFT_ERR_MISMATCH;
 			} else {
@@ -388,10 +422,41 @@ static int negotiate(weft_comm_t *comm, int peer, const char *transport, struct 
 			goto out;
 		}
 		struct weft__tp *tp = &comm->tp[c[pick].tpi];
+		int erc = make_endpoint(comm, c[pick].tpi, tpeer, &c[pick]);
+		int32_t perc = 0;
+		unsigned char *paddr = NULL;
+		size_t palen = 0;
+		rc = swap_addr(comm, peer, erc, &c[pick], &perc, &paddr, &palen);
+		if (rc != 0)
+			goto out;
+		if (erc != 0 || perc != 0) {
+			int pin = (int)low_pos < pinned;
+			if (erc != 0)
+				weft__log(transport || pin ? WEFT_LOG_ERROR : WEFT_LOG_INFO, NULL,
+					  "weft_connect: transport %s cannot make an endpoint for rank %d: %s", tp->name, peer,
+					  weft_strerror(erc));
+			else
+				weft__log(transport || pin ? WEFT_LOG_ERROR : WEFT_LOG_INFO, NULL,
+					  "weft_connect: rank %d could not make an endpoint of %s: %s", peer, tp->name,
+					  weft_strerror(peer_err(perc)));
+			ep_err = erc != 0 ? erc : peer_err(perc);
+			ep_destroy(tp, c[pick].ep);
+			c[pick].ep = NULL;
+			free(c[pick].addr);
+			c[pick].addr = NULL;
+			failed[pick] = 1;
+			rc = 0;
+			if (transport) {
+				rc = ep_err;
+				goto out;
+			}
+			continue;
+		}
 		pthread_mutex_lock(&tp->lock);
 		rc = weft__fault_should_fail(WEFT_FAULT_CONNECT) ? weft__fault_error(WEFT_FAULT_CONNECT)
 								  : tp->ops->connect(c[pick].ep, paddr, palen);
 		pthread_mutex_unlock(&tp->lock);
+		free(paddr);
 		if (rc != 0)
 			WEFT_ERROR("weft_connect: transport %s: connecting to rank %d failed: %s", tp->name, peer,
 				   weft_strerror(rc));
@@ -451,7 +516,7 @@ static int connect_peer(weft_comm_t *comm, int peer, const char *transport, enum
 		.addr = weft__bootstrap_peer_addr(comm->bs, peer),
 	};
 	struct conn_plan pl;
-	if ((rc = plan_cands(comm, peer, transport, mem, cls, &gl, &tpeer, &pl)) != 0)
+	if ((rc = plan_cands(comm, peer, transport, mem, cls, &gl, &pl)) != 0)
 		return rc;
 
 	/* The connection is allocated before the peers connect: once both sides
@@ -491,7 +556,7 @@ static int connect_peer(weft_comm_t *comm, int peer, const char *transport, enum
 	if (rc == 0)
 		rc = check_peer_msg(comm, peer, theirs, transport, mem, &pl, &pinned);
 	if (rc == 0)
-		rc = negotiate(comm, peer, transport, &pl, theirs, tlen, pinned, &chosen);
+		rc = negotiate(comm, peer, transport, &tpeer, &pl, theirs, tlen, pinned, &chosen);
 	if (rc != 0)
 		goto err;
 

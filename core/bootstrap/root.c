@@ -62,10 +62,36 @@ static void roots_parent(void)
 {
 	pthread_mutex_unlock(&roots_mu);
 }
+/* Roots inherited by a child: their memory stays reachable, their sockets closed. */
+static struct root *roots_inherited;
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
 static void roots_child(void)
 {
-	/* A root's thread does not exist in the child: forget the list. */
+	/* A root's thread does not exist in the child: forget the list, and let
+	 * go of its sockets, or the child would hold the root's port open (a
+	 * rank would then wait in the backlog for nobody instead of being refused). */
 	pthread_mutex_init(&roots_mu, NULL);
+	for (struct root *r = roots; r; r = r->next) {
+		close_fd(&r->lfd);
+		close_fd(&r->wake_fd);
+		for (int i = 0; i < r->pend.n; i++)
+			close_fd(&r->pend.l[i]->fd);
+		for (int i = 0; r->ranks && i < r->nranks; i++)
+			if (r->ranks[i])
+				close_fd(&r->ranks[i]->fd);
+		if (!r->next) {
+			r->next = roots_inherited;
+			roots_inherited = roots;
+			break;
+		}
+	}
 	roots = NULL;
 }
 static void atfork_init(void)

@@ -255,7 +255,6 @@ bool ucx_context_cuda(ucp_context_h context)
 static int ucx_open(const struct weft_tp_open_args *args, void **tc)
 {
 	int rc;
-	ucs_status_t st;
 	if (!args || !tc || args->size < offsetof(struct weft_tp_open_args, host_id) + sizeof(args->host_id))
 		return -EINVAL;
 	struct ucx_ctx *ctx = ucx_core->calloc(1, sizeof(*ctx));
@@ -272,6 +271,27 @@ static int ucx_open(const struct weft_tp_open_args *args, void **tc)
 		if (strcmp(ucx_tl_class(res[i].tl), "shm") == 0 && strcmp(res[i].tl, "self") != 0)
 			ctx->has_shm = true;
 	ctx->has_cuda = ucx_context_cuda(ctx->context);
+	UCX_DBG("opened context for rank %d: UCX %s, tls=%s net_devices=%s cuda=%d (its worker waits for the first "
+		"endpoint)",
+		ctx->rank, ucp_get_version_string(), ctx->set.tls[0] ? ctx->set.tls : "(default)",
+		ctx->set.net_devices[0] ? ctx->set.net_devices : "(all)", ctx->has_cuda);
+	*tc = ctx;
+	return 0;
+
+err_free:
+	ucx_core->free(ctx);
+	return rc;
+}
+
+/* The worker opens UCX's listening sockets and its shared-memory segments:
+ * made for the first endpoint, so that a communicator whose peers all use
+ * other transports has none. */
+int ucx_worker_ensure(struct ucx_ctx *ctx)
+{
+	int rc;
+	ucs_status_t st;
+	if (ctx->worker)
+		return 0;
 	ucp_worker_params_t wp;
 	memset(&wp, 0, sizeof(wp));
 	wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
@@ -280,8 +300,8 @@ static int ucx_open(const struct weft_tp_open_args *args, void **tc)
 	 * "serialized"; "single" promises one thread only. */
 	wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
 	if ((st = ucp_worker_create(ctx->context, &wp, &ctx->worker)) != UCS_OK) {
-		rc = ucx_errno("ucp_worker_create", st);
-		goto err_cleanup;
+		ctx->worker = NULL;
+		return ucx_errno("ucp_worker_create", st);
 	}
 	if ((st = ucp_worker_get_address(ctx->worker, &ctx->addr, &ctx->addrlen)) != UCS_OK) {
 		rc = ucx_errno("ucp_worker_get_address", st);
@@ -292,20 +312,16 @@ static int ucx_open(const struct weft_tp_open_args *args, void **tc)
 		rc = -WEFT_ERR_TRANSPORT;
 		goto err_release_addr;
 	}
-	UCX_DBG("opened context for rank %d: UCX %s, worker address %zu bytes, tls=%s net_devices=%s cuda=%d",
-		ctx->rank, ucp_get_version_string(), ctx->addrlen, ctx->set.tls[0] ? ctx->set.tls : "(default)",
-		ctx->set.net_devices[0] ? ctx->set.net_devices : "(all)", ctx->has_cuda);
-	*tc = ctx;
+	UCX_DBG("rank %d: worker created, address %zu bytes", ctx->rank, ctx->addrlen);
 	return 0;
 
 err_release_addr:
 	ucp_worker_release_address(ctx->worker, ctx->addr);
 err_destroy_worker:
 	ucp_worker_destroy(ctx->worker);
-err_cleanup:
-	ucp_cleanup(ctx->context);
-err_free:
-	ucx_core->free(ctx);
+	ctx->worker = NULL;
+	ctx->addr = NULL;
+	ctx->addrlen = 0;
 	return rc;
 }
 
@@ -357,11 +373,13 @@ static void ucx_close(void *tc)
 	ucx_close_endpoints(ctx);
 	while (ctx->rmhs)
 		ucx_mem_release(ctx, ctx->rmhs);
-	ucp_worker_release_address(ctx->worker, ctx->addr);
+	if (ctx->worker)
+		ucp_worker_release_address(ctx->worker, ctx->addr);
 	if (ctx->peer_gone) {
 		abandon(ctx);
 	} else {
-		ucp_worker_destroy(ctx->worker);
+		if (ctx->worker)
+			ucp_worker_destroy(ctx->worker);
 		ucx_free_closed(ctx);
 		ucp_cleanup(ctx->context);
 	}

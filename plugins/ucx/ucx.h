@@ -84,7 +84,7 @@ struct ucx_ctx {
 	int rank;
 	struct ucx_settings set;
 	ucp_context_h context;
-	ucp_worker_h worker;
+	ucp_worker_h worker; /* NULL until the first endpoint (ucx_worker_ensure) */
 	bool has_shm;        /* the context has a cross-process shared-memory transport */
 	bool has_cuda;       /* ucp_context_query lists UCS_MEMORY_TYPE_CUDA */
 	ucp_address_t *addr; /* this worker's address, for endpoint() */
@@ -136,6 +136,8 @@ int ucx_code(ucs_status_t st);
 int ucx_errno(const char *what, ucs_status_t st);
 /* The class of a UCX transport name: "shm", "tcp", "ib", "gpu" or "other". */
 const char *ucx_tl_class(const char *tl);
+/* Creates the context's worker if it has none yet; 0 or -errno (logged). */
+int ucx_worker_ensure(struct ucx_ctx *ctx);
 /* Whether a context reaches CUDA memory (UCP_ATTR_FIELD_MEMORY_TYPES); a
  * failed query is logged at debug and reads as no. */
 bool ucx_context_cuda(ucp_context_h context);

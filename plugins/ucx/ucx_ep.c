@@ -404,6 +404,8 @@ int ucx_progress(void *tc)
 	struct ucx_ctx *ctx = tc;
 	if (!ctx)
 		return -EINVAL;
+	if (!ctx->worker)
+		return 0; /* no endpoint yet, so nothing to progress */
 	/* Bounded, so that progress stays non-blocking under a flood of events. */
 	for (int i = 0; i < 64 && ucp_worker_progress(ctx->worker) != 0; i++)
 		;
@@ -431,6 +433,9 @@ int ucx_endpoint(void *tc, const struct weft_tp_peer *peer, void *addr, size_t *
 		UCX_ERR("endpoint: unknown peer class %d for rank %d", (int)peer->peer_class, peer->rank);
 		return -EINVAL;
 	}
+	int rc = ucx_worker_ensure(ctx);
+	if (rc < 0)
+		return rc;
 	size_t need = UCX_ADDR_HDR + ctx->addrlen;
 	if (!addr || *len < need) {
 		*len = need;
@@ -587,7 +592,7 @@ void ucx_close_endpoints(struct ucx_ctx *ctx)
 	 * or not progressing does not hold close() up for longer. */
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	while (ctx->closing) {
+	while (ctx->closing && ctx->worker) {
 		ucp_worker_progress(ctx->worker);
 		reap_closing(ctx);
 		clock_gettime(CLOCK_MONOTONIC, &t1);

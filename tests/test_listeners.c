@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Listeners nobody uses (issue 29 item 5): a communicator whose peers are all
+ * reached through other transports opens no UCX worker, so UCX listens on no
+ * socket of the process; a connection through ucx opens it (the control). */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <weft/weft.h>
+
+#include "testlib.h"
+
+#define JOB_TIMEOUT_S 90
+
+static struct weft_unique_id g_id;
+
+/* Whether the socket inode is one of this process's descriptors. */
+static int own_socket(unsigned long ino)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int found = 0;
+	char want[64], path[300], target[64];
+	snprintf(want, sizeof(want), "socket:[%lu]", ino);
+	for (struct dirent *e = d ? readdir(d) : NULL; e && !found; e = readdir(d)) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+		ssize_t n = readlink(path, target, sizeof(target) - 1);
+		if (n > 0) {
+			target[n] = '\0';
+			found = strcmp(target, want) == 0;
+		}
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+/* This process's listening TCP sockets (IPv4 and IPv6); -1 when unreadable. */
+static int listening_sockets(void)
+{
+	const char *files[] = {"/proc/net/tcp", "/proc/net/tcp6"};
+	int n = 0;
+	for (int f = 0; f < 2; f++) {
+		FILE *fp = fopen(files[f], "r");
+		if (!fp)
+			return f == 0 ? -1 : n;
+		char line[512];
+		if (!fgets(line, sizeof(line), fp)) {
+			fclose(fp);
+			continue;
+		}
+		while (fgets(line, sizeof(line), fp)) {
+			unsigned st;
+			unsigned long ino;
+			/* sl local rem st tx:rx tr:when retrnsmt uid timeout inode */
+			if (sscanf(line, "%*s %*s %*s %x %*s %*s %*s %*s %*s %lu", &st, &ino) == 2 && st == 0x0A &&
+			    own_socket(ino))
+				n++;
+		}
+		fclose(fp);
+	}
+	return n;
+}
+
+/* arg non-NULL: ucx is excluded, the baseline. Writes this rank's count of
+ * listeners after a collective and a shm connection to counts[rank]. */
+static int *g_counts;
+
+static int rank_listeners(int rank, int n, void *arg)
+{
+	if (arg)
+		setenv("WEFT_CORE_PLUGINS", "^ucx", 1);
+	weft_comm_t *comm = NULL;
+	ROK(weft_comm_create(&g_id, n, rank, &comm));
+	int v = rank + 1, sum = 0;
+	ROK(weft_allreduce(&v, &sum, 1, WEFT_INT32, WEFT_SUM, comm, NULL));
+	RCHECK(sum == 3, "allreduce: %d", sum);
+	weft_conn_t *c = NULL;
+	ROK(weft_connect(comm, 1 - rank, NULL, &c));
+	RCHECK(strcmp(weft_conn_transport(c), "ucx") != 0, "the default connection went through ucx");
+	ROK(weft_conn_close(c));
+	int before = listening_sockets();
+	RCHECK(before > 0, "no listening socket found (not even the bootstrap's)");
+	g_counts[rank] = before;
+	if (!arg) {
+		ROK(weft_connect(comm, 1 - rank, "ucx", &c));
+		int after = listening_sockets();
+		RCHECK(after > before, "a ucx connection opened no listener (%d before, %d after)", before, after);
+		ROK(weft_conn_close(c));
+	}
+	ROK(weft_comm_destroy(comm));
+	return 0;
+}
+
+START_TEST(no_ucx_listener_unless_used)
+{
+	int *counts = mmap(NULL, 4 * sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(counts, MAP_FAILED);
+	g_counts = counts;
+	ck_assert_int_eq(weft_get_unique_id(&g_id), 0);
+	ck_assert_int_eq(wt_fork_ranks(2, rank_listeners, "baseline", JOB_TIMEOUT_S), 0);
+	int base0 = counts[0], base1 = counts[1];
+	ck_assert_int_eq(weft_get_unique_id(&g_id), 0);
+	ck_assert_int_eq(wt_fork_ranks(2, rank_listeners, NULL, JOB_TIMEOUT_S), 0);
+	ck_assert_msg(counts[0] == base0 && counts[1] == base1,
+		      "listening sockets with ucx loaded but unused: %d and %d; without ucx: %d and %d", counts[0],
+		      counts[1], base0, base1);
+	munmap(counts, 4 * sizeof(int));
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("listeners");
+	TCase *tc = tcase_create("unused");
+	tcase_add_test(tc, no_ucx_listener_unless_used);
+	suite_add_tcase(s, tc);
+	return wt_run_suite(s);
+}
