@@ -5,6 +5,7 @@
  * the bootstrap reports dead peers and aborts). */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +18,7 @@
 #include "progress.h"
 #include "registry.h"
 #include "sem.h"
+#include "sigkeep.h"
 #include "stage.h"
 #include "topo.h"
 #include "tpsel.h"
@@ -73,9 +75,17 @@ static int make_endpoint(weft_comm_t *comm, int tpi, const struct weft_tp_peer *
 			return -ENOMEM;
 		size_t len = cap;
 		void *ep = NULL;
+		/* A transport's first endpoint may start its library's machinery
+		 * (a UCX worker, a libfabric endpoint), which installs signal
+		 * handlers as the plugin's load and open may. */
+		struct weft__sigkeep k;
+		char who[WEFT__TP_NAME_MAX + 48];
+		snprintf(who, sizeof(who), "making an endpoint of transport '%s'", tp->name);
+		weft__sigkeep_save(&k);
 		pthread_mutex_lock(&tp->lock);
 		int rc = tp->ops->endpoint(tp->tc, tpeer, addr, &len, &ep);
 		pthread_mutex_unlock(&tp->lock);
+		weft__sigkeep_restore(&k, who);
 		if (rc == -ENOSPC && len > cap && len <= MAX_ADDR) {
 			free(addr);
 			cap = len;

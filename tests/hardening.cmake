@@ -50,9 +50,10 @@ weft_add_test(test_handles SOURCES test_handles.c LABELS mp TIMEOUT 120 LIBS Thr
 weft_add_test(test_rendezvous SOURCES test_rendezvous.c LABELS mp TIMEOUT 180)
 target_include_directories(test_rendezvous PRIVATE ${PROJECT_SOURCE_DIR}/core)
 
-# test_listeners: with ucx loaded but no peer reached through it, UCX opens
-# no listening socket; a connection through ucx does (the control).
-if(TARGET weft-plugin-ucx AND TARGET weft-plugin-shm AND TARGET weft-plugin-algo-host)
-  weft_add_test(test_listeners SOURCES test_listeners.c LABELS mp TIMEOUT 180)
-  add_dependencies(test_listeners weft-plugin-ucx weft-plugin-shm weft-plugin-algo-host)
+# test_listeners: with ucx and ofi loaded but no peer reached through them,
+# neither listens nor makes a file in /dev/shm; connections through them do
+# (the controls).
+if(TARGET weft-plugin-ucx AND TARGET weft-plugin-ofi AND TARGET weft-plugin-shm AND TARGET weft-plugin-algo-host)
+  weft_add_test(test_listeners SOURCES test_listeners.c LABELS mp TIMEOUT 180 ENV WEFT_OFI_ADDR=127.0.0.1)
+  add_dependencies(test_listeners weft-plugin-ucx weft-plugin-ofi weft-plugin-shm weft-plugin-algo-host)
 endif()

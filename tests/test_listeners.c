@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Listeners nobody uses (issue 29 item 5): a communicator whose peers are all
- * reached through other transports opens no UCX worker, so UCX listens on no
- * socket of the process; a connection through ucx opens it (the control). */
+ * reached through shm opens no UCX worker and no libfabric endpoint, so
+ * neither listens on a socket of the process nor makes a file in /dev/shm
+ * (which a SIGKILL would leave behind); a connection through ucx or ofi opens
+ * them (the controls). */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <stdio.h>
@@ -65,6 +67,20 @@ static int listening_sockets(void)
 	return n;
 }
 
+/* Files in /dev/shm that ofi's shm endpoint of this process made. */
+static int ofi_shm_files(void)
+{
+	char prefix[64];
+	snprintf(prefix, sizeof(prefix), "weft_%d_", (int)getpid());
+	DIR *d = opendir("/dev/shm");
+	int n = 0;
+	for (struct dirent *e = d ? readdir(d) : NULL; e; e = readdir(d))
+		n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+	if (d)
+		closedir(d);
+	return n;
+}
+
 /* arg non-NULL: ucx is excluded, the baseline. Writes this rank's count of
  * listeners after a collective and a shm connection to counts[rank]. */
 static int *g_counts;
@@ -83,12 +99,18 @@ static int rank_listeners(int rank, int n, void *arg)
 	RCHECK(strcmp(weft_conn_transport(c), "ucx") != 0, "the default connection went through ucx");
 	ROK(weft_conn_close(c));
 	int before = listening_sockets();
-	RCHECK(before > 0, "no listening socket found (not even the bootstrap's)");
+	/* The bootstrap's listener, and nothing of ucx's or ofi's. */
+	RCHECK(before == 1, "%d listening sockets with ucx and ofi unused", before);
+	RCHECK(ofi_shm_files() == 0, "ofi made a file in /dev/shm with no ofi connection");
 	g_counts[rank] = before;
 	if (!arg) {
 		ROK(weft_connect(comm, 1 - rank, "ucx", &c));
 		int after = listening_sockets();
 		RCHECK(after > before, "a ucx connection opened no listener (%d before, %d after)", before, after);
+		ROK(weft_conn_close(c));
+		ROK(weft_connect(comm, 1 - rank, "ofi", &c));
+		RCHECK(ofi_shm_files() == 1, "an ofi connection to a same-host peer made %d files in /dev/shm",
+		       ofi_shm_files());
 		ROK(weft_conn_close(c));
 	}
 	ROK(weft_comm_destroy(comm));

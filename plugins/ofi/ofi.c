@@ -453,31 +453,6 @@ static int dom_open(struct ofi_ctx *ctx, struct ofi_dom *d, const char *prov, co
 		rc = ofi_errno("fi_cq_open", rc);
 		goto err_close;
 	}
-	if ((rc = ofi_sys->endpoint(d->domain, fi, &d->ep, NULL)) < 0) {
-		rc = ofi_errno("fi_endpoint", rc);
-		goto err_close;
-	}
-	if ((rc = fi_ep_bind(d->ep, &d->av->fid, 0)) < 0) {
-		rc = ofi_errno("fi_ep_bind(av)", rc);
-		goto err_close;
-	}
-	/* FI_RECV too: with manual progress, reading this CQ is what lets the
-	 * provider land the writes that peers aim at us. */
-	if ((rc = fi_ep_bind(d->ep, &d->cq->fid, FI_TRANSMIT | FI_RECV)) < 0) {
-		rc = ofi_errno("fi_ep_bind(cq)", rc);
-		goto err_close;
-	}
-	if (strcmp(prov, "shm") == 0 && (rc = shm_name_endpoint(ctx, d)) < 0)
-		goto err_close;
-	if ((rc = fi_enable(d->ep)) < 0) {
-		rc = ofi_errno("fi_enable", rc);
-		goto err_close;
-	}
-	d->namelen = sizeof(d->name);
-	if ((rc = fi_getname(&d->ep->fid, d->name, &d->namelen)) < 0) {
-		rc = ofi_errno("fi_getname", rc);
-		goto err_close;
-	}
 	OFI_DBG("opened provider=%s fabric=%s domain=%s mr_mode=0x%llx chunk=%zu signal=%s delivery_complete=%d "
 		"cuda=%d",
 		prov, fi->fabric_attr->name, fi->domain_attr->name, (unsigned long long)d->mr_mode, d->chunk,
@@ -490,6 +465,49 @@ err_close:
 err_info:
 	fi_freeinfo(d->info);
 	d->info = NULL;
+	return rc;
+}
+
+/* The endpoint is what listens (tcp) or makes a file in /dev/shm (shm): made
+ * at the domain's first use by a connection, so that a communicator whose
+ * peers all use other transports has neither. */
+int ofi_dom_ep_ensure(struct ofi_dom *d)
+{
+	int rc;
+	if (d->ep)
+		return 0;
+	if ((rc = ofi_sys->endpoint(d->domain, d->info, &d->ep, NULL)) < 0) {
+		d->ep = NULL;
+		return ofi_errno("fi_endpoint", rc);
+	}
+	if ((rc = fi_ep_bind(d->ep, &d->av->fid, 0)) < 0) {
+		rc = ofi_errno("fi_ep_bind(av)", rc);
+		goto err_close;
+	}
+	/* FI_RECV too: with manual progress, reading this CQ is what lets the
+	 * provider land the writes that peers aim at us. */
+	if ((rc = fi_ep_bind(d->ep, &d->cq->fid, FI_TRANSMIT | FI_RECV)) < 0) {
+		rc = ofi_errno("fi_ep_bind(cq)", rc);
+		goto err_close;
+	}
+	if (strcmp(d->prov, "shm") == 0 && (rc = shm_name_endpoint(d->ctx, d)) < 0)
+		goto err_close;
+	if ((rc = fi_enable(d->ep)) < 0) {
+		rc = ofi_errno("fi_enable", rc);
+		goto err_close;
+	}
+	d->namelen = sizeof(d->name);
+	if ((rc = fi_getname(&d->ep->fid, d->name, &d->namelen)) < 0) {
+		rc = ofi_errno("fi_getname", rc);
+		goto err_close;
+	}
+	OFI_DBG("provider %s: endpoint enabled, name %zu bytes", d->prov, d->namelen);
+	return 0;
+
+err_close:
+	fi_close(&d->ep->fid);
+	d->ep = NULL;
+	d->namelen = 0;
 	return rc;
 }
 

@@ -76,7 +76,7 @@ struct ofi_dom {
 	struct fid_domain *domain;
 	struct fid_av *av;
 	struct fid_cq *cq;
-	struct fid_ep *ep;
+	struct fid_ep *ep; /* NULL until the first connection needs it (ofi_dom_ep_ensure) */
 	uint64_t mr_mode;
 	size_t chunk;       /* largest single write: max_msg_size (and max_order_waw_size when ordered) */
 	size_t inject_size;
@@ -140,6 +140,9 @@ int ofi_mem_deregister(void *tc, void *mh);
 int ofi_mem_serialize(void *tc, void *mh, void *buf, size_t *len);
 int ofi_mem_import(void *tc, int peer, const void *buf, size_t len, void **rmh);
 int ofi_mem_release(void *tc, void *rmh);
+
+/* ofi.c: opens the domain's endpoint if it has none yet; 0 or -errno (logged). */
+int ofi_dom_ep_ensure(struct ofi_dom *d);
 
 /* ofi_ep.c */
 int ofi_endpoint(void *tc, const struct weft_tp_peer *peer, void *addr, size_t *len, void **ep);

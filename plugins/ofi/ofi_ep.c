@@ -322,6 +322,9 @@ int ofi_endpoint(void *tc, const struct weft_tp_peer *peer, void *addr, size_t *
 		return -EHOSTUNREACH;
 	}
 	struct ofi_dom *d = &ctx->doms[idx];
+	int rc = ofi_dom_ep_ensure(d);
+	if (rc < 0)
+		return rc;
 	size_t need = OFI_ADDR_HDR + d->namelen;
 	if (!addr || *len < need) {
 		*len = need;

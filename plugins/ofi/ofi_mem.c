@@ -54,6 +54,8 @@ static int mr_make(struct ofi_ctx *ctx, struct ofi_dom *d, struct ofi_mh *m, int
 		return ofi_errno("fi_mr_reg", rc);
 	}
 	if (d->mr_mode & FI_MR_ENDPOINT) {
+		if ((rc = ofi_dom_ep_ensure(d)) < 0)
+			return rc;
 		if ((rc = fi_mr_bind(*out, &d->ep->fid, 0)) < 0)
 			return ofi_errno("fi_mr_bind", rc);
 		if ((rc = fi_mr_enable(*out)) < 0)
