@@ -3,7 +3,7 @@
  * reached through shm opens no UCX worker and no libfabric endpoint, so
  * neither listens on a socket of the process nor makes a file in /dev/shm
  * (which a SIGKILL would leave behind); a connection through ucx or ofi opens
- * them (the controls). */
+ * them (the controls), UCX's only on the bootstrap's interface. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <stdio.h>
@@ -40,8 +40,9 @@ static int own_socket(unsigned long ino)
 	return found;
 }
 
-/* This process's listening TCP sockets (IPv4 and IPv6); -1 when unreadable. */
-static int listening_sockets(void)
+/* This process's listening TCP sockets (IPv4 and IPv6); -1 when unreadable.
+ * *elsewhere (optional) counts those bound to anything but loopback. */
+static int listening_sockets_on(int *elsewhere)
 {
 	const char *files[] = {"/proc/net/tcp", "/proc/net/tcp6"};
 	int n = 0;
@@ -57,10 +58,17 @@ static int listening_sockets(void)
 		while (fgets(line, sizeof(line), fp)) {
 			unsigned st;
 			unsigned long ino;
+			char local[64];
 			/* sl local rem st tx:rx tr:when retrnsmt uid timeout inode */
-			if (sscanf(line, "%*s %*s %*s %x %*s %*s %*s %*s %*s %lu", &st, &ino) == 2 && st == 0x0A &&
-			    own_socket(ino))
-				n++;
+			if (sscanf(line, "%*s %63s %*s %x %*s %*s %*s %*s %*s %lu", local, &st, &ino) != 3 || st != 0x0A ||
+			    !own_socket(ino))
+				continue;
+			n++;
+			/* 127.0.0.0/8 is "..7F:port" in /proc/net/tcp; ::1 its own string. */
+			int loop = f == 0 ? strncmp(local + 6, "7F:", 3) == 0
+					  : strncmp(local, "00000000000000000000000001000000:", 33) == 0;
+			if (elsewhere && !loop)
+				(*elsewhere)++;
 		}
 		fclose(fp);
 	}
@@ -68,6 +76,11 @@ static int listening_sockets(void)
 }
 
 /* Files in /dev/shm that ofi's shm endpoint of this process made. */
+static int listening_sockets(void)
+{
+	return listening_sockets_on(NULL);
+}
+
 static int ofi_shm_files(void)
 {
 	char prefix[64];
@@ -89,6 +102,10 @@ static int rank_listeners(int rank, int n, void *arg)
 {
 	if (arg)
 		setenv("WEFT_CORE_PLUGINS", "^ucx", 1);
+	/* UCX's own choice of devices: the plugin keeps tcp to the bootstrap's
+	 * interface (loopback here), whatever else the machine has. */
+	unsetenv("WEFT_UCX_NET_DEVICES");
+	unsetenv("UCX_NET_DEVICES");
 	weft_comm_t *comm = NULL;
 	ROK(weft_comm_create(&g_id, n, rank, &comm));
 	int v = rank + 1, sum = 0;
@@ -105,8 +122,10 @@ static int rank_listeners(int rank, int n, void *arg)
 	g_counts[rank] = before;
 	if (!arg) {
 		ROK(weft_connect(comm, 1 - rank, "ucx", &c));
-		int after = listening_sockets();
+		int elsewhere = 0, after = listening_sockets_on(&elsewhere);
 		RCHECK(after > before, "a ucx connection opened no listener (%d before, %d after)", before, after);
+		RCHECK(elsewhere == 0, "%d of %d listening sockets are not on loopback, the bootstrap's interface",
+		       elsewhere, after);
 		ROK(weft_conn_close(c));
 		ROK(weft_connect(comm, 1 - rank, "ofi", &c));
 		RCHECK(ofi_shm_files() == 1, "an ofi connection to a same-host peer made %d files in /dev/shm",

@@ -3,7 +3,11 @@
  * context and worker per communicator, configured through ucp_config_modify
  * (never the environment), plus describe and probe. */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +28,7 @@ static const struct weft_kit_param ucx_params[] = {
 			  "choice"),
 	WEFT_KIT_P_STRBUF("net_devices", struct ucx_settings, net_devices, NULL, NULL,
 			  "network devices UCX may use, as UCX_NET_DEVICES takes them (e.g. lo, eth0, mlx5_0:1); unset: "
-			  "all"),
+			  "the bootstrap's interface and every non-IP device"),
 	WEFT_KIT_P_STRBUF("options", struct ucx_settings, options, NULL, NULL,
 			  "further UCX settings, KEY=VALUE;KEY=VALUE with UCX's names less the UCX_ prefix (e.g. "
 			  "TCP_SNDBUF=4M)"),
@@ -252,6 +256,61 @@ bool ucx_context_cuda(ucp_context_h context)
 	return (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
 }
 
+/* The interface that holds the IPv4 address addr ("" when none does). */
+static void iface_of(const char *addr, char *name, size_t len)
+{
+	struct ifaddrs *ifs = NULL, *i;
+	struct in_addr want;
+	name[0] = '\0';
+	if (!addr || inet_pton(AF_INET, addr, &want) != 1 || getifaddrs(&ifs) != 0)
+		return;
+	for (i = ifs; i; i = i->ifa_next)
+		if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+		    ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr == want.s_addr) {
+			snprintf(name, len, "%s", i->ifa_name);
+			break;
+		}
+	freeifaddrs(ifs);
+}
+
+/* UCX's tcp listens on every network device it may use. Unless net_devices
+ * (or the user's UCX_NET_DEVICES) names them, they are cut to the bootstrap's
+ * interface and the non-IP devices (InfiniBand); the context is then made
+ * again with that list. Returns the number of resources of the context kept. */
+static int keep_tcp_to_bootstrap(struct ucx_ctx *ctx, const char *local_addr, size_t est_eps, struct ucx_res *res,
+				 int nres)
+{
+	char ifname[IF_NAMESIZE + 1], list[UCX_PARAM_MAX];
+	if (ctx->set.net_devices[0] || getenv("UCX_NET_DEVICES"))
+		return nres;
+	iface_of(local_addr, ifname, sizeof(ifname));
+	if (!ifname[0])
+		return nres;
+	int other = 0;
+	size_t at = (size_t)snprintf(list, sizeof(list), "%s", ifname);
+	for (int i = 0; i < nres && at < sizeof(list); i++) {
+		const char *cls = ucx_tl_class(res[i].tl);
+		if (strcmp(cls, "tcp") == 0) {
+			other |= strcmp(res[i].dev, ifname) != 0;
+		} else if ((strcmp(cls, "ib") == 0 || strcmp(cls, "other") == 0) && !strstr(list, res[i].dev)) {
+			at += (size_t)snprintf(list + at, sizeof(list) - at, ",%s", res[i].dev);
+		}
+	}
+	if (!other || at >= sizeof(list))
+		return nres;
+	struct ucx_settings s = ctx->set;
+	snprintf(s.net_devices, sizeof(s.net_devices), "%s", list);
+	ucp_context_h again;
+	if (context_create(&s, est_eps, &again) < 0)
+		return nres; /* logged; the first context stays */
+	ucp_cleanup(ctx->context);
+	ctx->context = again;
+	ctx->set = s;
+	UCX_LOG(WEFT_LOG_INFO, "tcp kept to the bootstrap's interface %s (net_devices=%s; set ucx.net_devices to "
+		"choose)", ifname, list);
+	return context_resources(ctx->context, res, UCX_MAX_RES);
+}
+
 static int ucx_open(const struct weft_tp_open_args *args, void **tc)
 {
 	int rc;
@@ -267,6 +326,7 @@ static int ucx_open(const struct weft_tp_open_args *args, void **tc)
 		goto err_free;
 	struct ucx_res res[UCX_MAX_RES];
 	int nres = context_resources(ctx->context, res, UCX_MAX_RES);
+	nres = keep_tcp_to_bootstrap(ctx, args->local_addr, args->nranks > 0 ? (size_t)args->nranks : 0, res, nres);
 	for (int i = 0; i < nres; i++)
 		if (strcmp(ucx_tl_class(res[i].tl), "shm") == 0 && strcmp(res[i].tl, "self") != 0)
 			ctx->has_shm = true;
