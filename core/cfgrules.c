@@ -36,6 +36,12 @@ int weft__cfgrules_is_section(const char *section)
 	return find(section) != NULL;
 }
 
+const char *weft__cfgrules_closest_section(const char *section)
+{
+	static const char *const names[] = {"transport", "algorithm"};
+	return find(section) ? NULL : weft__cfg_closest(section, names, 2);
+}
+
 static int add(struct cfg_rules *rs, const char *line, int lineno)
 {
 	if (rs->n == rs->cap) {

@@ -11,6 +11,8 @@
 
 /* Whether section is a rule section. */
 int weft__cfgrules_is_section(const char *section);
+/* The rule section a misspelt section name is closest to, or NULL. */
+const char *weft__cfgrules_closest_section(const char *section);
 /* Appends one rule line of the file (already checked by its parser). 0 or -ENOMEM. */
 int weft__cfgrules_add(const char *section, const char *line, int lineno);
 /* After the file: each section whose variable is set takes the variable's

@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -217,4 +218,91 @@ int weft__cfg_reserved_env(const char *name, size_t len)
 		if (strncmp(name, reserved_env_prefix[i], strlen(reserved_env_prefix[i])) == 0)
 			return 1;
 	return 0;
+}
+
+int weft__cfg_copy_names(const char *const *names, char ***out)
+{
+	int n = 0;
+	while (names[n])
+		n++;
+	char **c = calloc((size_t)n + 1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	for (int i = 0; i < n; i++)
+		if (!(c[i] = strdup(names[i]))) {
+			while (i--)
+				free(c[i]);
+			free(c);
+			return -ENOMEM;
+		}
+	*out = c;
+	return 0;
+}
+
+const char *weft__cfg_outside(enum weft_param_type type, int bounded, union weft_param_bound min,
+			      union weft_param_bound max, char *const *names, const char *text, const void *v, char *buf,
+			      size_t len)
+{
+	if (names && text && *text) {
+		for (char *const *n = names; *n; n++)
+			if (strcmp(*n, text) == 0)
+				return NULL;
+		size_t at = (size_t)snprintf(buf, len, "not one of: ");
+		for (char *const *n = names; *n && at < len; n++)
+			at += (size_t)snprintf(buf + at, len - at, "%s%s", n == names ? "" : ", ", *n);
+		return buf;
+	}
+	if (!bounded)
+		return NULL;
+	switch (type) {
+	case WEFT_PARAM_INT: {
+		int64_t x = *(const int64_t *)v;
+		if (x >= min.i && x <= max.i)
+			return NULL;
+		snprintf(buf, len, "outside %lld..%lld", (long long)min.i, (long long)max.i);
+		return buf;
+	}
+	case WEFT_PARAM_SIZE: {
+		uint64_t x = *(const uint64_t *)v;
+		if (x >= min.u && x <= max.u)
+			return NULL;
+		snprintf(buf, len, "outside %llu..%llu", (unsigned long long)min.u, (unsigned long long)max.u);
+		return buf;
+	}
+	case WEFT_PARAM_DOUBLE: {
+		double x = *(const double *)v;
+		if (x >= min.d && x <= max.d)
+			return NULL;
+		snprintf(buf, len, "outside %g..%g", min.d, max.d);
+		return buf;
+	}
+	default:
+		return NULL;
+	}
+}
+
+int weft__cfg_grow(void **arr, int *cap, int need, size_t elem)
+{
+	if (need <= *cap)
+		return 0;
+	int ncap = *cap ? *cap * 2 : 16;
+	while (ncap < need)
+		ncap *= 2;
+	void *p = realloc(*arr, (size_t)ncap * elem);
+	if (!p)
+		return -ENOMEM;
+	*arr = p;
+	*cap = ncap;
+	return 0;
+}
+
+const char *weft__cfg_lower_name(const char *name, char *buf, size_t len)
+{
+	size_t n = 0;
+	if (!len)
+		return NULL;
+	for (; name[n] && n + 1 < len; n++)
+		buf[n] = (char)tolower((unsigned char)name[n]);
+	buf[n] = '\0';
+	return !name[n] && strcmp(buf, name) != 0 && weft__cfg_valid_name(buf, 0) ? buf : NULL;
 }

@@ -30,6 +30,19 @@ const char *weft__cfg_type_name(enum weft_param_type t);
 /* Parses text as type into out (int64_t, uint64_t, int, double, const char *).
  * Returns 0, or -EINVAL with a short reason in *why. */
 int weft__cfg_parse_value(enum weft_param_type type, const char *text, void *out, const char **why);
+/* Makes room in *arr (of *cap elements of elem bytes) for need: 0 or -ENOMEM. */
+int weft__cfg_grow(void **arr, int *cap, int need, size_t elem);
+/* name lower-cased into buf, when that makes it a valid section name and
+ * differs from name (for "did you mean"); else NULL. */
+const char *weft__cfg_lower_name(const char *name, char *buf, size_t len);
+/* A NULL-terminated copy of names (each string copied): 0 or -ENOMEM. */
+int weft__cfg_copy_names(const char *const *names, char ***out);
+/* Why a value that parsed as type (into v) is still not one a declaration
+ * accepts (bounded: min..max; names: one of them), in buf; NULL when it is.
+ * An empty string takes the default where names are given. */
+const char *weft__cfg_outside(enum weft_param_type type, int bounded, union weft_param_bound min,
+			      union weft_param_bound max, char *const *names, const char *text, const void *v, char *buf,
+			      size_t len);
 
 /* Cuts an inline comment: '#' or ';' that starts the text or follows a blank,
  * outside double quotes. */

@@ -123,6 +123,13 @@ static int open_transports(weft_comm_t *comm)
 		char who[WEFT__TP_NAME_MAX + 32];
 		snprintf(who, sizeof(who), "opening transport '%s'", name);
 		weft__sigkeep_restore(&k, who);
+		if (orc == -WEFT_ERR_CONFIG) {
+			WEFT_ERROR("transport '%s' refused its configuration (see above); a value that is set must be "
+				   "honoured, not skipped",
+				   name);
+			rc = orc;
+			goto err_close;
+		}
 		if (orc != 0) {
 			if (is_required(name)) {
 				WEFT_ERROR("transport '%s' is required (core.require) but failed to open: %s", name,
@@ -166,6 +173,11 @@ WEFT_API int weft_comm_create(const struct weft_unique_id *id, int nranks, int r
 	}
 	weft__log_set_rank(rank);
 	int rc = weft__registry_load();
+	if (rc != 0)
+		return rc;
+	/* An explicit value that cannot be honoured fails here, not when (or
+	 * whether) its owner reads it. */
+	rc = weft__config_check_values();
 	if (rc != 0)
 		return rc;
 

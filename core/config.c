@@ -2,7 +2,6 @@
 /* Configuration: reads the INI file once, keeps every value with its file and
  * line, and resolves declared parameters as environment > file > default.
  * All state is process-wide, kept until exit, and guarded by one mutex. */
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -56,6 +55,9 @@ struct cfg_param {
 	enum weft_param_type type;
 	char env[CFG_ENV_MAX];
 	int bad_logged;   /* the bad value has been logged once already */
+	int bounded;      /* INT, SIZE, DOUBLE: min..max applies (ABI 0.3) */
+	union weft_param_bound min, max;
+	char **names;     /* STRING: the accepted values, NULL-terminated; NULL: any */
 	struct env_copy *env_copy; /* environment strings handed out, newest first */
 };
 
@@ -78,55 +80,16 @@ static struct cfg_param *cfg_params;
 static int cfg_nparams, cfg_capparams;
 static int cfg_warned;
 
-static const struct weft_param_decl core_params[] = {
-	{sizeof(struct weft_param_decl), "core", "bootstrap_timeout", WEFT_PARAM_DOUBLE, "30",
-	 "Seconds the rendezvous (every rank meeting the root) may take; it bounds only the rendezvous."},
-	{sizeof(struct weft_param_decl), "core", "peer_timeout", WEFT_PARAM_DOUBLE, "20",
-	 "Seconds a peer may stay silent before it is declared dead and its communicators abort."},
-	{sizeof(struct weft_param_decl), "core", "heartbeat_interval", WEFT_PARAM_DOUBLE, "1",
-	 "Seconds between the heartbeats each rank sends its peers."},
-	{sizeof(struct weft_param_decl), "core", "bootstrap_root", WEFT_PARAM_STRING, NULL,
-	 "host:port of the root for ranks that join without a unique id; rank 0 serves it."},
-	{sizeof(struct weft_param_decl), "core", "bootstrap_secret", WEFT_PARAM_STRING, NULL,
-	 "Job secret for ranks that join without a unique id; unset: unauthenticated, with a warning."},
-	{sizeof(struct weft_param_decl), "core", "bootstrap_addr", WEFT_PARAM_STRING, NULL,
-	 "Numeric IP address the bootstrap binds to; unset: bootstrap_ifname, else the first non-loopback interface that is up."},
-	{sizeof(struct weft_param_decl), "core", "bootstrap_ifname", WEFT_PARAM_STRING, NULL,
-	 "Network interface (e.g. eth0) whose address the bootstrap uses when bootstrap_addr is unset."},
-	{sizeof(struct weft_param_decl), "core", "bootstrap_max_msg", WEFT_PARAM_SIZE, "64M",
-	 "Largest bootstrap message accepted from a peer; bigger ones are refused as a protocol error."},
-	{sizeof(struct weft_param_decl), "core", "fifo_depth", WEFT_PARAM_INT, "1024",
-	 "Entries in each port channel's trigger FIFO."},
-	{sizeof(struct weft_param_decl), "core", "require", WEFT_PARAM_STRING, NULL,
-	 "Comma list of plugins that must load; loading fails with -WEFT_ERR_PLUGIN naming any that did not."},
-	{sizeof(struct weft_param_decl), "core", "plugins", WEFT_PARAM_STRING, NULL,
-	 "Plugin files that may load at all: 'a,b' only these, '^a,b' all but these, 'none' none; unset: all. An excluded file is never opened."},
-	{sizeof(struct weft_param_decl), "core", "plugin_trust", WEFT_PARAM_STRING, "strict",
-	 "strict: refuse a plugin file, or its folder, writable by group or others or owned by neither root nor this user, and one below a folder writable by others without the sticky bit; relaxed: load it with a warning."},
-	{sizeof(struct weft_param_decl), "core", "keep_library_signal_handlers", WEFT_PARAM_BOOL, "0",
-	 "1 keeps the signal handlers that plugins' libraries (UCX, libfabric's providers) install; 0 puts back what the process had before each plugin load and transport open."},
-	{sizeof(struct weft_param_decl), "core", "stage_chunk", WEFT_PARAM_SIZE, "1M",
-	 "Bytes per chunk when device data is staged through pinned host memory (4K to 1G)."},
-	{sizeof(struct weft_param_decl), "core", "stage_depth", WEFT_PARAM_INT, "4",
-	 "Staged chunks in flight per connection and direction (1 to 64)."},
-};
-
 /* ------------------------------------------------------------ small helpers */
 
-static int grow(void **arr, int *cap, int need, size_t elem)
-{
-	if (need <= *cap)
-		return 0;
-	int ncap = *cap ? *cap * 2 : 16;
-	while (ncap < need)
-		ncap *= 2;
-	void *p = realloc(*arr, (size_t)ncap * elem);
-	if (!p)
-		return -ENOMEM;
-	*arr = p;
-	*cap = ncap;
-	return 0;
-}
+/* The value union every reader parses into. */
+union cfg_value {
+	int64_t i;
+	uint64_t u;
+	int b;
+	double d;
+	const char *s;
+};
 
 /* The prefix WEFT_<SECTION>_ of a section's variables. */
 static void env_prefix(const char *section, char *buf, size_t len)
@@ -170,13 +133,7 @@ static int declare_locked(const char *owner, const struct weft_param_decl *decl)
 		return -EINVAL;
 	}
 	if (decl->default_value) {
-		union {
-			int64_t i;
-			uint64_t u;
-			int b;
-			double d;
-			const char *s;
-		} v;
+		union cfg_value v;
 		const char *why = "";
 		if (weft__cfg_parse_value(decl->type, decl->default_value, &v, &why)) {
 			WEFT_ERROR("%s declares parameter %s.%s with default '%s': %s", owner, decl->section,
@@ -205,7 +162,7 @@ static int declare_locked(const char *owner, const struct weft_param_decl *decl)
 			return -EEXIST;
 		}
 	}
-	if (grow((void **)&cfg_params, &cfg_capparams, cfg_nparams + 1, sizeof(*cfg_params)))
+	if (weft__cfg_grow((void **)&cfg_params, &cfg_capparams, cfg_nparams + 1, sizeof(*cfg_params)))
 		return -ENOMEM;
 	struct cfg_param p;
 	memset(&p, 0, sizeof(p));
@@ -218,6 +175,13 @@ static int declare_locked(const char *owner, const struct weft_param_decl *decl)
 		goto err_free_strings;
 	p.type = decl->type;
 	memcpy(p.env, env, sizeof(env));
+	if (decl->size >= offsetof(struct weft_param_decl, names) + sizeof(decl->names)) {
+		p.bounded = decl->bounded && decl->type != WEFT_PARAM_STRING && decl->type != WEFT_PARAM_BOOL;
+		p.min = decl->min;
+		p.max = decl->max;
+		if (decl->names && decl->type == WEFT_PARAM_STRING && weft__cfg_copy_names(decl->names, &p.names) != 0)
+			goto err_free_strings;
+	}
 	cfg_params[cfg_nparams++] = p;
 	return 0;
 
@@ -271,14 +235,19 @@ static int parse_line(const char *path, int lineno, char *line, char *section)
 		*close = '\0';
 		char *name = weft__cfg_trim(s + 1);
 		if (!weft__cfg_valid_name(name, 0)) {
-			cfg_error(path, lineno, "bad section header '[%s]': names are [a-z0-9-]+", name);
+			char low[CFG_NAME_MAX];
+			if (weft__cfg_lower_name(name, low, sizeof(low)))
+				cfg_error(path, lineno, "bad section header '[%s]': names are lower case; did you mean '[%s]'?",
+					  name, low);
+			else
+				cfg_error(path, lineno, "bad section header '[%s]': names are [a-z0-9-]+", name);
 			return -WEFT_ERR_CONFIG;
 		}
 		snprintf(section, CFG_NAME_MAX, "%s", name);
 		for (int i = 0; i < cfg_nsections; i++)
 			if (strcmp(cfg_sections[i].name, name) == 0)
 				return 0; /* reopened: keys still may not repeat */
-		if (grow((void **)&cfg_sections, &cfg_capsections, cfg_nsections + 1, sizeof(*cfg_sections)))
+		if (weft__cfg_grow((void **)&cfg_sections, &cfg_capsections, cfg_nsections + 1, sizeof(*cfg_sections)))
 			return -ENOMEM;
 		char *dup = strdup(name);
 		if (!dup)
@@ -305,6 +274,15 @@ static int parse_line(const char *path, int lineno, char *line, char *section)
 	}
 	char *eq = strchr(s, '=');
 	if (!eq) {
+		/* A rule under a misspelt rule section: the mistake is the header. */
+		const char *sug = weft__cfgrules_closest_section(section);
+		for (int i = 0; sug && i < cfg_nsections; i++)
+			if (strcmp(cfg_sections[i].name, section) == 0) {
+				cfg_error(path, cfg_sections[i].lineno, "unknown section [%s]; did you mean [%s]? (line %d, "
+					  "'%s', is a rule, which only [transport] and [algorithm] take)",
+					  section, sug, lineno, s);
+				return -WEFT_ERR_CONFIG;
+			}
 		cfg_error(path, lineno, "expected 'key = value', found '%s'", s);
 		return -WEFT_ERR_CONFIG;
 	}
@@ -350,7 +328,7 @@ static int parse_line(const char *path, int lineno, char *line, char *section)
 		cfg_error(path, lineno, "duplicate key '%s' in [%s] (first set on line %d)", key, section, old->lineno);
 		return -WEFT_ERR_CONFIG;
 	}
-	if (grow((void **)&cfg_entries, &cfg_capentries, cfg_nentries + 1, sizeof(*cfg_entries)))
+	if (weft__cfg_grow((void **)&cfg_entries, &cfg_capentries, cfg_nentries + 1, sizeof(*cfg_entries)))
 		return -ENOMEM;
 	struct cfg_entry e = {strdup(section), strdup(key), strdup(val), lineno};
 	if (!e.section || !e.key || !e.value) {
@@ -504,8 +482,8 @@ static void load_once(void)
 	pthread_mutex_lock(&cfg_lock);
 	/* The core's own parameters exist whatever the file says, so that weft-info
 	 * can show them even when the file is broken. */
-	for (size_t i = 0; i < sizeof(core_params) / sizeof(core_params[0]); i++)
-		declare_locked("core", &core_params[i]);
+	for (size_t i = 0; i < weft__core_nparams; i++)
+		declare_locked("core", &weft__core_params[i]);
 
 	const char *env = getenv("WEFT_CONFIG");
 	char home_path[PATH_MAX];
@@ -607,6 +585,34 @@ static const char *resolve_text(struct cfg_param *p, enum weft_param_source *src
 	return p->def;
 }
 
+/* Why p's text (from src) is refused, parsing it into v on the way: its type,
+ * or, for a value that was set, its declared bounds. NULL when it is fine. */
+static const char *bad_value(const struct cfg_param *p, const char *text, enum weft_param_source src,
+			     union cfg_value *v, char *buf, size_t len)
+{
+	const char *why = NULL;
+	if (weft__cfg_parse_value(p->type, text, v, &why))
+		return why;
+	if (src == WEFT_PARAM_SRC_DEFAULT)
+		return NULL;
+	return weft__cfg_outside(p->type, p->bounded, p->min, p->max, p->names, text, v, buf, len);
+}
+
+/* Logs p's refused value once, by its variable or its file and line. */
+static void log_bad(struct cfg_param *p, const char *text, enum weft_param_source src, const struct cfg_entry *ent,
+		    const char *why)
+{
+	if (p->bad_logged)
+		return;
+	p->bad_logged = 1;
+	if (src == WEFT_PARAM_SRC_ENV)
+		WEFT_ERROR("%s='%s': %s (%s.%s is %s)", p->env, text, why, p->section, p->key,
+			   weft__cfg_type_name(p->type));
+	else
+		WEFT_ERROR("%s:%d: %s = '%s': %s (%s.%s is %s)", cfg_path, ent ? ent->lineno : 0, p->key, text, why,
+			   p->section, p->key, weft__cfg_type_name(p->type));
+}
+
 int weft__param_get(const char *section, const char *key, enum weft_param_type type, void *out,
 		    enum weft_param_source *source)
 {
@@ -632,26 +638,13 @@ int weft__param_get(const char *section, const char *key, enum weft_param_type t
 	enum weft_param_source src;
 	const struct cfg_entry *ent;
 	const char *text = resolve_text(p, &src, &ent);
-	union {
-		int64_t i;
-		uint64_t u;
-		int b;
-		double d;
-		const char *s;
-	} v;
-	const char *why = "";
+	union cfg_value v;
+	const char *why = NULL;
+	char wbuf[256];
 	if (!text) {
 		v.s = NULL; /* an unset string */
-	} else if (weft__cfg_parse_value(type, text, &v, &why)) {
-		if (!p->bad_logged) {
-			p->bad_logged = 1;
-			if (src == WEFT_PARAM_SRC_ENV)
-				WEFT_ERROR("%s='%s': %s (%s.%s is %s)", p->env, text, why, p->section, p->key,
-					   weft__cfg_type_name(p->type));
-			else
-				WEFT_ERROR("%s:%d: %s = '%s': %s (%s.%s is %s)", cfg_path, ent ? ent->lineno : 0,
-					   p->key, text, why, p->section, p->key, weft__cfg_type_name(p->type));
-		}
+	} else if ((why = bad_value(p, text, src, &v, wbuf, sizeof(wbuf))) != NULL) {
+		log_bad(p, text, src, ent, why);
 		rc = -WEFT_ERR_CONFIG;
 		goto out_unlock;
 	} else if (type == WEFT_PARAM_STRING && src == WEFT_PARAM_SRC_ENV) {
@@ -837,6 +830,31 @@ static int param_cmp(const void *a, const void *b)
 	return c ? c : strcmp((*x)->key, (*y)->key);
 }
 
+int weft__config_check_values(void)
+{
+	int lrc = weft__config_load();
+	if (lrc)
+		return lrc;
+	int bad = 0;
+	pthread_mutex_lock(&cfg_lock);
+	for (int i = 0; i < cfg_nparams; i++) {
+		struct cfg_param *p = &cfg_params[i];
+		enum weft_param_source src;
+		const struct cfg_entry *ent;
+		const char *text = resolve_text(p, &src, &ent);
+		union cfg_value v;
+		char wbuf[256];
+		const char *why = text && src != WEFT_PARAM_SRC_DEFAULT ? bad_value(p, text, src, &v, wbuf, sizeof(wbuf))
+								       : NULL;
+		if (why) {
+			bad++;
+			log_bad(p, text, src, ent, why);
+		}
+	}
+	pthread_mutex_unlock(&cfg_lock);
+	return bad ? -WEFT_ERR_CONFIG : 0;
+}
+
 void weft__config_print(FILE *out)
 {
 	if (!out)
@@ -861,15 +879,10 @@ void weft__config_print(FILE *out)
 		enum weft_param_source src;
 		const struct cfg_entry *ent;
 		const char *text = resolve_text(p, &src, &ent);
-		union {
-			int64_t i;
-			uint64_t u;
-			int b;
-			double d;
-			const char *s;
-		} v;
-		const char *why = NULL;
-		int bad = text && weft__cfg_parse_value(p->type, text, &v, &why) != 0;
+		union cfg_value v;
+		char wbuf[256];
+		const char *why = text ? bad_value(p, text, src, &v, wbuf, sizeof(wbuf)) : NULL;
+		int bad = why != NULL;
 		fprintf(out, "%s.%s = %s  (", p->section, p->key, text ? text : "(unset)");
 		if (src == WEFT_PARAM_SRC_ENV)
 			fprintf(out, "env %s", p->env);

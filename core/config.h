@@ -41,6 +41,14 @@ void weft__config_warn_unknown(const char *const *known_sections, int n);
 /* Prints every declared parameter, one per line: section.key = value (source) and
  * the help text, for weft-info -c. */
 void weft__config_print(FILE *out);
+/* Every declared parameter set in the file or the environment to a value its
+ * type or its bounds refuse is logged (error, file:line or variable, once):
+ * -WEFT_ERR_CONFIG when there is one, else 0. */
+int weft__config_check_values(void);
+
+/* The core's own parameters, declared at load (core_params.c). */
+extern const struct weft_param_decl weft__core_params[];
+extern const size_t weft__core_nparams;
 
 /* Raw lines of a rule section ([transport] or [algorithm]), in file order,
  * or the rules of its environment variable (WEFT_TRANSPORT_RULES,

@@ -592,8 +592,9 @@ static int connect_peer(weft_comm_t *comm, int peer, const char *transport, enum
 	pthread_mutex_unlock(&comm->lock);
 	if (rc != 0)
 		return rc;
-	WEFT_DEBUG("connected to rank %d through %s (%s peer, %s memory)", peer, tp->name, weft__peer_class_name(cls),
-		   mem_name(mem));
+	/* At info: which transport carries what is the first thing to know. */
+	WEFT_INFO("connected to rank %d through %s (%s peer, %s memory)", peer, tp->name, weft__peer_class_name(cls),
+		  mem_name(mem));
 	*out = conn;
 	return 0;
 

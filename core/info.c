@@ -3,6 +3,7 @@
  * configuration, the topology and the choices, for weft-info and bindings.
  * Beside comm on the top floor: it reads every module and none reads it. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include <weft/info.h>
@@ -20,7 +21,9 @@ WEFT_API int weft_info_load(void)
 {
 	int rc = weft__registry_load();
 	int brc = weft__bootstrap_params_check();
-	return rc ? rc : brc;
+	int vrc = weft__config_check_values();
+	int trc = weft__tp_rules_check();
+	return rc ? rc : brc ? brc : vrc ? vrc : trc;
 }
 
 WEFT_API const char *weft_info_load_error(void)
@@ -71,6 +74,19 @@ WEFT_API char *weft_info_search_path(void)
 WEFT_API const char *weft_info_config_path(void)
 {
 	return weft__config_path();
+}
+
+WEFT_API int weft_info_param_string(const char *section, const char *key, char *buf, size_t len)
+{
+	const char *v = NULL;
+	if (!section || !key || !buf || !len)
+		return -EINVAL;
+	int rc = weft__param_get(section, key, WEFT_PARAM_STRING, &v, NULL);
+	if (rc != 0)
+		return rc;
+	if (snprintf(buf, len, "%s", v ? v : "") >= (int)len)
+		return -ENOSPC;
+	return 0;
 }
 
 WEFT_API void weft_info_print_params(FILE *out)

@@ -61,6 +61,7 @@ static struct weft_plugin *reg_current; /* the record of the file being loaded, 
  * the registry must get an error, not a self-deadlock. */
 static _Thread_local int reg_in_load;
 static struct weft__plugsel reg_sel; /* [core] plugins, read once by the scan */
+static int reg_cfg_broken; /* the file did not load: no plugin is opened, so none logs its values */
 
 /* ------------------------------------------------------------ entries */
 
@@ -441,7 +442,14 @@ static void load_file(const char *path, int dir)
 static void load_or_exclude(const char *path, int dir)
 {
 	char *stem = stem_of(path);
-	if (stem && !weft__plugsel_allows(&reg_sel, stem)) {
+	if (reg_cfg_broken) {
+		/* One mistake, one message: a plugin opened now would log every
+		 * parameter it cannot read. Listed, for weft-info. */
+		WEFT_DEBUG("plugin %s not opened: the configuration file is invalid", path);
+		if (add_entry(WEFT_PLUGIN_EXCLUDED, path, stem ? stem : "", dir, NULL,
+			      "not opened: the configuration file is invalid") != 0)
+			WEFT_ERROR("out of memory recording %s", path);
+	} else if (stem && !weft__plugsel_allows(&reg_sel, stem)) {
 		char reason[512];
 		snprintf(reason, sizeof(reason), "excluded by core.plugins = '%s'", reg_sel.text ? reg_sel.text : "");
 		WEFT_INFO("plugin %s not opened: %s", path, reason);
@@ -724,7 +732,9 @@ static void do_load(void)
 		snprintf(msg, sizeof(msg), "the configuration%s%s is invalid (the message above names the line)",
 			 cp ? " file " : "", cp ? cp : "");
 		set_error(rc, msg);
-		/* The scan still runs, so that weft-info can show every plugin. */
+		/* The scan still runs, so that weft-info can list every plugin file,
+		 * but opens none. */
+		reg_cfg_broken = 1;
 	}
 
 	/* A broken configuration fails the load already, and its values

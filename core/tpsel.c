@@ -118,14 +118,23 @@ static void rules_load(void)
 				  "target must be a transport name and 'coll'/'size' conditions never match",
 				  cfg_name(), tr->r.lineno, lines[i]);
 		if (!is_known_name(tr->r.target)) {
+			/* A rule that can never match would leave the choice to the
+			 * defaults without a word: refused, as a bad value is. A
+			 * require of a missing transport fails creation anyway,
+			 * naming the plugin file it looked for: a warning here. */
+			int req = tr->r.action == WEFT_RULE_REQUIRE;
+			enum weft_log_level lv = req ? WEFT_LOG_WARN : WEFT_LOG_ERROR;
 			const char *sug = closest_tp(tr->r.target);
 			if (sug)
-				WEFT_WARN("%s:%d: [transport] names '%s', which is no transport; did you mean '%s'?",
+				weft__log(lv, NULL, "%s:%d: [transport] names '%s', which is no transport; did you mean '%s'?",
 					  cfg_name(), tr->r.lineno, tr->r.target, sug);
 			else
-				WEFT_WARN("%s:%d: [transport] names '%s', which is no transport weft knows or found "
+				weft__log(lv, NULL,
+					  "%s:%d: [transport] names '%s', which is no transport weft knows or found "
 					  "(weft-info lists them)",
 					  cfg_name(), tr->r.lineno, tr->r.target);
+			if (!req)
+				rules_err = -WEFT_ERR_CONFIG;
 		}
 		nrules++;
 	}
@@ -178,6 +187,11 @@ static void absent_reason(const char *name, char *buf, size_t len)
 	snprintf(buf, len, "it is not installed (no libweft-%s.so on the search path %s)%s%s%s", name,
 		 path && *path ? path : "(empty)", sug ? "; did you mean '" : "", sug ? sug : "", sug ? "'?" : "");
 	free(path);
+}
+
+int weft__tp_rules_check(void)
+{
+	return rules_get();
 }
 
 int weft__tp_plan(const struct weft__tp_cand *c, int n, enum weft_peer_class cls, enum weft_mem_type mem,

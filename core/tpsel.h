@@ -30,6 +30,10 @@ struct weft__tp_plan {
 	char why[64][WEFT__WHY_MAX];
 };
 
+/* The [transport] rules as creation reads them: 0, or -WEFT_ERR_CONFIG (logged
+ * with file:line) for a rule that does not parse or names no transport. */
+int weft__tp_rules_check(void);
+
 /* Applies the rules to candidates c[0..n) for a peer of class cls, buffers of
  * memory type mem, GPUs joined as gl says (may be NULL), on a comm of nranks
  * ranks: forbid rules drop their targets,

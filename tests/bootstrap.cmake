@@ -16,6 +16,7 @@ set(_bs_sources
   ${PROJECT_SOURCE_DIR}/core/hostid.c
   ${PROJECT_SOURCE_DIR}/core/config.c
   ${PROJECT_SOURCE_DIR}/core/cfgtext.c
+  ${PROJECT_SOURCE_DIR}/core/core_params.c
   ${PROJECT_SOURCE_DIR}/core/cfgrules.c
   ${PROJECT_SOURCE_DIR}/core/rules.c
   ${PROJECT_SOURCE_DIR}/core/log.c

@@ -5,6 +5,7 @@ weft_add_test(test_config
   SOURCES test_config.c
     ${PROJECT_SOURCE_DIR}/core/config.c
     ${PROJECT_SOURCE_DIR}/core/cfgtext.c
+    ${PROJECT_SOURCE_DIR}/core/core_params.c
     ${PROJECT_SOURCE_DIR}/core/cfgrules.c
     ${PROJECT_SOURCE_DIR}/core/rules.c
     ${PROJECT_SOURCE_DIR}/core/log.c

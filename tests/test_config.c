@@ -70,7 +70,8 @@ static int count(const char *hay, const char *needle)
 static int declare(const char *owner, const char *section, const char *key, enum weft_param_type t,
 		   const char *def)
 {
-	struct weft_param_decl d = {sizeof(d), section, key, t, def, "test parameter"};
+	struct weft_param_decl d = {.size = sizeof(d), .section = section, .key = key,
+	 .type = t, .default_value = def, .help = "test parameter"};
 	return weft__param_declare(owner, &d);
 }
 
@@ -340,7 +341,8 @@ START_TEST(test_declare_errors)
 	ck_assert_int_eq(declare("p", "p", "k", (enum weft_param_type)9, "1"), -EINVAL);
 	ck_assert_int_eq(declare("p", "log", "level", WEFT_PARAM_STRING, NULL), -EINVAL);
 	ck_assert_int_eq(weft__param_declare("p", NULL), -EINVAL);
-	struct weft_param_decl small = {4, "p", "k", WEFT_PARAM_INT, "1", "h"};
+	struct weft_param_decl small = {.size = 4, .section = "p", .key = "k",
+	 .type = WEFT_PARAM_INT, .default_value = "1", .help = "h"};
 	ck_assert_int_eq(weft__param_declare("p", &small), -EINVAL);
 	/* None of the refused ones exists now. */
 	int64_t i;

@@ -245,6 +245,21 @@ START_TEST(prim_one_table_per_transport)
 }
 END_TEST
 
+/* The header names what carries the collectives: algo-host's own transport
+ * when its parameter names one, not the core's default choice (issue 30
+ * item 5). */
+START_TEST(coll_header_names_algo_host_transport)
+{
+	int code;
+	setenv("WEFT_ALGO_HOST_TRANSPORT", "ofi", 1);
+	char *out = run(&code, "--np 2 --collective allreduce -b 1K -e 1K -n 1 -w 0");
+	unsetenv("WEFT_ALGO_HOST_TRANSPORT");
+	ck_assert_msg(code == 0, "exited %d:\n%s", code, out);
+	ck_assert_msg(strstr(out, "# transport: ofi"), "the header does not say ofi:\n%s", out);
+	free(out);
+}
+END_TEST
+
 START_TEST(prim_check_off_says_na)
 {
 	int code;
@@ -453,6 +468,7 @@ int main(void)
 	Suite *s = suite_create("perf");
 	TCase *tc = tcase_create("flags");
 	tcase_add_test(tc, help_lists_every_flag);
+	tcase_add_test(tc, coll_header_names_algo_host_transport);
 	tcase_add_loop_test(tc, bad_flag_exits_2, 0, (int)(sizeof(bad_flags) / sizeof(bad_flags[0])));
 	tcase_add_test(tc, sizes_take_suffixes);
 	tcase_add_test(tc, mem_cuda_needs_a_gpu);

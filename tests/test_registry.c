@@ -1078,6 +1078,94 @@ START_TEST(info_liveness_bounds)
 }
 END_TEST
 
+/* A value that is set must be honoured (issue 30 item 2): one its type, its
+ * declared bounds or names refuse, or a rule naming no transport, makes
+ * weft-info exit 2 naming file:line or the variable, and fails creation. */
+START_TEST(set_values_honoured_or_refused)
+{
+	static const struct {
+		const char *conf, *env, *msg;
+	} bad[] = {
+		{"[shm]\nmap = yess\n", NULL, ":2: map = 'yess': not a boolean"},
+		{"[ofi]\nmax_inflight = 0\n", NULL, ":2: max_inflight = '0': outside 1..16777216"},
+		{NULL, "WEFT_OFI_MAX_INFLIGHT=0", "WEFT_OFI_MAX_INFLIGHT='0': outside 1..16777216"},
+		{NULL, "WEFT_OFI_SIGNAL_ORDER=sometimes", "not one of: auto, ordered, wait"},
+		{"[transport]\nuse ofii\n", NULL, ":2: [transport] names 'ofii', which is no transport; did you mean 'ofi'?"},
+	};
+	char *tmp = wt_mkdtemp("reg-values");
+	int code;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char *conf = bad[i].conf ? wt_write_file(tmp, "weft.conf", bad[i].conf) : NULL, *env;
+		ck_assert_int_ge(asprintf(&env, "%s%s%s %s", conf ? "WEFT_CONFIG='" : "", conf ? conf : "", conf ? "'" : "",
+					  bad[i].env ? bad[i].env : ""),
+				 0);
+		char *out = run_info(env, NULL, &code);
+		ck_assert_msg(code == 2, "%s: weft-info exited %d, not 2:\n%s", env, code, out);
+		ASSERT_HAS(out, bad[i].msg);
+		free(out);
+		free(env);
+		free(conf);
+	}
+	wt_rmdir(tmp);
+	free(tmp);
+	/* Creation refuses them too: a bad value, and a provider that is set but
+	 * cannot open (it fell back to tcp before); then the control. */
+	static const char *const envs[][2] = {{"WEFT_SHM_MAP", "yess"}, {"WEFT_OFI_PROVIDER_LOCAL", "shmm"}, {NULL, NULL}};
+	for (int i = 0; i < 3; i++) {
+		if (envs[i][0])
+			ck_assert_int_eq(setenv(envs[i][0], envs[i][1], 1), 0);
+		struct weft_unique_id id;
+		weft_comm_t *comm = NULL;
+		int rc = weft_get_unique_id(&id);
+		if (rc == 0)
+			rc = weft_comm_create(&id, 1, 0, &comm);
+		if (envs[i][0]) {
+			ck_assert_msg(rc == -WEFT_ERR_CONFIG, "%s=%s gave %d, not -WEFT_ERR_CONFIG", envs[i][0], envs[i][1],
+				      rc);
+			ck_assert_ptr_null(comm);
+			unsetenv(envs[i][0]);
+		} else {
+			ck_assert_int_eq(rc, 0);
+			ck_assert_int_eq(weft_comm_destroy(comm), 0);
+		}
+	}
+}
+END_TEST
+
+/* One mistake, one message (issue 30 item 3): a broken file opens no plugin,
+ * so none logs the parameters it cannot read; the message names the real
+ * mistake. */
+START_TEST(one_mistake_one_message)
+{
+	static const struct {
+		const char *conf, *msg;
+	} bad[] = {
+		{"[transprot]\nuse shm\n", ":1: unknown section [transprot]; did you mean [transport]? (line 2, 'use shm', "
+					     "is a rule"},
+		{"[OFI]\nmax_inflight = 4\n", ":1: bad section header '[OFI]': names are lower case; did you mean '[ofi]'?"},
+		{"[core\npeer_timeout = 3\n", ":1: bad section header '[core': no closing ']'"},
+	};
+	char *tmp = wt_mkdtemp("reg-onemsg");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char *conf = wt_write_file(tmp, "weft.conf", bad[i].conf), *env;
+		ck_assert_int_ge(asprintf(&env, "WEFT_CONFIG='%s'", conf), 0);
+		int code;
+		char *out = run_info(env, NULL, &code);
+		ck_assert_msg(code == 2, "%s: weft-info exited %d, not 2:\n%s", bad[i].conf, code, out);
+		ASSERT_HAS(out, bad[i].msg);
+		int errors = 0;
+		for (const char *p = out; (p = strstr(p, " error ")); p++)
+			errors++;
+		ck_assert_msg(errors == 1, "%d error lines for one mistake:\n%s", errors, out);
+		free(out);
+		free(env);
+		free(conf);
+	}
+	wt_rmdir(tmp);
+	free(tmp);
+}
+END_TEST
+
 START_TEST(info_options)
 {
 	int code;
@@ -1139,6 +1227,8 @@ static Suite *registry_suite(void)
 	tcase_add_test(info, info_options);
 	tcase_add_test(info, info_rules_from_environment);
 	tcase_add_test(info, info_liveness_bounds);
+	tcase_add_test(info, set_values_honoured_or_refused);
+	tcase_add_test(info, one_mistake_one_message);
 	tcase_add_test(info, installed_copy_skips_build_folder);
 	tcase_add_test(info, untrusted_plugin_files_refused);
 	suite_add_tcase(s, info);

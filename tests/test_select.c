@@ -484,11 +484,11 @@ START_TEST(require_forbidden_fails_connect)
 }
 END_TEST
 
-START_TEST(misspelled_name_warns)
+START_TEST(misspelled_name_fails_creation)
 {
-	/* 'use ucxx' names nothing: a warning suggests ucx, and the scores decide. */
+	/* 'use ucxx' names nothing: creation fails, and the error suggests ucx. */
 	const char *conf = "[transport]\nuse ucxx\n";
-	struct scenario sc = {.conf = {conf, conf}, .transport = "shm"};
+	struct scenario sc = {.conf = {conf, conf}, .create_rc = -WEFT_ERR_CONFIG};
 	char *logs[NR];
 	run(&sc, logs);
 	for (int r = 0; r < 2; r++)
@@ -880,7 +880,7 @@ int main(void)
 	tcase_add_test(tc, require_ucx);
 	tcase_add_test(tc, require_missing_fails_creation);
 	tcase_add_test(tc, require_forbidden_fails_connect);
-	tcase_add_test(tc, misspelled_name_warns);
+	tcase_add_test(tc, misspelled_name_fails_creation);
 	tcase_add_test(tc, different_rules_fail_creation);
 	tcase_add_test(tc, different_params_fail_creation);
 	tcase_add_test(tc, third_rank_differs);

@@ -61,6 +61,11 @@ WEFT_API char *weft_info_search_path(void);
 /* The configuration file in use, or NULL when none. Valid until exit. */
 WEFT_API const char *weft_info_config_path(void);
 
+/* The value of a declared STRING parameter (section.key) into buf, "" when
+ * unset. Returns 0, -ENOENT (not declared), -EINVAL (not a STRING, or a NULL
+ * argument), -ENOSPC (buf too small), -WEFT_ERR_CONFIG (the value is refused). */
+WEFT_API int weft_info_param_string(const char *section, const char *key, char *buf, size_t len);
+
 /* Every declared parameter, one per line: section.key = value (source), and
  * its help (weft-info -c). */
 WEFT_API void weft_info_print_params(FILE *out);

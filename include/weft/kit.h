@@ -885,6 +885,14 @@ static inline int weft_kit_params_declare(const struct weft_core_api *core, cons
 		d.type = weft_kit__param_type(r->kind);
 		d.default_value = r->default_value;
 		d.help = r->help;
+		if (r->kind == WEFT_KIT_PARAM_INT || r->kind == WEFT_KIT_PARAM_SIZE ||
+		    r->kind == WEFT_KIT_PARAM_DOUBLE) {
+			d.bounded = 1;
+			memcpy(&d.min, &r->min, sizeof(d.min));
+			memcpy(&d.max, &r->max, sizeof(d.max));
+		} else if (r->kind != WEFT_KIT_PARAM_BOOL) {
+			d.names = r->names;
+		}
 		int rc = core->param_declare(core->self, &d);
 		if (rc < 0 && rc != -EEXIST) {
 			core->log(core->self, WEFT_LOG_ERROR, "cannot declare parameter %s.%s: %s", section, r->key,
@@ -893,6 +901,23 @@ static inline int weft_kit_params_declare(const struct weft_core_api *core, cons
 		}
 	}
 	return 0;
+}
+
+/* 1 when the operator set section.key (in the file or the environment), 0
+ * when it has its default or cannot be read: a value that was set must be
+ * honoured, where a default may fall back. */
+static inline int weft_kit_param_is_set(const struct weft_core_api *core, const char *section, const char *key,
+					enum weft_param_type type)
+{
+	union {
+		int64_t i;
+		uint64_t u;
+		int b;
+		double d;
+		const char *s;
+	} v;
+	enum weft_param_source src = WEFT_PARAM_SRC_DEFAULT;
+	return core && core->param_get(core->self, section, key, type, &v, &src) == 0 && src != WEFT_PARAM_SRC_DEFAULT;
 }
 
 /* Where a value came from, for the error message: "(from WEFT_X_Y)". */

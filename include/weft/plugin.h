@@ -65,6 +65,17 @@ struct weft_param_decl {
 	enum weft_param_type type;
 	const char *default_value; /* text parsed as `type`; NULL means "unset" for strings */
 	const char *help;          /* one sentence, shown by weft-info -c */
+	/* ABI 0.3: what the plugin accepts, so that the core refuses anything else
+	 * where it reads the value (naming the file and line or the variable) and
+	 * weft-info -c exits 2 on it. Zero: no bound beyond the type. */
+	int bounded;                           /* INT, SIZE, DOUBLE: the value lies in min..max */
+	union weft_param_bound {
+		int64_t i;                     /* INT */
+		uint64_t u;                    /* SIZE */
+		double d;                      /* DOUBLE */
+	} min, max;                            /* inclusive */
+	const char *const *names;              /* STRING: the accepted values, NULL-terminated
+						* (copied); NULL: any text */
 };
 
 struct weft_plugin; /* opaque: the core's record of one loaded plugin file */

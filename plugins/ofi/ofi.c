@@ -529,17 +529,26 @@ static int ofi_open(const struct weft_tp_open_args *args, void **tc)
 	const char *addr = s.addr[0] ? s.addr : args->local_addr;
 
 	const char *want[2] = {s.local, s.remote};
+	/* A provider the operator named must open: a default may fall back. */
+	const bool named[2] = {s.pinned || weft_kit_param_is_set(ofi_core, "ofi", "provider_local", WEFT_PARAM_STRING),
+			       s.pinned || weft_kit_param_is_set(ofi_core, "ofi", "provider_remote", WEFT_PARAM_STRING)};
 	for (int i = 0; i < 2; i++) {
 		int found = -1;
 		for (int k = 0; k < ctx->ndoms; k++)
 			if (strcmp(ctx->doms[k].prov, want[i]) == 0)
 				found = k;
 		if (found < 0 && !(i == 1 && strcmp(want[0], want[1]) == 0)) {
-			rc = dom_open(ctx, &ctx->doms[ctx->ndoms], want[i], &s, addr, s.pinned);
-			if (rc == 0)
+			rc = dom_open(ctx, &ctx->doms[ctx->ndoms], want[i], &s, addr, named[i]);
+			if (rc == 0) {
 				found = ctx->ndoms++;
-			else if (rc != -WEFT_ERR_NO_DEVICE)
+			} else if (rc == -WEFT_ERR_NO_DEVICE && named[i]) {
+				OFI_ERR("provider '%s' (%s) cannot be opened here; it was set, so ofi does not fall back",
+					want[i], s.pinned ? "ofi.provider" : i == 0 ? "ofi.provider_local" : "ofi.provider_remote");
+				rc = -WEFT_ERR_CONFIG;
 				goto err_close_doms;
+			} else if (rc != -WEFT_ERR_NO_DEVICE) {
+				goto err_close_doms;
+			}
 		}
 		if (i == 0)
 			ctx->local_dom = found;

@@ -397,8 +397,9 @@ static const struct weft_plugin_desc sf_desc = {
 };
 
 static const struct weft_param_decl sf_params[] = {
-	{sizeof(struct weft_param_decl), NULL, "hold_ms", WEFT_PARAM_INT, "5000",
-	 "Milliseconds a held copy waits for the event the test's order needs."},
+	{.size = sizeof(struct weft_param_decl), .section = NULL, .key = "hold_ms",
+	 .type = WEFT_PARAM_INT, .default_value = "5000",
+	 .help = "Milliseconds a held copy waits for the event the test's order needs."},
 };
 
 WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const struct weft_core_api *core)

@@ -703,10 +703,12 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 	raise(SIGSEGV);
 #endif
 	static const struct weft_param_decl params[] = {
-		{sizeof(struct weft_param_decl), "lazyflush", "correct", WEFT_PARAM_BOOL, "0",
-		 "Make flush wait for the target's acknowledgements (a correct transport)."},
-		{sizeof(struct weft_param_decl), "lazyflush", "crash", WEFT_PARAM_STRING, "",
-		 "Die by SIGSEGV in init, connect or put (checker tests)."},
+		{.size = sizeof(struct weft_param_decl), .section = "lazyflush", .key = "correct",
+		 .type = WEFT_PARAM_BOOL, .default_value = "0",
+		 .help = "Make flush wait for the target's acknowledgements (a correct transport)."},
+		{.size = sizeof(struct weft_param_decl), .section = "lazyflush", .key = "crash",
+		 .type = WEFT_PARAM_STRING, .default_value = "",
+		 .help = "Die by SIGSEGV in init, connect or put (checker tests)."},
 	};
 	size_t bad = 0;
 	const char *crash = NULL;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <weft/info.h>
 #include <weft/weft.h>
 
 #include "wp.h"
@@ -459,9 +460,14 @@ static int describe_default_transport(const struct run *r, char *name, size_t le
 {
 	char mine[64] = "?", desc[512] = "";
 	int rc = 0;
+	/* algo-host carries its collectives over the transport its own
+	 * parameter names, when set, not over the core's default choice. */
+	char pinned[64] = "";
+	if (weft_info_param_string("algo-host", "transport", pinned, sizeof(pinned)) != 0)
+		pinned[0] = '\0';
 	if (r->nranks >= 2 && r->rank < 2) {
 		weft_conn_t *conn = NULL;
-		rc = weft_connect(r->comm, 1 - r->rank, NULL, &conn);
+		rc = weft_connect(r->comm, 1 - r->rank, pinned[0] ? pinned : NULL, &conn);
 		if (rc == 0) {
 			snprintf(mine, sizeof(mine), "%s", weft_conn_transport(conn));
 			if (weft_conn_describe(conn, desc, sizeof(desc)) != 0)

@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The core's own parameters ([core] in the configuration file). */
+#include <stddef.h>
+
+#include "config.h"
+
+const struct weft_param_decl weft__core_params[] = {
+	{.size = sizeof(struct weft_param_decl), .section = "core", .key = "bootstrap_timeout",
+	 .type = WEFT_PARAM_DOUBLE, .default_value = "30",
+	 .help = "Seconds the rendezvous (every rank meeting the root) may take; it bounds only the rendezvous."},
+	{.size = sizeof(struct weft_param_decl), .section = "core", .key = "peer_timeout",
+	 .type = WEFT_PARAM_DOUBLE, .default_value = "20",
+	 .help = "Seconds a peer may stay silent before it is declared dead and its communicators abort."},
+	{.size = sizeof(struct weft_param_decl), .section = "core", .key = "heartbeat_interval",
+	 .type = WEFT_PARAM_DOUBLE, .default_value = "1",
+	 .help = "Seconds between the heartbeats each rank sends its peers."},
+	{.size = sizeof(struct weft_param_decl), .section = "core", .key = "bootstrap_root",
+	 .type = WEFT_PARAM_STRING, .default_value = NULL,
+	 .help = "host:port of the root for ranks that join without a unique id; rank 0 serves it."},
+	{.size = sizeof(struct weft_param_decl), .section = "core", .key = "bootstrap_secret",
+	 .type = WEFT_PARAM_STRING, .default_value = NULL,
+	 .help = "Job secret for ranks that join without a unique id; unset: unauthenticated, with a warning."},
+	{.size = sizeof(struct weft_param_decl), .section = "core", .key = "bootstrap_addr",
+	 .type = WEFT_PARAM_STRING, .default_value = NULL,
+	 .help = "Numeric IP address the bootstrap binds to; unset: bootstrap_ifname, else the first non-loopback interface that is up."},
+	{.size = sizeof(struct weft_param_decl), .section = "core", .key = "bootstrap_ifname",
+	 .type = WEFT_PARAM_STRING, .default_value = NULL,
+	 .help = "Network interface (e.g. eth0) whose address the bootstrap uses when bootstrap_addr is unset."},
+	{.size = sizeof(struct weft_param_decl), .section = "core", .key = "bootstrap_max_msg",
+	 .type = WEFT_PARAM_SIZE, .default_value = "64M",
+	 .help = "Largest bootstrap message accepted from a peer; bigger ones are refused as a protocol error."},
+	{.size = sizeof(struct weft_param_decl), .section = "core", .key = "fifo_depth",
+	 .type = WEFT_PARAM_INT, .default_value = "1024",
+	 .help = "Entries in each port channel's trigger FIFO."},
+	{.size = sizeof(struct weft_param_decl), .section = "core", .key = "require",
+	 .type = WEFT_PARAM_STRING, .default_value = NULL,
+	 .help = "Comma list of plugins that must load; loading fails with -WEFT_ERR_PLUGIN naming any that did not."},
+	{.size = sizeof(struct weft_param_decl), .section = "core", .key = "plugins",
+	 .type = WEFT_PARAM_STRING, .default_value = NULL,
+	 .help = "Plugin files that may load at all: 'a,b' only these, '^a,b' all but these, 'none' none; unset: all. An excluded file is never opened."},
+	{.size = sizeof(struct weft_param_decl), .section = "core", .key = "plugin_trust",
+	 .type = WEFT_PARAM_STRING, .default_value = "strict",
+	 .help = "strict: refuse a plugin file, or its folder, writable by group or others or owned by neither root nor this user, and one below a folder writable by others without the sticky bit; relaxed: load it with a warning."},
+	{.size = sizeof(struct weft_param_decl), .section = "core", .key = "keep_library_signal_handlers",
+	 .type = WEFT_PARAM_BOOL, .default_value = "0",
+	 .help = "1 keeps the signal handlers that plugins' libraries (UCX, libfabric's providers) install; 0 puts back what the process had before each plugin load and transport open."},
+	{.size = sizeof(struct weft_param_decl), .section = "core", .key = "stage_chunk",
+	 .type = WEFT_PARAM_SIZE, .default_value = "1M",
+	 .help = "Bytes per chunk when device data is staged through pinned host memory (4K to 1G)."},
+	{.size = sizeof(struct weft_param_decl), .section = "core", .key = "stage_depth",
+	 .type = WEFT_PARAM_INT, .default_value = "4",
+	 .help = "Staged chunks in flight per connection and direction (1 to 64)."},
+};
+
+const size_t weft__core_nparams = sizeof(weft__core_params) / sizeof(weft__core_params[0]);
