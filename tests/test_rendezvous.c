@@ -137,6 +137,29 @@ static int rank_job(int rank, int n, void *arg)
 	return 0;
 }
 
+/* Sends this process's stderr (and its children's) to path; returns the
+ * saved descriptor for stderr_back. */
+static int stderr_to(const char *path)
+{
+	fflush(stderr);
+	int saved = dup(2), fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0600);
+	ck_assert(saved >= 0 && fd >= 0);
+	dup2(fd, 2);
+	close(fd);
+	return saved;
+}
+
+/* Puts stderr back and returns what went to path (malloc'd). */
+static char *stderr_back(int saved, const char *path)
+{
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	char *text = wt_read_file(path);
+	ck_assert_ptr_nonnull(text);
+	return text;
+}
+
 static double slowest(void)
 {
 	double m = 0;
@@ -170,12 +193,8 @@ START_TEST(flood_at_root)
 	char *dir = wt_mkdtemp("flood");
 	char log[512];
 	snprintf(log, sizeof(log), "%s/root.log", dir);
-	fflush(stderr);
-	int saved = dup(2), lfd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0600);
-	ck_assert(saved >= 0 && lfd >= 0);
 	ck_assert_int_eq(weft_get_unique_id(&g_id), 0);
-	dup2(lfd, 2);
-	close(lfd);
+	int saved = stderr_to(log);
 
 	int ready[2], stop[2], out[2];
 	ck_assert(pipe(ready) == 0 && pipe(stop) == 0 && pipe(out) == 0);
@@ -201,11 +220,7 @@ START_TEST(flood_at_root)
 	ck_assert_int_eq(read(out[0], &made, sizeof(made)), sizeof(made));
 	int st;
 	ck_assert_int_eq(waitpid(s, &st, 0), s);
-	fflush(stderr);
-	dup2(saved, 2);
-	close(saved);
-	char *text = wt_read_file(log);
-	ck_assert_ptr_nonnull(text);
+	char *text = stderr_back(saved, log);
 	int lines = count_lines(text, "bootstrap root");
 	fprintf(stderr,
 		"flood: %ld stranger connections; create %.2f s (normal %.2f s); root process %.1f%% of a core over "
@@ -251,17 +266,9 @@ START_TEST(reused_id_is_refused)
 	char *dir = wt_mkdtemp("reuse");
 	char log[512];
 	snprintf(log, sizeof(log), "%s/ranks.log", dir);
-	fflush(stderr);
-	int saved = dup(2), lfd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0600);
-	ck_assert(saved >= 0 && lfd >= 0);
-	dup2(lfd, 2);
-	close(lfd);
+	int saved = stderr_to(log);
 	int failed = wt_fork_ranks(2, rank_reuse, NULL, JOB_TIMEOUT_S);
-	fflush(stderr);
-	dup2(saved, 2);
-	close(saved);
-	char *text = wt_read_file(log);
-	ck_assert_ptr_nonnull(text);
+	char *text = stderr_back(saved, log);
 	ck_assert_msg(failed == 0, "%s", text);
 	ck_assert_msg(count_lines(text, "ended the rendezvous: the rendezvous for this id is over") == 2,
 		      "not both ranks were told why:\n%s", text);

@@ -903,19 +903,22 @@ static inline int weft_kit_params_declare(const struct weft_core_api *core, cons
 	return 0;
 }
 
+/* What param_get writes, by the parameter's type. */
+union weft_kit__value {
+	int64_t i;
+	uint64_t u;
+	int b;
+	double d;
+	const char *s;
+};
+
 /* 1 when the operator set section.key (in the file or the environment), 0
  * when it has its default or cannot be read: a value that was set must be
  * honoured, where a default may fall back. */
 static inline int weft_kit_param_is_set(const struct weft_core_api *core, const char *section, const char *key,
 					enum weft_param_type type)
 {
-	union {
-		int64_t i;
-		uint64_t u;
-		int b;
-		double d;
-		const char *s;
-	} v;
+	union weft_kit__value v;
 	enum weft_param_source src = WEFT_PARAM_SRC_DEFAULT;
 	return core && core->param_get(core->self, section, key, type, &v, &src) == 0 && src != WEFT_PARAM_SRC_DEFAULT;
 }
@@ -957,13 +960,7 @@ static inline void weft_kit__store_uint(void *f, size_t fs, uint64_t v)
 static inline int weft_kit__param_load(const struct weft_core_api *core, const char *section,
 				       const struct weft_kit_param *r, void *obj)
 {
-	union {
-		int64_t i;
-		uint64_t u;
-		int b;
-		double d;
-		const char *s;
-	} v;
+	union weft_kit__value v;
 	char origin[256], allowed[256];
 	enum weft_param_source src = WEFT_PARAM_SRC_DEFAULT;
 	void *f = (char *)obj + r->offset;
