@@ -117,6 +117,13 @@ struct weft_comm {
 	int rank, nranks;
 	int ntp;
 	struct weft__tp *tp; /* open transports, in alphabetical order of name */
+	/* Transports loaded but not opened for this comm, and why (weft-info
+	 * --select's preflight lists them). */
+	int ntp_failed;
+	struct {
+		char name[WEFT__TP_NAME_MAX];
+		int rc;
+	} tp_failed[8];
 
 	pthread_mutex_t lock; /* the lists and id tables below */
 	struct weft__link mems, rmems, conns, sems, rsems, pools;

@@ -138,6 +138,10 @@ static int open_transports(weft_comm_t *comm)
 				goto err_close;
 			}
 			WEFT_INFO("transport '%s' did not open (%s); continuing without it", name, weft_strerror(orc));
+			if (comm->ntp_failed < (int)(sizeof(comm->tp_failed) / sizeof(comm->tp_failed[0]))) {
+				snprintf(comm->tp_failed[comm->ntp_failed].name, WEFT__TP_NAME_MAX, "%s", name);
+				comm->tp_failed[comm->ntp_failed++].rc = orc;
+			}
 			continue;
 		}
 		struct weft__tp *tp = &comm->tp[comm->ntp];

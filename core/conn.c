@@ -125,9 +125,7 @@ static void drop_cands(weft_comm_t *comm, struct cand *c, int n, int keep)
 static unsigned char *build_msg(weft_comm_t *comm, int status, int named, const struct cand *c, int n,
 				size_t *len)
 {
-	size_t total = CONN_HDR;
-	for (int i = 0; i < n; i++)
-		total += CAND_HDR + c[i].addr_len;
+	size_t total = CONN_HDR + (size_t)n * CAND_HDR;
 	unsigned char *m = calloc(1, total);
 	if (!m)
 		return NULL;
@@ -139,9 +137,8 @@ static unsigned char *build_msg(weft_comm_t *comm, int status, int named, const 
 	for (int i = 0; i < n; i++) {
 		const char *name = comm->tp[c[i].tpi].name;
 		memcpy(m + off, name, strlen(name));
-		put32(m + off + WEFT__TP_NAME_MAX, (uint32_t)c[i].addr_len);
-		memcpy(m + off + CAND_HDR, c[i].addr, c[i].addr_len);
-		off += CAND_HDR + c[i].addr_len;
+		put32(m + off + WEFT__TP_NAME_MAX, 0); /* the offer names; addresses follow per try */
+		off += CAND_HDR;
 	}
 	*len = total;
 	return m;

@@ -104,7 +104,24 @@ WEFT_API int weft_info_print_transport_choice(FILE *out, weft_comm_t *comm, int 
 	/* NULL asks without a communicator; anything else must be a live one. */
 	if (comm && weft__comm_check(comm, "weft_info_print_transport_choice") != 0)
 		return -EINVAL;
-	return weft__tp_print_choices(out, comm, nranks, mem);
+	if (comm)
+		return weft__tp_print_choices(out, comm, 0, nranks, mem);
+	/* The preflight opens the transports as a job would: a communicator of
+	 * one, whose creation fails as the job's would (a required transport
+	 * that cannot open), and whose transports that did not open are listed. */
+	struct weft_unique_id id;
+	weft_comm_t *one = NULL;
+	int rc = weft_get_unique_id(&id);
+	if (rc == 0)
+		rc = weft_comm_create(&id, 1, 0, &one);
+	if (rc != 0) {
+		fprintf(out, "preflight: a communicator cannot be created here: %s (the error above says why)\n",
+			weft_strerror(rc));
+		return rc;
+	}
+	rc = weft__tp_print_choices(out, one, 1, nranks, mem);
+	weft_comm_destroy(one);
+	return rc;
 }
 
 WEFT_API void weft_info_print_algorithm_choice(FILE *out, int nranks, enum weft_mem_type mem)

@@ -173,7 +173,9 @@ static void absent_reason(const char *name, char *buf, size_t len)
 	for (int i = 0; i < n; i++)
 		if (e[i]->name && strcmp(e[i]->name, name) == 0 && e[i]->kind == WEFT_PLUGIN_TRANSPORT &&
 		    e[i]->state == WEFT_PLUGIN_LOADED) {
-			snprintf(buf, len, "it is installed (%s) but did not open for this communicator (the log above says why)",
+			snprintf(buf, len,
+				 "it is installed (%s) but did not open for this communicator (weft-info --select says "
+				 "why)",
 				 e[i]->path);
 			return;
 		}
@@ -359,6 +361,33 @@ char *weft__tp_rules_text(void)
 }
 
 /* ------------------------------------------------------------- weft-info */
+/* The candidates a plan left out, each with the rule that did it (file:line)
+ * or the reason it cannot serve the class. */
+static void print_left_out(FILE *out, const char *indent, const struct weft__tp_cand *c, int n,
+			   const struct weft__tp_plan *plan, enum weft_peer_class cls, enum weft_mem_type mem, int nranks)
+{
+	for (int i = 0; plan && i < n; i++) {
+		int in = 0;
+		for (int k = 0; k < plan->n && !in; k++)
+			in = plan->order[k] == i;
+		if (in)
+			continue;
+		const struct weft__rule *by = NULL;
+		for (int r = 0; r < nrules && !by; r++)
+			if ((rules[r].r.action == WEFT_RULE_FORBID ? strcmp(rules[r].r.target, c[i].name) == 0
+								   : rules[r].r.action == WEFT_RULE_REQUIRE) &&
+			    rule_applies(&rules[r].r, cls, mem, nranks))
+				by = &rules[r].r;
+		if (by && by->action == WEFT_RULE_FORBID)
+			fprintf(out, "%s-  %-8s forbidden by %s:%d\n", indent, c[i].name, cfg_name(), by->lineno);
+		else if (by)
+			fprintf(out, "%s-  %-8s left out: %s:%d requires %s\n", indent, c[i].name, cfg_name(), by->lineno,
+				by->target);
+		else
+			fprintf(out, "%s-  %-8s does not serve these peers or this memory type\n", indent, c[i].name);
+	}
+}
+
 static int print_plan(FILE *out, const char *indent, const struct weft__tp_cand *c, int n, enum weft_peer_class cls,
 		       enum weft_mem_type mem, const struct weft__gpu_link *gl, int nranks)
 {
@@ -388,11 +417,12 @@ static int print_plan(FILE *out, const char *indent, const struct weft__tp_cand 
 			fprintf(out, "%s%d. %-8s %s%s\n", indent, k + 1, c[plan->order[k]].name, plan->why[k],
 				k < plan->pinned ? " [pinned]" : "");
 	}
+	print_left_out(out, indent, c, n, rc == 0 ? plan : NULL, cls, mem, nranks);
 	free(plan);
 	return rc;
 }
 
-int weft__tp_print_choices(FILE *out, weft_comm_t *comm, int nranks, enum weft_mem_type mem)
+int weft__tp_print_choices(FILE *out, weft_comm_t *comm, int per_class, int nranks, enum weft_mem_type mem)
 {
 	if (!out)
 		return -EINVAL;
@@ -403,7 +433,8 @@ int weft__tp_print_choices(FILE *out, weft_comm_t *comm, int nranks, enum weft_m
 			c[n].name = comm->tp[i].name;
 			c[n].ops = comm->tp[i].ops;
 		}
-		nranks = comm->nranks;
+		if (!per_class)
+			nranks = comm->nranks;
 	} else {
 		const struct weft__plugin_entry *const *e = NULL;
 		int ne = weft__registry_entries(&e);
@@ -439,7 +470,10 @@ int weft__tp_print_choices(FILE *out, weft_comm_t *comm, int nranks, enum weft_m
 			mem_names[mem]);
 	if (nrules == 0)
 		fprintf(out, "  ([transport] has no rules: scores decide)\n");
-	if (comm) {
+	for (int i = 0; comm && i < comm->ntp_failed; i++)
+		fprintf(out, "  not opened here: %s (%s)\n", comm->tp_failed[i].name,
+			weft_strerror(comm->tp_failed[i].rc));
+	if (comm && !per_class) {
 		char gtext[384];
 		weft__topo_gpu_text(comm, gtext, sizeof(gtext));
 		fprintf(out, "  GPU links of rank %d: %s\n", comm->rank, gtext);
@@ -461,7 +495,8 @@ int weft__tp_print_choices(FILE *out, weft_comm_t *comm, int nranks, enum weft_m
 		}
 		return first;
 	}
-	fprintf(out, "  rank 0 of %d, every peer on this host (run under a launcher to see the real peers):\n", nranks);
+	fprintf(out, "  rank 0 of %d, every peer on this host (run under a launcher to see the real peers)%s:\n",
+		nranks, comm ? "; transports opened as a communicator opens them" : "");
 	for (int cls = 0; cls < WEFT__PEER_CLASSES; cls++) {
 		fprintf(out, "  %s peers:\n", weft__peer_class_name(cls));
 		if (cls == WEFT_PEER_SAME_HOST && nranks > 1)

@@ -61,12 +61,14 @@ int weft__tp_check_required(const weft_comm_t *comm, char *err, size_t errlen);
  * consistency check. Returns a malloc'd string (NULL: no memory). */
 char *weft__tp_rules_text(void);
 
-/* For weft-info --select (not API): per peer class (or, with a comm, per peer),
- * the transport order and why. comm may be NULL; then the loaded transports are
- * the candidates and nranks the assumed size. Returns 0, or the error the first
+/* For weft-info --select (not API): per peer class (or, with a comm and not
+ * per_class, per peer), the transport order and why, and the transports left
+ * out with the rule that did it. comm may be NULL; then the loaded transports
+ * are the candidates and nranks the assumed size; with a comm, its open ones,
+ * and those that did not open are listed with why. Returns 0, or the error the first
  * question that has no answer would give a connection (a required transport
  * missing: -WEFT_ERR_PLUGIN; every one forbidden: -EHOSTUNREACH). Thread
  * safety: any thread. */
-int weft__tp_print_choices(FILE *out, weft_comm_t *comm, int nranks, enum weft_mem_type mem);
+int weft__tp_print_choices(FILE *out, weft_comm_t *comm, int per_class, int nranks, enum weft_mem_type mem);
 
 #endif

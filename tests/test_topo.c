@@ -156,6 +156,33 @@ START_TEST(select_misspelled_peer_class)
 }
 END_TEST
 
+/* The preflight opens transports as a job does (issue 30 item 4): those that
+ * do not open are listed with why, a required one among them fails it as it
+ * fails the job, and a forbidden one is named with its rule's file:line. */
+START_TEST(select_preflight_opens_transports)
+{
+	int st = 0;
+	char *out = info("[transport]\nforbid shm when peer=same-host\n", "--select", &st);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "weft-info --select exited 0x%x:\n%s", st, out);
+	HAS(out, "transports opened as a communicator opens them");
+	HAS(out, "-  shm      forbidden by ");
+	HAS(out, "weft.conf:2");
+	free(out);
+	out = info("[transport]\nrequire ib when peer=other-host\n", "--select", &st);
+	if (strstr(out, "not opened here: ib (")) {
+		/* No RDMA device here: the job would fail, so the preflight does. */
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 2, "weft-info --select exited 0x%x, not 2:\n%s", st,
+			      out);
+		HAS(out, "ERROR: 'ib' is required");
+	} else {
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "ib opened, but --select exited 0x%x:\n%s", st,
+			      out);
+		HAS(out, "1. ib ");
+	}
+	free(out);
+}
+END_TEST
+
 START_TEST(select_names_missing_required)
 {
 	int st = 0;
@@ -183,6 +210,7 @@ int main(void)
 	tcase_add_test(tc, select_shows_scores);
 	tcase_add_test(tc, select_shows_rules);
 	tcase_add_test(tc, select_names_missing_required);
+	tcase_add_test(tc, select_preflight_opens_transports);
 	tcase_add_test(tc, topo_shows_fake_nvml);
 	tcase_add_test(tc, select_shows_gpu_link_class);
 	tcase_add_test(tc, select_misspelled_peer_class);

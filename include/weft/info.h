@@ -75,8 +75,11 @@ WEFT_API void weft_info_print_params(FILE *out);
 WEFT_API void weft_info_print_topology(FILE *out);
 
 /* For each peer class, the transports a connection would try, in order and
- * why; comm may be NULL (the loaded transports, nranks assumed). 0, or the
- * error a connection would get (-WEFT_ERR_PLUGIN, -EHOSTUNREACH). */
+ * why, and those left out with the rule that did it; comm may be NULL: the
+ * transports are then opened as a job opens them (a communicator of one is
+ * made and destroyed; those that do not open are listed with why), nranks
+ * assumed. 0, or the error the job would get (creation's, -WEFT_ERR_PLUGIN,
+ * -EHOSTUNREACH). */
 WEFT_API int weft_info_print_transport_choice(FILE *out, weft_comm_t *comm, int nranks, enum weft_mem_type mem);
 
 /* Per collective, the algorithm each message size would get on nranks ranks
