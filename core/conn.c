@@ -447,6 +447,7 @@ static int negotiate(weft_comm_t *comm, int peer, const char *transport, const s
 					  "weft_connect: rank %d could not make an endpoint of %s: %s", peer, tp->name,
 					  weft_strerror(peer_err(perc)));
 			ep_err = erc != 0 ? erc : peer_err(perc);
+			free(paddr);
 			ep_destroy(tp, c[pick].ep);
 			c[pick].ep = NULL;
 			free(c[pick].addr);
