@@ -43,6 +43,8 @@ struct root {
 	double linger;   /* after the table: how long late ranks are told it is over */
 	double over_at;  /* when the table went out; 0 before */
 	int stop;
+	struct pollfd *pfd; /* the thread's poll set, kept here so that a forked
+			     * child, where the thread is gone, still reaches it */
 	sem_t *started; /* posted once the thread has set itself up; see weft__bs_root_start */
 };
 
@@ -398,6 +400,7 @@ static void *root_main(void *arg)
 	int cap = 2 + MAX_PENDING, sent = 0;
 	struct pollfd *pfd = malloc((size_t)cap * sizeof(*pfd));
 
+	r->pfd = pfd;
 	weft__log_set_rank(-1);
 	sem_post(r->started);
 	if (!pfd) {
@@ -407,6 +410,7 @@ static void *root_main(void *arg)
 	for (;;) {
 		if (root_grow(r, &pfd, &cap) != 0)
 			break;
+		r->pfd = pfd;
 		int k = root_prepare(r, pfd);
 		if (root_poll(r, pfd, k) != 0)
 			break;
@@ -428,6 +432,7 @@ static void *root_main(void *arg)
 			break;
 	}
 out:
+	r->pfd = NULL;
 	free(pfd);
 	root_exit(r);
 	return NULL;
