@@ -24,8 +24,8 @@ static void declare_core_once(void)
 	done = 1;
 	/* The same table load_once declares, so param_get reads file values. */
 	pthread_mutex_lock(&cfg_lock);
-	for (size_t i = 0; i < sizeof(core_params) / sizeof(core_params[0]); i++)
-		declare_locked("core", &core_params[i]);
+	for (size_t i = 0; i < weft__core_nparams; i++)
+		declare_locked("core", &weft__core_params[i]);
 	pthread_mutex_unlock(&cfg_lock);
 }
 
@@ -43,7 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	pthread_mutex_unlock(&cfg_lock);
 	free(text);
 	if (rc == 0) {
-		for (size_t i = 0; i < sizeof(core_params) / sizeof(core_params[0]); i++) {
+		for (size_t i = 0; i < weft__core_nparams; i++) {
 			union {
 				int64_t i;
 				uint64_t u;
@@ -51,7 +51,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				double d;
 				const char *s;
 			} v;
-			weft__param_get("core", core_params[i].key, core_params[i].type, &v, NULL);
+			weft__param_get("core", weft__core_params[i].key, weft__core_params[i].type, &v, NULL);
 		}
 		const char *const *lines;
 		const int *linenos;
