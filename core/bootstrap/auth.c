@@ -231,9 +231,9 @@ void weft__bs_pending_init(struct bs_pending *p, const uint8_t secret[32], uint6
 	/* Strangers must not take the descriptors the job itself needs. */
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur / 8 < MAX_PENDING)
 		p->cap = rl.rlim_cur / 8 < 8 ? 8 : (int)(rl.rlim_cur / 8);
-	p->budget = EVICT_BURST;
-	p->log_tokens = LOG_BURST;
-	p->budget_t = p->log_t = weft__bs_now_s();
+	double t = weft__bs_now_s();
+	p->evict = (struct bs_bucket){EVICT_BURST, t};
+	p->log = (struct bs_bucket){LOG_BURST, t};
 }
 
 void weft__bs_pending_clear(struct bs_pending *p)
@@ -248,21 +248,28 @@ int weft__bs_pending_listen_fd(const struct bs_pending *p, int lfd)
 	return p->rest_until && weft__bs_now_s() < p->rest_until ? -1 : lfd;
 }
 
+/* Adds what rate per second has earned since the last refill, up to burst;
+ * returns the tokens now. */
+static double refill(struct bs_bucket *b, double now, double rate, double burst)
+{
+	b->tokens += (now - b->t) * rate;
+	if (b->tokens > burst)
+		b->tokens = burst;
+	b->t = now;
+	return b->tokens;
+}
+
 /* Lines about connections that have not proven the secret: one a second,
  * after a burst of LOG_BURST. */
 static void stranger_log(struct bs_pending *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void stranger_log(struct bs_pending *p, const char *fmt, ...)
 {
 	double t = weft__bs_now_s();
-	p->log_tokens += t - p->log_t;
-	if (p->log_tokens > LOG_BURST)
-		p->log_tokens = LOG_BURST;
-	p->log_t = t;
-	if (p->log_tokens < 1.0) {
+	if (refill(&p->log, t, 1.0, LOG_BURST) < 1.0) {
 		p->log_held++;
 		return;
 	}
-	p->log_tokens -= 1.0;
+	p->log.tokens -= 1.0;
 	char text[320], held[80] = "";
 	va_list ap;
 	va_start(ap, fmt);
@@ -320,18 +327,15 @@ static void shed(struct bs_pending *p, struct link *l, const char *what)
 static int make_room(struct bs_pending *p)
 {
 	double t = weft__bs_now_s();
-	p->budget += (t - p->budget_t) * EVICT_RATE;
-	if (p->budget > EVICT_BURST)
-		p->budget = EVICT_BURST;
-	p->budget_t = t;
-	int v = p->budget >= 1.0 ? victim(p) : -1;
+	double budget = refill(&p->evict, t, EVICT_RATE, EVICT_BURST);
+	int v = budget >= 1.0 ? victim(p) : -1;
 	if (v < 0) {
 		/* No budget, or every connection is a handshake under way, which
 		 * ends by its deadline at the latest. */
-		p->rest_until = t + (p->budget >= 1.0 ? FD_REST_S : (EVICT_BURST - p->budget) / EVICT_RATE);
+		p->rest_until = t + (budget >= 1.0 ? FD_REST_S : (EVICT_BURST - budget) / EVICT_RATE);
 		return -1;
 	}
-	p->budget -= 1.0;
+	p->evict.tokens -= 1.0;
 	struct link *l = p->l[v];
 	remove_at(p, v);
 	char what[96];

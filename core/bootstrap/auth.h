@@ -28,6 +28,11 @@ void weft__bs_pending_timeout_why(struct link *l, double hs_timeout);
  * and connections wait in the kernel's backlog. Lines about strangers are
  * logged once a second (after a burst of a few), with a count of those held
  * back. */
+/* A token bucket: tokens now, and when they were last refilled. */
+struct bs_bucket {
+	double tokens, t;
+};
+
 struct bs_pending {
 	struct link *l[MAX_PENDING];
 	int n, cap;
@@ -35,9 +40,9 @@ struct bs_pending {
 	uint64_t id_nonce;
 	double hs_timeout;
 	const char *root; /* names the root in warnings; NULL for a rank's service */
-	double budget, budget_t; /* evictions allowed now, and when last refilled */
+	struct bs_bucket evict;  /* evictions allowed now */
 	double rest_until;       /* the listener is not polled before then */
-	double log_tokens, log_t; /* strangers' lines: how many may print now, and when refilled */
+	struct bs_bucket log;     /* strangers' lines that may print now */
 	unsigned log_held;        /* lines held back since the last printed */
 };
 
