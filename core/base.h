@@ -144,6 +144,16 @@ struct weft_comm {
 
 	struct weft__coll_comm *coll; /* the collective layer's state (coll.c), set by its first call (atomic) */
 
+	/* Call signatures (callsig.c): [core] check_calls, the collective calls
+	 * made, per peer the messages sent to it and received from it (two
+	 * counters each), and scratch. */
+	int check_calls;
+	uint64_t calls;
+	uint64_t *pair_msgs;
+	int *pair_mark;
+	uint64_t *p2p_sig;
+	size_t p2p_cap;
+
 	/* The thread inside a public call on this communicator, and how deep
 	 * (handles.c); only that thread touches busy_depth. */
 	_Atomic uintptr_t busy_owner;

@@ -13,7 +13,7 @@
 struct weft__bootstrap;
 
 /* Wire protocol version, carried in the id, the handshake and every hello. */
-#define WEFT__BOOTSTRAP_VERSION 1
+#define WEFT__BOOTSTRAP_VERSION 2
 
 /* Layout of struct weft_unique_id's 128 bytes (private to the core). */
 struct weft__unique_id_layout {
@@ -96,6 +96,28 @@ void weft__bootstrap_fail(struct weft__bootstrap *bs, int err);
  * wake-up so that a peer failure or abort interrupts their sleep. Returns a
  * pointer to a counter that changes on every failure; compare and sleep. */
 const volatile uint32_t *weft__bootstrap_fail_word(const struct weft__bootstrap *bs);
+
+/* Call state, carried by the heartbeats (callstate.c): the thread in a call
+ * says which call it is in; a peer in the same call with another signature,
+ * one that passed this call as another, or one that left during it fails the
+ * bootstrap (-WEFT_ERR_MISMATCH, -WEFT_ERR_PEER) on every rank. Cheap: a
+ * few stores, no lock. One thread per comm (the one in the call). */
+struct weft__bs_call {
+	uint64_t seq, sig; /* the call's number (from 1) and signature (kit.h) */
+	uint32_t coll, dtype, op;
+	int32_t root;
+	uint64_t count;
+};
+void weft__bootstrap_call_begin(struct weft__bootstrap *bs, const struct weft__bs_call *c);
+void weft__bootstrap_call_end(struct weft__bootstrap *bs);
+/* A send/recv batch: once per peer in it, the messages posted to it and
+ * from it so far (this batch's included) and the last one's signatures. */
+void weft__bootstrap_p2p_begin(struct weft__bootstrap *bs, int peer, uint64_t sent, uint64_t ssig, uint64_t recvd,
+			       uint64_t rsig);
+void weft__bootstrap_p2p_end(struct weft__bootstrap *bs);
+/* weft_comm_destroy begins: peers waiting for this rank in a call it never
+ * made are told now, and fail that call. */
+void weft__bootstrap_leaving(struct weft__bootstrap *bs);
 
 /* Rank and size from the launcher's environment, first match wins:
  * OMPI_COMM_WORLD_RANK/SIZE (Open MPI), PMI_RANK/PMI_SIZE (MPICH, Intel MPI),

@@ -14,6 +14,7 @@
 
 #include "base.h"
 #include "coll.h"
+#include "callsig.h"
 #include "config.h"
 #include "dtype.h"
 #include "log.h"
@@ -657,13 +658,36 @@ static void describe_call(const struct weft_coll_args *a, char *buf, size_t len)
 			 weft_datatype_name(a->dtype), a->bytes, weft__mem_name(a->mem_type));
 }
 
-int weft__coll_run(weft_comm_t *comm, const struct weft_coll_args *args)
+static int coll_run(weft_comm_t *comm, const struct weft_coll_args *args);
+
+/* Every call is numbered and signed, a call of count 0 too, so that a rank
+ * that passes 0 where its peers pass more is caught rather than skipped. */
+int weft__coll_run(weft_comm_t *comm, const struct weft_coll_args *in)
 {
 	int rc = prim_comm_status(comm);
 	if (rc != 0)
 		return rc;
-	if (args->count == 0)
-		return 0; /* every rank passes the same count, so every rank skips */
+	struct weft_coll_args args = *in;
+	if ((rc = weft__callsig_begin(comm, &args)) != 0)
+		return rc;
+	rc = args.count == 0 ? 0 : coll_run(comm, &args);
+	weft__callsig_end(comm, &args);
+	if (rc != 0) {
+		/* A pack that found the ranks' calls disagree fails the
+		 * communicator on every rank; any error after the communicator
+		 * failed is that failure. */
+		if (rc == -WEFT_ERR_MISMATCH)
+			weft__bootstrap_fail(comm->bs, rc);
+		int st = prim_comm_status(comm);
+		if (st != 0)
+			rc = st;
+	}
+	return rc;
+}
+
+static int coll_run(weft_comm_t *comm, const struct weft_coll_args *args)
+{
+	int rc;
 	if ((rc = cat_load()) != 0)
 		return rc;
 	struct weft__coll_comm *cc = comm_state(comm, 1);

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "base.h"
+#include "callsig.h"
 #include "coll.h"
 #include "config.h"
 #include "conn.h"
@@ -201,7 +202,7 @@ WEFT_API int weft_comm_create(const struct weft_unique_id *id, int nranks, int r
 	weft__list_init(&comm->ports);
 	weft__list_init(&comm->closed);
 	comm->pair_seq = calloc((size_t)nranks, sizeof(*comm->pair_seq));
-	if (!comm->pair_seq) {
+	if (!comm->pair_seq || weft__callsig_init(comm) != 0) {
 		rc = -ENOMEM;
 		goto err_free_comm;
 	}
@@ -239,6 +240,7 @@ err_close_transports:
 	weft__bootstrap_destroy(comm->bs);
 err_free_comm:
 	free(comm->pair_seq);
+	weft__callsig_free(comm);
 	pthread_mutex_destroy(&comm->port_lock);
 	pthread_mutex_destroy(&comm->lock);
 	free(comm);
@@ -285,6 +287,9 @@ WEFT_API int weft_comm_destroy(weft_comm_t *comm)
 		return rc;
 	weft__comm_live_remove(comm);
 	weft__log_set_rank(comm->rank);
+	/* Peers still waiting for this rank in a call it never made fail that
+	 * call now, rather than wait for ever. */
+	weft__bootstrap_leaving(comm->bs);
 	/* Algorithm packs release what they made through the primitive API, so
 	 * they go first, while connections and memory still work. */
 	weft__coll_comm_cleanup(comm);
@@ -303,6 +308,7 @@ WEFT_API int weft_comm_destroy(weft_comm_t *comm)
 	weft__idtab_free(&comm->rmem_ids);
 	weft__idtab_free(&comm->rsem_ids);
 	free(comm->pair_seq);
+	weft__callsig_free(comm);
 	pthread_mutex_destroy(&comm->port_lock);
 	pthread_mutex_destroy(&comm->lock);
 	free(comm);

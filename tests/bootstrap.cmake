@@ -10,6 +10,7 @@ set(_bs_sources
   ${PROJECT_SOURCE_DIR}/core/bootstrap/auth.c
   ${PROJECT_SOURCE_DIR}/core/bootstrap/root.c
   ${PROJECT_SOURCE_DIR}/core/bootstrap/service.c
+  ${PROJECT_SOURCE_DIR}/core/bootstrap/callcheck.c
   ${PROJECT_SOURCE_DIR}/core/bootstrap/launcher.c
   ${PROJECT_SOURCE_DIR}/core/bootstrap/bootstrap.c
   ${PROJECT_SOURCE_DIR}/core/sha256.c

@@ -30,3 +30,11 @@ if(TARGET weft-plugin-algo-host)
   weft_add_test(test_premul SOURCES test_premul.c LABELS mp TIMEOUT 300 LIBS m)
   add_dependencies(test_premul weft-plugin-algo-host)
 endif()
+
+# test_agree: two forked ranks whose calls disagree (count, type, operation,
+# root, collective, send/recv size, a skipped call) fail with
+# WEFT_ERR_MISMATCH within 2 s; a destroy during a peer's call fails it.
+if(TARGET weft-plugin-algo-host AND TARGET weft-plugin-shm)
+  weft_add_test(test_agree SOURCES test_agree.c LABELS mp TIMEOUT 240)
+  add_dependencies(test_agree weft-plugin-algo-host weft-plugin-shm)
+endif()

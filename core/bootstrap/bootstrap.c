@@ -233,6 +233,7 @@ static void bs_free(struct weft__bootstrap *bs)
 		}
 	}
 	free(bs->peers);
+	weft__bs_cs_free(bs);
 	if (bs->lfd >= 0)
 		close(bs->lfd);
 	if (bs->wake_fd >= 0)
@@ -355,7 +356,7 @@ int weft__bootstrap_create(const struct weft_unique_id *id, int nranks, int rank
 	pthread_cond_init(&bs->cv, &ca);
 	pthread_condattr_destroy(&ca);
 	bs->peers = calloc((size_t)nranks, sizeof(*bs->peers));
-	if (!bs->peers) {
+	if (!bs->peers || weft__bs_cs_init(bs) != 0) {
 		rc = -ENOMEM;
 		goto err_free;
 	}

@@ -36,6 +36,10 @@ void weft__bs_fail_locked(struct weft__bootstrap *bs, int err)
 	int zero = 0;
 	__atomic_compare_exchange_n(&bs->status, &zero, err, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 	__atomic_add_fetch(&bs->fail_word, 1, __ATOMIC_ACQ_REL);
+	/* Ranks whose calls disagree fail together: the peers learn it from
+	 * this rank's next heartbeat, sent at once. */
+	if (err == -WEFT_ERR_MISMATCH)
+		bs->cs.push = 1;
 	pthread_cond_broadcast(&bs->cv);
 }
 
@@ -127,7 +131,11 @@ static void deliver(struct weft__bootstrap *bs, int i, struct frame *f)
 			pe->wr_shut = 1;
 		}
 		pthread_cond_broadcast(&bs->cv);
-	} else if (f->type != T_HEARTBEAT) {
+	} else if (f->type == T_HEARTBEAT) {
+		const char *why = weft__bs_cs_heard(bs, i, f->buf, f->len);
+		if (why)
+			peer_down(bs, i, -WEFT_ERR_PROTOCOL, why);
+	} else {
 		char why[64];
 		snprintf(why, sizeof(why), "sent an unexpected message of type %d", f->type);
 		peer_down(bs, i, -WEFT_ERR_PROTOCOL, why);
@@ -362,6 +370,13 @@ static void svc_on_tick(struct weft__bootstrap *bs, struct svc_loop *s)
 	int beat = t >= s->next_hb;
 	if (beat)
 		s->next_hb = t + bs->p.hb_interval;
+	pthread_mutex_lock(&bs->mu);
+	weft__bs_cs_check(bs, t);
+	/* A mismatch found here, or a destroy begun, goes out now, behind
+	 * whatever the queues hold. */
+	int push = bs->cs.push;
+	bs->cs.push = 0;
+	pthread_mutex_unlock(&bs->mu);
 	for (int i = 0; i < bs->nranks; i++) {
 		struct peer *pe = &bs->peers[i];
 		pthread_mutex_lock(&bs->mu);
@@ -380,8 +395,10 @@ static void svc_on_tick(struct weft__bootstrap *bs, struct svc_loop *s)
 		}
 		/* A queue that is not empty carries bytes, which count as a
 		 * heartbeat. A heartbeat costs one HMAC block: made under the lock. */
-		if (beat && idle) {
-			struct obuf *b = weft__bs_frame_make(pe->link, T_HEARTBEAT, 0, 0, NULL, 0);
+		if ((beat && idle) || (push && live)) {
+			uint8_t st[CS_LEN];
+			weft__bs_cs_encode(bs, i, st);
+			struct obuf *b = weft__bs_frame_make(pe->link, T_HEARTBEAT, 0, 0, st, sizeof(st));
 			if (b) {
 				weft__bs_oq_push(pe->link, b);
 				if (weft__bs_oq_flush(pe->link) != 0)

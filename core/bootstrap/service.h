@@ -13,6 +13,7 @@
 #include "link.h"
 #include "params.h"
 #include "hostid.h"
+#include "callstate.h"
 
 struct msg {
 	struct msg *next;
@@ -34,6 +35,7 @@ struct peer {
 	uint32_t addr_be;
 	char host[WEFT_HOST_ID_LEN];
 	uint64_t proc;
+	struct bs_peer_state cs; /* what its last heartbeat said */
 };
 
 struct weft__bootstrap {
@@ -60,6 +62,7 @@ struct weft__bootstrap {
 	uint64_t root_serial;
 	struct peer *peers;
 	struct bs_pending pend; /* accepted connections not yet identified */
+	struct bs_callstate cs; /* this rank's calls, for the heartbeats */
 };
 
 void weft__bs_wake(struct weft__bootstrap *bs);

@@ -1075,6 +1075,90 @@ static inline int weft_kit_params_load(const struct weft_core_api *core, const c
 /* The number of rows of a static table. */
 #define WEFT_KIT_NROWS(rows) (sizeof(rows) / sizeof((rows)[0]))
 
+/* =========================================================== call signatures
+ * ABI 0.3: struct weft_coll_args.sig, the 64 bits every rank's call must
+ * match (docs/plugin-abi.md, "Call signatures"). The core packs them; a pack
+ * sends its own with its first flag, packet or message to each peer it waits
+ * on, compares what it receives with weft_kit_sig_diff, and on a difference
+ * returns -WEFT_ERR_MISMATCH after logging both with weft_kit_sig_describe.
+ *   bits  0-15  the call's number: per communicator for collectives, per
+ *               pair of ranks for send/recv (low 16 bits)
+ *   bits 16-19  the collective + 1 (so a signature is never 0)
+ *   bits 20-24  the datatype
+ *   bits 25-28  the operation
+ *   bits 29-40  root + 1, 0 for none (low 12 bits)
+ *   bits 41-63  23 bits of a hash of the count (send/recv: of the byte counts
+ *               between the pair, in order, each direction)
+ * A signature of 0 means the check is off ([core] check_calls = 0). */
+#define WEFT_KIT_SIG_SEQ(s) ((unsigned)((s) & 0xffffu))
+#define WEFT_KIT_SIG_COLL(s) ((int)(((s) >> 16) & 0xfu) - 1)
+#define WEFT_KIT_SIG_DTYPE(s) ((int)(((s) >> 20) & 0x1fu))
+#define WEFT_KIT_SIG_OP(s) ((int)(((s) >> 25) & 0xfu))
+#define WEFT_KIT_SIG_ROOT(s) ((int)(((s) >> 29) & 0xfffu) - 1)
+#define WEFT_KIT_SIG_SIZE(s) ((uint64_t)(s) >> 41)
+
+/* Mixes v into h (a 64-bit finalizer, so near counts land far apart). */
+static inline uint64_t weft_kit_sig_mix(uint64_t h, uint64_t v)
+{
+	h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+	h ^= h >> 30;
+	h *= 0xbf58476d1ce4e5b9ull;
+	h ^= h >> 27;
+	h *= 0x94d049bb133111ebull;
+	return h ^ (h >> 31);
+}
+
+static inline uint64_t weft_kit_sig_make(uint64_t seq, int coll, int dtype, int op, int root, uint64_t size_hash)
+{
+	return (seq & 0xffffu) | ((uint64_t)((coll + 1) & 0xf) << 16) | ((uint64_t)(dtype & 0x1f) << 20) |
+	       ((uint64_t)(op & 0xf) << 25) | ((uint64_t)((root + 1) & 0xfff) << 29) |
+	       ((size_hash & 0x7fffffull) << 41);
+}
+
+/* The first field in which two signatures differ ("call number",
+ * "collective", "datatype", "operation", "root", "count"), or NULL. */
+static inline const char *weft_kit_sig_diff(uint64_t a, uint64_t b)
+{
+	if (WEFT_KIT_SIG_COLL(a) != WEFT_KIT_SIG_COLL(b))
+		return "collective";
+	if (WEFT_KIT_SIG_SEQ(a) != WEFT_KIT_SIG_SEQ(b))
+		return "call number";
+	if (WEFT_KIT_SIG_DTYPE(a) != WEFT_KIT_SIG_DTYPE(b))
+		return "datatype";
+	if (WEFT_KIT_SIG_OP(a) != WEFT_KIT_SIG_OP(b))
+		return "operation";
+	if (WEFT_KIT_SIG_ROOT(a) != WEFT_KIT_SIG_ROOT(b))
+		return "root";
+	if (WEFT_KIT_SIG_SIZE(a) != WEFT_KIT_SIG_SIZE(b))
+		return "count";
+	return NULL;
+}
+
+/* "call 17: allreduce float32 sum, count #3a2f1" (the count is a hash). */
+static inline void weft_kit_sig_describe(uint64_t s, char *buf, size_t len)
+{
+	static const char *const colls[] = {"allreduce", "allgather", "reduce_scatter", "broadcast",
+					    "reduce",    "alltoall",  "sendrecv"};
+	static const char *const types[] = {"int8",     "uint8",   "int32",   "uint32",  "int64",    "uint64",
+					    "float16",  "bfloat16", "float32", "float64", "fp8_e4m3", "fp8_e5m2"};
+	static const char *const ops[] = {"sum", "prod", "min", "max", "avg", "premul_sum"};
+	int c = WEFT_KIT_SIG_COLL(s), t = WEFT_KIT_SIG_DTYPE(s), o = WEFT_KIT_SIG_OP(s), r = WEFT_KIT_SIG_ROOT(s);
+	const char *cn = c >= 0 && c < 7 ? colls[c] : "?";
+	const char *tn = t < 12 ? types[t] : "?";
+	const char *on = o < 6 ? ops[o] : "?";
+	int reducing = c == WEFT_COLL_ALLREDUCE || c == WEFT_COLL_REDUCE_SCATTER || c == WEFT_COLL_REDUCE;
+	char root[16] = "";
+	if (r >= 0)
+		snprintf(root, sizeof(root), " root %d", r);
+	if (c == WEFT_COLL_SENDRECV)
+		snprintf(buf, len, "call %u: %s, bytes #%06llx", WEFT_KIT_SIG_SEQ(s), cn,
+			 (unsigned long long)WEFT_KIT_SIG_SIZE(s));
+	else
+		snprintf(buf, len, "call %u: %s %s%s%s%s, count #%06llx", WEFT_KIT_SIG_SEQ(s), cn, tn,
+			 reducing ? " " : "", reducing ? on : "", root,
+			 (unsigned long long)WEFT_KIT_SIG_SIZE(s));
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -298,6 +298,19 @@ struct weft_coll_args {
 	enum weft_mem_type scalar_mem;
 	const void *scalar_dev;
 	unsigned char scalar_host[8];
+	/* ABI 0.3: the call's signature (kit.h's "call signatures"), 0 when
+	 * [core] check_calls is off. An algorithm sends it with its first flag,
+	 * packet or message to each peer it waits on and fails the call with
+	 * -WEFT_ERR_MISMATCH when a peer's differs; the core then fails the
+	 * communicator on every rank. */
+	uint64_t sig;
+	/* ABI 0.3, WEFT_COLL_SENDRECV only: per entry of the batch (count of
+	 * them), the signature of that message: messages are numbered per
+	 * direction of each pair, so the k-th send of a rank to a peer and the
+	 * peer's k-th receive from it have the same signature when their byte
+	 * counts agree, however the ranks group their calls. NULL when the check
+	 * is off. */
+	const uint64_t *p2p_sig;
 };
 
 /* One queued weft_send (is_send 1) or weft_recv (is_send 0), in bytes.

@@ -20,7 +20,8 @@
 /* Rounded up to whole pages, so that the slots keep the page alignment of
  * the allocation (what transports that pin or bounce pages prefer). */
 #define AH_HDR_BYTES(nranks) \
-	(((64 + (size_t)(nranks) * 128 + 64 + (size_t)(nranks) * 64 + 64) + 4095) & ~(size_t)4095)
+	(((64 + (size_t)(nranks) * 128 + 64 + (size_t)(nranks) * 64 + 64 + (size_t)(nranks) * 64) + 4095) & \
+	 ~(size_t)4095)
 /* The publish lines that follow (see ah_pull_run): how many chunks this rank
  * has published, then per rank q how many of them q has consumed. */
 #define AH_PUB_OFF(nranks) (64 + (size_t)(nranks) * 128)
@@ -29,6 +30,15 @@
  * gathers this rank has entered, and the generation of its output buffer's
  * registration. */
 #define AH_DIR_OFF(nranks) AH_PUBC_OFF(nranks, nranks)
+/* Call signatures (ABI 0.3's weft_coll_args.sig) ride in those lines: the
+ * first chunk of a call to each peer, the first publish and the first direct
+ * line of a call carry the call's signature, in one of AH_SIG_ENTRIES entries
+ * {number of the chunk, publish or line; signature} after the line's first
+ * word (the direct line's first two). The receiver compares it with its own
+ * (see engine.c). Then per rank q a line this rank puts its entries for q
+ * from, where q's header is reached by put rather than by store. */
+#define AH_SIG_ENTRIES 3
+#define AH_SIGOUT_OFF(nranks, q) (AH_DIR_OFF(nranks) + 64 + (size_t)(q) * 64)
 /* Out-of-band tag of the canary message (below the core's reserved tags). */
 #define AH_TAG_CANARY 0x41480001u
 #define AH_BOOT_ID 40
@@ -81,6 +91,9 @@ struct ah_peer {
 	uint64_t tx_flushed;     /* of those, how many are known complete (staging reusable) */
 	uint64_t rx_done;        /* chunks from the peer consumed */
 	uint64_t free_sent;      /* the last "slot free" token sent to the peer */
+	/* Call signatures: the call (ah_ctx.call_no) whose signature this peer was
+	 * last sent, and last checked, on each channel. */
+	uint64_t run_sent, run_seen, pull_seen, dir_seen;
 };
 
 /* Per-communicator state, shared by every algorithm of the pack: the pack's
@@ -134,6 +147,15 @@ struct ah_ctx {
 	size_t nt_min; /* parameter: see ah_direct_gather (0: never) */
 	uint64_t pub_seq; /* chunks this rank has published (the same on every rank) */
 	char *pub_slot;   /* during ah_pull_run's consume: this round's own slot */
+	/* The call in progress: its number here (from 1), its signature (0:
+	 * unchecked), per peer the signature of its first chunk out and of the
+	 * first one in (a send/recv batch: of the first message each way; a
+	 * collective: csig), and the call whose signature this rank's publish and
+	 * direct lines last carried. */
+	uint64_t call_no;
+	uint64_t csig;
+	uint64_t *ssig, *rsig;
+	uint64_t pull_sent, dir_sent;
 	/* One round's plan, indexed by peer (see ah_run). */
 	const void **tx_src;
 	size_t *tx_bytes;
@@ -143,6 +165,8 @@ struct ah_ctx {
 };
 
 int ah_comm_setup(const struct weft_algo_comm *ac, void **pack_state);
+/* A call begins: numbers it and takes its signatures (per peer for send/recv). */
+void ah_call_begin(struct ah_ctx *c, const struct weft_coll_args *a);
 void ah_comm_teardown(void *pack_state);
 /* Connects to a peer (both ranks call it; pairs are set up in ascending order of
  * (lower rank, higher rank) so that no cycle of waits can form). */

@@ -68,10 +68,11 @@ static void reduce_ordered(struct ah_ctx *c, enum weft_datatype t, enum weft_red
 	weft_kit_finish(t, op, dst, n, c->nranks);
 }
 
-static struct ah_ctx *ready_ctx(void *state, int *rc)
+static struct ah_ctx *ready_ctx(void *state, const struct weft_coll_args *a, int *rc)
 {
 	struct ah_ctx *c = state;
 	*rc = c->broken ? c->broken : ah_ensure_all(c);
+	ah_call_begin(c, a);
 	return c;
 }
 
@@ -343,7 +344,7 @@ static int allreduce_oneshot(void *state, const struct weft_coll_args *a)
 	if (a->op == WEFT_PREMUL_SUM)
 		return premul_then(state, a, allreduce_oneshot);
 	int rc;
-	struct ah_ctx *c = ready_ctx(state, &rc);
+	struct ah_ctx *c = ready_ctx(state, a, &rc);
 	if (rc)
 		return rc;
 	struct os_plan o = {.a = a, .es = esize(a->dtype)};
@@ -360,7 +361,7 @@ static int allreduce_rsag(void *state, const struct weft_coll_args *a)
 	if (a->op == WEFT_PREMUL_SUM)
 		return premul_then(state, a, allreduce_rsag);
 	int rc;
-	struct ah_ctx *c = ready_ctx(state, &rc);
+	struct ah_ctx *c = ready_ctx(state, a, &rc);
 	if (rc)
 		return rc;
 	size_t es = esize(a->dtype), cel = c->chunk / es;
@@ -398,7 +399,7 @@ static int reduce_scatter_direct(void *state, const struct weft_coll_args *a)
 	if (a->op == WEFT_PREMUL_SUM)
 		return premul_then(state, a, reduce_scatter_direct);
 	int rc;
-	struct ah_ctx *c = ready_ctx(state, &rc);
+	struct ah_ctx *c = ready_ctx(state, a, &rc);
 	if (rc)
 		return rc;
 	size_t es = esize(a->dtype), cel = c->chunk / es;
@@ -412,7 +413,7 @@ static int reduce_scatter_direct(void *state, const struct weft_coll_args *a)
 static int allgather_direct(void *state, const struct weft_coll_args *a)
 {
 	int rc;
-	struct ah_ctx *c = ready_ctx(state, &rc);
+	struct ah_ctx *c = ready_ctx(state, a, &rc);
 	if (rc)
 		return rc;
 	size_t es = esize(a->dtype), cel = c->chunk / es;
@@ -470,7 +471,7 @@ static int bcast_plan_fn(void *arg, struct ah_ctx *c, uint64_t t)
 static int broadcast_flat(void *state, const struct weft_coll_args *a)
 {
 	int rc;
-	struct ah_ctx *c = ready_ctx(state, &rc);
+	struct ah_ctx *c = ready_ctx(state, a, &rc);
 	if (rc)
 		return rc;
 	struct root_plan b = {.a = a, .es = esize(a->dtype)};
@@ -512,7 +513,7 @@ static int reduce_flat(void *state, const struct weft_coll_args *a)
 	if (a->op == WEFT_PREMUL_SUM)
 		return premul_then(state, a, reduce_flat);
 	int rc;
-	struct ah_ctx *c = ready_ctx(state, &rc);
+	struct ah_ctx *c = ready_ctx(state, a, &rc);
 	if (rc)
 		return rc;
 	struct root_plan b = {.a = a, .es = esize(a->dtype)};
@@ -543,7 +544,7 @@ static int a2a_plan_fn(void *arg, struct ah_ctx *c, uint64_t t)
 static int alltoall_direct(void *state, const struct weft_coll_args *a)
 {
 	int rc;
-	struct ah_ctx *c = ready_ctx(state, &rc);
+	struct ah_ctx *c = ready_ctx(state, a, &rc);
 	if (rc)
 		return rc;
 	struct root_plan b = {.a = a, .es = esize(a->dtype)};
@@ -657,6 +658,7 @@ static int sendrecv_direct(void *state, const struct weft_coll_args *a)
 		if ((tx || rx) && (rc = ah_ensure_peer(c, p)))
 			goto out_free;
 	}
+	ah_call_begin(c, a);
 	rc = ah_run(c, rounds, p2p_plan_fn, NULL, &s);
 out_free:
 	free(s.cur);

@@ -152,6 +152,8 @@ static void ctx_free(struct ah_ctx *c)
 	free(c->rx_dst);
 	free(c->doff);
 	free(c->dbytes);
+	free(c->ssig);
+	free(c->rsig);
 
 	free(c);
 }
@@ -194,11 +196,13 @@ static int ctx_create(const struct weft_algo_comm *ac, struct ah_ctx **out)
 	c->rx_dst = calloc(n, sizeof(*c->rx_dst));
 	c->doff = calloc(n, sizeof(*c->doff));
 	c->dbytes = calloc(n, sizeof(*c->dbytes));
+	c->ssig = calloc(n, sizeof(*c->ssig));
+	c->rsig = calloc(n, sizeof(*c->rsig));
 	c->temp = malloc(c->chunk);
 	c->hdr = AH_HDR_BYTES(n);
 	c->scratch_base = ah_alloc_area(c, c->hdr + c->area * n, &c->scratch_tp);
 	c->staging = ah_alloc_area(c, c->area * n, &c->staging_tp);
-	if (!c->peers || !c->tx_src || !c->tx_bytes || !c->rx_bytes || !c->rx_ptr || !c->rx_dst || !c->temp || !c->doff || !c->dbytes ||
+	if (!c->peers || !c->tx_src || !c->tx_bytes || !c->rx_bytes || !c->rx_ptr || !c->rx_dst || !c->temp || !c->doff || !c->dbytes || !c->ssig || !c->rsig ||
 	    !c->scratch_base || !c->staging) {
 		AH_LOG(WEFT_LOG_ERROR, "out of memory for %zu bytes of scratch and staging", 2 * c->area * n);
 		goto err_free;
@@ -558,6 +562,84 @@ static int tok_wait(struct ah_ctx *c, struct ah_peer *p, enum tok t, uint64_t va
 	return c->prim->sem_wait(sem, value);
 }
 
+/* ------------------------------------------------------ call signatures
+ * An entry {number, signature} is written before the token (or publish count,
+ * or direct line) that announces the number, and read after it: number 0
+ * first, so a reader that sees the same number before and after reading the
+ * signature has a signature written with it. An entry rewritten for a later
+ * call before this rank read it is simply not checked here (the heartbeats
+ * still compare the calls). */
+
+void ah_call_begin(struct ah_ctx *c, const struct weft_coll_args *a)
+{
+	int has = a->size >= offsetof(struct weft_coll_args, p2p_sig) + sizeof(a->p2p_sig);
+	c->call_no++;
+	c->csig = has ? a->sig : 0;
+	int p2p = has && a->coll == WEFT_COLL_SENDRECV;
+	for (int p = 0; p < c->nranks; p++)
+		c->ssig[p] = c->rsig[p] = p2p ? 0 : c->csig;
+	if (p2p && a->p2p_sig) {
+		/* The first message each way: what the first chunk carries. */
+		const struct weft_p2p_op *ops = a->sendbuf;
+		for (size_t i = 0; i < a->count; i++) {
+			uint64_t *s = ops[i].is_send ? &c->ssig[ops[i].peer] : &c->rsig[ops[i].peer];
+			if (!*s)
+				*s = a->p2p_sig[i];
+		}
+	}
+}
+
+static void sig_store(uint64_t *ent, uint64_t no, uint64_t sig)
+{
+	uint64_t *w = ent + 2 * (no % AH_SIG_ENTRIES);
+	__atomic_store_n(&w[0], 0, __ATOMIC_RELAXED);
+#ifndef __SANITIZE_THREAD__
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+#endif
+	__atomic_store_n(&w[1], sig, __ATOMIC_RELAXED);
+	__atomic_store_n(&w[0], no, __ATOMIC_RELEASE);
+}
+
+static int sig_check(struct ah_ctx *c, const uint64_t *ent, uint64_t no, int peer, uint64_t mine)
+{
+	const uint64_t *w = ent + 2 * (no % AH_SIG_ENTRIES);
+	uint64_t a = __atomic_load_n(&w[0], __ATOMIC_ACQUIRE);
+	uint64_t theirs = __atomic_load_n(&w[1], __ATOMIC_ACQUIRE);
+	uint64_t b = __atomic_load_n(&w[0], __ATOMIC_ACQUIRE);
+	if (!mine || !theirs || a != no || b != no || theirs == mine)
+		return 0;
+	char m[128], t[128];
+	weft_kit_sig_describe(mine, m, sizeof(m));
+	weft_kit_sig_describe(theirs, t, sizeof(t));
+	const char *field = weft_kit_sig_diff(mine, theirs);
+	AH_LOG(WEFT_LOG_ERROR, "rank %d's call differs from this rank's: %s here, %s there: the %s differs", peer, m,
+	       t, field ? field : "signature");
+	return -WEFT_ERR_MISMATCH;
+}
+
+/* The first chunk of a call to peer carries the call's signature: stored in
+ * the peer's header where it is mapped, else put there from our out line
+ * (before the chunk's signal, which orders it). No put of an earlier call
+ * reads that line any more: ah_run flushes before it returns. */
+static int sig_send(struct ah_ctx *c, int peer, uint64_t no)
+{
+	struct ah_peer *p = &c->peers[peer];
+	uint64_t sig = c->ssig[peer];
+	if (!sig || p->run_sent == c->call_no)
+		return 0;
+	p->run_sent = c->call_no;
+	size_t line = 64 + (size_t)c->rank * 128;
+	if (p->rmap) {
+		char *rbase = p->rmap - c->hdr - (size_t)c->rank * c->area;
+		sig_store((uint64_t *)(rbase + line) + 1, no, sig);
+		return 0;
+	}
+	size_t out = AH_SIGOUT_OFF(c->nranks, peer);
+	sig_store((uint64_t *)(c->scratch_base + out) + 1, no, sig);
+	size_t e = 8 + 16 * (size_t)(no % AH_SIG_ENTRIES);
+	return c->prim->put(p->conn, p->rscratch, line + e, c->scratch_mem, out + e, 16);
+}
+
 static int send_chunk(struct ah_ctx *c, int peer, const void *src, size_t bytes)
 {
 	struct ah_peer *p = &c->peers[peer];
@@ -576,6 +658,8 @@ static int send_chunk(struct ah_ctx *c, int peer, const void *src, size_t bytes)
 			p->tx_flushed = n;
 		}
 	}
+	if ((rc = sig_send(c, peer, n + 1)))
+		return rc;
 	if (p->rmap) {
 		/* One copy, straight into the peer's slot. The release fence (and
 		 * sfence: memcpy may use non-temporal stores) orders it before the
@@ -608,6 +692,12 @@ static int wait_chunk(struct ah_ctx *c, int peer, const void **ptr)
 	int rc = tok_wait(c, p, TOK_DATA, n + 1);
 	if (rc)
 		return rc;
+	if (p->run_seen != c->call_no) {
+		p->run_seen = c->call_no;
+		const uint64_t *line = (const uint64_t *)(c->scratch_base + 64 + (size_t)peer * 128);
+		if ((rc = sig_check(c, line + 1, n + 1, peer, c->rsig[peer])))
+			return rc;
+	}
 	*ptr = c->scratch + (size_t)peer * c->area + (size_t)(n % c->nslots) * c->chunk;
 	return 0;
 }
@@ -772,6 +862,10 @@ int ah_direct_gather(struct ah_ctx *c, void *buf, size_t len, const size_t *off,
 	if (cached) {
 		uint64_t *line = (uint64_t *)(c->scratch_base + AH_DIR_OFF(n));
 		uint64_t seq = ++c->dir_seq;
+		if (c->csig && c->dir_sent != c->call_no) {
+			c->dir_sent = c->call_no;
+			sig_store(line + 2, seq, c->csig);
+		}
 		__atomic_store_n(&line[1], c->dir_gen, __ATOMIC_RELAXED);
 		__atomic_store_n(&line[0], seq, __ATOMIC_RELEASE);
 		/* A peer rewrites its line only after this call, which needs our
@@ -782,6 +876,11 @@ int ah_direct_gather(struct ah_ctx *c, void *buf, size_t len, const size_t *off,
 				continue;
 			if ((rc = poll_wait(c, pp, &pp->rdir[0], NULL, seq)))
 				goto err_broken;
+			if (pp->dir_seen != c->call_no) {
+				pp->dir_seen = c->call_no;
+				if ((rc = sig_check(c, pp->rdir + 2, seq, p, c->csig)))
+					goto err_broken;
+			}
 			uint64_t theirs = __atomic_load_n(&pp->rdir[1], __ATOMIC_RELAXED);
 			if (pp->rdirect && pp->rd_mine == c->dir_gen && pp->rd_theirs == theirs)
 				continue;
@@ -977,6 +1076,10 @@ int ah_pull_run(struct ah_ctx *c, uint64_t rounds, ah_fill_fn fill, ah_plan_fn c
 		c->pub_slot = c->scratch + (size_t)me * c->area + soff;
 		if ((rc = fill(arg, c, t, c->pub_slot)))
 			goto err;
+		if (c->csig && c->pull_sent != c->call_no) {
+			c->pull_sent = c->call_no;
+			sig_store(mypub + 1, m + 1, c->csig);
+		}
 #if defined(__x86_64__) || defined(__i386__)
 		__builtin_ia32_sfence();
 #endif
@@ -986,6 +1089,11 @@ int ah_pull_run(struct ah_ctx *c, uint64_t rounds, ah_fill_fn fill, ah_plan_fn c
 			struct ah_peer *pp = &c->peers[p];
 			if ((rc = poll_wait(c, pp, pp->rpub, NULL, m + 1)))
 				goto err;
+			if (pp->pull_seen != c->call_no) {
+				pp->pull_seen = c->call_no;
+				if ((rc = sig_check(c, pp->rpub + 1, m + 1, p, c->csig)))
+					goto err;
+			}
 			c->rx_ptr[p] = pp->rpubarea + soff;
 		}
 		c->rx_ptr[me] = c->pub_slot;

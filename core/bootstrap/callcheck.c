@@ -1,0 +1,324 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Call state on the heartbeats (callstate.h). The thread in a call publishes
+ * which call it is in (number and signature per communicator for
+ * collectives, message numbers and signatures per pair for send/recv); every
+ * heartbeat carries it, and the service thread compares it with what each
+ * peer said. A call that two ranks make differently, a call one rank
+ * skipped, and a peer that destroys the communicator while this rank waits
+ * for it would otherwise hang for ever, both ranks alive. */
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <weft/kit.h>
+
+#include "bootstrap.h"
+#include "callstate.h"
+#include "service.h"
+#include "log.h"
+#include "le.h"
+
+/* Heartbeat flags. */
+enum { CSF_IN_CALL = 1, CSF_IN_P2P = 2, CSF_FAILED = 4, CSF_LEAVING = 8 };
+
+int weft__bs_cs_init(struct weft__bootstrap *bs)
+{
+	bs->cs.p2p = calloc((size_t)bs->nranks, sizeof(*bs->cs.p2p));
+	bs->cs.active = calloc((size_t)bs->nranks, sizeof(*bs->cs.active));
+	return bs->cs.p2p && bs->cs.active ? 0 : -ENOMEM;
+}
+
+void weft__bs_cs_free(struct weft__bootstrap *bs)
+{
+	free(bs->cs.p2p);
+	free(bs->cs.active);
+	bs->cs.p2p = NULL;
+	bs->cs.active = NULL;
+}
+
+/* ------------------------------------------------ the caller's side */
+
+#define ST(field, v) __atomic_store_n(&(field), (v), __ATOMIC_RELAXED)
+#define LD(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
+
+static void w_begin(struct bs_callstate *cs)
+{
+	ST(cs->gen, cs->gen + 1);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
+static void w_end(struct bs_callstate *cs)
+{
+	__atomic_store_n(&cs->gen, cs->gen + 1, __ATOMIC_RELEASE);
+}
+
+void weft__bootstrap_call_begin(struct weft__bootstrap *bs, const struct weft__bs_call *c)
+{
+	struct bs_callstate *cs = &bs->cs;
+	w_begin(cs);
+	ST(cs->prev, cs->sig);
+	ST(cs->seq, c->seq);
+	ST(cs->sig, c->sig);
+	ST(cs->coll, c->coll);
+	ST(cs->dtype, c->dtype);
+	ST(cs->op, c->op);
+	ST(cs->root, c->root);
+	ST(cs->count, c->count);
+	ST(cs->in_call, 1);
+	w_end(cs);
+}
+
+void weft__bootstrap_call_end(struct weft__bootstrap *bs)
+{
+	struct bs_callstate *cs = &bs->cs;
+	w_begin(cs);
+	ST(cs->in_call, 0);
+	w_end(cs);
+}
+
+void weft__bootstrap_p2p_begin(struct weft__bootstrap *bs, int peer, uint64_t sent, uint64_t ssig, uint64_t recvd,
+			       uint64_t rsig)
+{
+	struct bs_callstate *cs = &bs->cs;
+	if (peer < 0 || peer >= bs->nranks || cs->nactive >= bs->nranks)
+		return;
+	struct bs_p2p_state *p = &cs->p2p[peer];
+	w_begin(cs);
+	ST(p->sent, sent);
+	if (ssig)
+		ST(p->ssig, ssig);
+	ST(p->recvd, recvd);
+	if (rsig)
+		ST(p->rsig, rsig);
+	ST(p->in, 1);
+	w_end(cs);
+	cs->active[cs->nactive++] = peer;
+}
+
+void weft__bootstrap_p2p_end(struct weft__bootstrap *bs)
+{
+	struct bs_callstate *cs = &bs->cs;
+	w_begin(cs);
+	for (int i = 0; i < cs->nactive; i++)
+		ST(cs->p2p[cs->active[i]].in, 0);
+	w_end(cs);
+	cs->nactive = 0;
+}
+
+void weft__bootstrap_leaving(struct weft__bootstrap *bs)
+{
+	if (!bs || !bs->thread_started)
+		return;
+	struct bs_callstate *cs = &bs->cs;
+	w_begin(cs);
+	ST(cs->leaving, 1);
+	w_end(cs);
+	pthread_mutex_lock(&bs->mu);
+	cs->push = 1;
+	pthread_mutex_unlock(&bs->mu);
+	weft__bs_wake(bs);
+}
+
+/* ------------------------------------------ the service thread's side */
+
+struct cs_snap {
+	uint32_t in_call, leaving, coll, dtype, op;
+	int32_t root;
+	uint64_t seq, sig, prev, count;
+	struct bs_p2p_state p; /* with one peer */
+};
+
+/* A consistent copy of this rank's state (the pair part for peer, if >= 0). */
+static void snap(struct weft__bootstrap *bs, int peer, struct cs_snap *s)
+{
+	struct bs_callstate *cs = &bs->cs;
+	for (;;) {
+		uint32_t g = __atomic_load_n(&cs->gen, __ATOMIC_ACQUIRE);
+		if (g & 1) {
+			sched_yield();
+			continue;
+		}
+		s->in_call = LD(cs->in_call);
+		s->leaving = LD(cs->leaving);
+		s->seq = LD(cs->seq);
+		s->sig = LD(cs->sig);
+		s->prev = LD(cs->prev);
+		s->coll = LD(cs->coll);
+		s->dtype = LD(cs->dtype);
+		s->op = LD(cs->op);
+		s->root = LD(cs->root);
+		s->count = LD(cs->count);
+		memset(&s->p, 0, sizeof(s->p));
+		if (peer >= 0) {
+			s->p.sent = LD(cs->p2p[peer].sent);
+			s->p.ssig = LD(cs->p2p[peer].ssig);
+			s->p.recvd = LD(cs->p2p[peer].recvd);
+			s->p.rsig = LD(cs->p2p[peer].rsig);
+			s->p.in = LD(cs->p2p[peer].in);
+		}
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (LD(cs->gen) == g)
+			return;
+	}
+}
+
+void weft__bs_cs_encode(struct weft__bootstrap *bs, int peer, uint8_t *out)
+{
+	struct cs_snap s;
+	snap(bs, peer, &s);
+	int st = weft__bootstrap_status(bs);
+	uint32_t flags = (s.in_call ? CSF_IN_CALL : 0) | (s.p.in ? CSF_IN_P2P : 0) | (st ? CSF_FAILED : 0) |
+			 (s.leaving ? CSF_LEAVING : 0);
+	put32(out, flags);
+	put32(out + 4, (uint32_t)st);
+	put64(out + 8, s.seq);
+	put64(out + 16, s.sig);
+	put64(out + 24, s.prev);
+	put32(out + 32, s.coll);
+	put32(out + 36, s.dtype);
+	put32(out + 40, s.op);
+	put32(out + 44, (uint32_t)s.root);
+	put64(out + 48, s.count);
+	put64(out + 56, s.p.sent);
+	put64(out + 64, s.p.ssig);
+	put64(out + 72, s.p.recvd);
+	put64(out + 80, s.p.rsig);
+}
+
+const char *weft__bs_cs_heard(struct weft__bootstrap *bs, int peer, const uint8_t *p, size_t len)
+{
+	if (len != CS_LEN)
+		return "sent a heartbeat of the wrong length (another weft version?)";
+	struct bs_peer_state *ps = &bs->peers[peer].cs;
+	ps->flags = get32(p);
+	ps->fail = (int32_t)get32(p + 4);
+	ps->seq = get64(p + 8);
+	ps->sig = get64(p + 16);
+	ps->prev = get64(p + 24);
+	ps->coll = get32(p + 32);
+	ps->dtype = get32(p + 36);
+	ps->op = get32(p + 40);
+	ps->root = (int32_t)get32(p + 44);
+	ps->count = get64(p + 48);
+	ps->psent = get64(p + 56);
+	ps->pssig = get64(p + 64);
+	ps->precvd = get64(p + 72);
+	ps->prsig = get64(p + 80);
+	ps->have = 1;
+	return NULL;
+}
+
+static void fail_with(struct weft__bootstrap *bs, int err)
+{
+	weft__bs_fail_locked(bs, err);
+	bs->cs.push = 1;
+}
+
+/* Logs the two calls, decoded, and the field that differs. full: the peer's
+ * state describes the very call (same number), so the counts can be shown. */
+static void report(struct weft__bootstrap *bs, int peer, const char *what, uint64_t mine, uint64_t theirs,
+		   const struct cs_snap *s, const struct bs_peer_state *ps, int full)
+{
+	char a[128], b[128];
+	weft_kit_sig_describe(mine, a, sizeof(a));
+	weft_kit_sig_describe(theirs, b, sizeof(b));
+	const char *field = weft_kit_sig_diff(mine, theirs);
+	if (full && field && !strcmp(field, "count"))
+		WEFT_ERROR("%s disagree: rank %d made %s with count %llu, rank %d %s with count %llu: the %s "
+			   "differs; the communicator fails on every rank",
+			   what, bs->rank, a, (unsigned long long)s->count, peer, b, (unsigned long long)ps->count,
+			   field);
+	else
+		WEFT_ERROR("%s disagree: rank %d made %s, rank %d %s: the %s differs; the communicator fails on "
+			   "every rank",
+			   what, bs->rank, a, peer, b, field ? field : "signature");
+}
+
+/* A peer that failed: a mismatch it found fails this rank too; any failure
+ * does while this rank destroys the communicator (a pack's last barrier may
+ * wait for that peer, which will not come). */
+static void peer_failed(struct weft__bootstrap *bs, int i, const struct bs_peer_state *ps, const struct cs_snap *s)
+{
+	if (ps->fail == -WEFT_ERR_MISMATCH) {
+		WEFT_ERROR("rank %d found that the ranks' calls disagree (its log says how); the communicator fails "
+			   "here too",
+			   i);
+		fail_with(bs, -WEFT_ERR_MISMATCH);
+	} else if (s->leaving) {
+		WEFT_INFO("bootstrap: rank %d failed (%s) while this rank destroys the communicator", i,
+			  weft_kit_errname(ps->fail));
+		weft__bs_fail_locked(bs, -WEFT_ERR_PEER);
+	}
+}
+
+/* A peer that began weft_comm_destroy: this rank fails a call it waits in
+ * that the peer never made. */
+static void peer_leaving(struct weft__bootstrap *bs, int i, const struct bs_peer_state *ps, const struct cs_snap *s)
+{
+	if (s->in_call && ps->seq < s->seq) {
+		WEFT_ERROR("rank %d destroyed the communicator during call %llu (it made %llu collective calls)", i,
+			   (unsigned long long)s->seq, (unsigned long long)ps->seq);
+		weft__bs_fail_locked(bs, -WEFT_ERR_PEER);
+	} else if (s->p.in && (ps->psent < s->p.recvd || ps->precvd < s->p.sent)) {
+		WEFT_ERROR("rank %d destroyed the communicator while this rank exchanges with it (it sent %llu of the "
+			   "%llu messages this rank receives, and posted %llu of the %llu receives for this rank's)",
+			   i, (unsigned long long)ps->psent, (unsigned long long)s->p.recvd,
+			   (unsigned long long)ps->precvd, (unsigned long long)s->p.sent);
+		weft__bs_fail_locked(bs, -WEFT_ERR_PEER);
+	}
+}
+
+static void check_peer(struct weft__bootstrap *bs, int i, double now)
+{
+	struct bs_peer_state *ps = &bs->peers[i].cs;
+	struct cs_snap s;
+	snap(bs, i, &s);
+	if (ps->flags & CSF_FAILED) {
+		peer_failed(bs, i, ps, &s);
+		return;
+	}
+	/* Collectives: every rank makes every call, numbered alike. */
+	if (s.seq && ps->seq == s.seq && ps->sig != s.sig) {
+		report(bs, i, "collective calls", s.sig, ps->sig, &s, ps, 1);
+		fail_with(bs, -WEFT_ERR_MISMATCH);
+		return;
+	}
+	if (s.in_call && s.seq && ps->seq == s.seq + 1 && ps->prev != s.sig) {
+		report(bs, i, "collective calls", s.sig, ps->prev, &s, ps, 0);
+		fail_with(bs, -WEFT_ERR_MISMATCH);
+		return;
+	}
+	if (s.in_call && s.seq && ps->seq >= s.seq + 2) {
+		if (!ps->ahead_since) {
+			ps->ahead_since = now;
+		} else if (now - ps->ahead_since >= bs->p.hb_interval) {
+			WEFT_ERROR("collective calls disagree: rank %d waits in call %llu while rank %d is in call %llu: "
+				   "a call was skipped or made differently; the communicator fails on every rank",
+				   bs->rank, (unsigned long long)s.seq, i, (unsigned long long)ps->seq);
+			fail_with(bs, -WEFT_ERR_MISMATCH);
+			return;
+		}
+	} else {
+		ps->ahead_since = 0;
+	}
+	/* Send/recv: its k-th message to this rank against this rank's k-th
+	 * receive from it (each side checks its receives). */
+	if (s.p.recvd && ps->psent == s.p.recvd && ps->pssig && s.p.rsig && ps->pssig != s.p.rsig) {
+		report(bs, i, "send/recv calls", s.p.rsig, ps->pssig, &s, ps, 0);
+		fail_with(bs, -WEFT_ERR_MISMATCH);
+		return;
+	}
+	if (ps->flags & CSF_LEAVING)
+		peer_leaving(bs, i, ps, &s);
+}
+
+void weft__bs_cs_check(struct weft__bootstrap *bs, double now)
+{
+	for (int i = 0; i < bs->nranks && weft__bootstrap_status(bs) == 0; i++) {
+		struct peer *pe = &bs->peers[i];
+		if (i != bs->rank && pe->up && pe->cs.have)
+			check_peer(bs, i, now);
+	}
+}

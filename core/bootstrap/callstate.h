@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Call state on the heartbeats (callcheck.c): what call each rank is in, so
+ * that ranks whose calls disagree, or a peer that leaves during a call, fail
+ * the call instead of hanging it (docs/reliability.md, "Calls that disagree").
+ * Types and functions only: service.h holds the state. */
+#ifndef WEFT_CORE_BOOTSTRAP_CALLSTATE_H
+#define WEFT_CORE_BOOTSTRAP_CALLSTATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* This rank's state, written by the thread in the call (one per comm) and
+ * read by the service thread: a sequence lock (gen odd while writing), every
+ * field an atomic, so a write costs a few plain stores and no lock. */
+struct bs_p2p_state {
+	uint64_t sent, ssig;   /* messages posted to the peer so far, the last one's signature */
+	uint64_t recvd, rsig;  /* receives posted from the peer so far, the last one's signature */
+	uint32_t in;           /* in a batch with this peer now */
+};
+
+struct bs_callstate {
+	uint32_t gen;
+	uint32_t in_call; /* inside collective seq now */
+	uint32_t leaving; /* weft_comm_destroy has begun */
+	uint64_t seq, sig, prev;
+	uint32_t coll, dtype, op;
+	int32_t root;
+	uint64_t count;
+	struct bs_p2p_state *p2p; /* per peer */
+	int *active;              /* the peers of the batch in progress (caller's thread only) */
+	int nactive;
+	int push; /* tell every peer now (a mismatch, a destroy); service thread and mu */
+};
+
+/* What a peer's last heartbeat said; service thread only. */
+struct bs_peer_state {
+	int have;
+	uint32_t flags;
+	int32_t fail;
+	uint64_t seq, sig, prev;
+	uint32_t coll, dtype, op;
+	int32_t root;
+	uint64_t count;
+	uint64_t psent, pssig, precvd, prsig; /* its messages to this rank, its receives from it */
+	double ahead_since; /* when this rank, in a call, first saw the peer two or more calls on */
+};
+
+/* Heartbeat payload bytes (bootstrap protocol 2). */
+#define CS_LEN 88
+
+struct weft__bootstrap;
+
+int weft__bs_cs_init(struct weft__bootstrap *bs);
+void weft__bs_cs_free(struct weft__bootstrap *bs);
+/* Encodes this rank's state for peer into out (CS_LEN bytes). */
+void weft__bs_cs_encode(struct weft__bootstrap *bs, int peer, uint8_t *out);
+/* A peer's heartbeat payload; returns a reason when malformed, else NULL.
+ * Service thread, bs->mu held. */
+const char *weft__bs_cs_heard(struct weft__bootstrap *bs, int peer, const uint8_t *p, size_t len);
+/* Compares this rank's state with every peer's, failing the bootstrap on a
+ * mismatch or a peer that left during this rank's call. Service thread,
+ * bs->mu held. */
+void weft__bs_cs_check(struct weft__bootstrap *bs, double now);
+
+#endif
