@@ -41,6 +41,12 @@
  *                     the comm is broken and destroy returns;
  *   ALGO/peer-killed  rank 1 dies by SIGKILL right before a large call: the
  *                     survivors as above;
+ *   ALGO/mismatch     the last rank makes the call with another datatype of
+ *                     the same size (send/recv: one more element): every
+ *                     rank that waits on that rank's data (or is it) gets
+ *                     -WEFT_ERR_MISMATCH from that call, every other rank
+ *                     from it or a later one, within 3 s: the pack compares
+ *                     the call's signature;
  *   ALGO/device       CUDA buffers on a stream, device scalars for
  *                     premul_sum (skipped without a GPU, and for algorithms
  *                     that declare no device memory).
@@ -1494,6 +1500,105 @@ static int rank_killed(int rank, int n, void *arg)
 	return survivor_call(&R, &c, DEAD_BOUND_S, "rank 1's death");
 }
 
+/* ------------------------------------------------------------ mismatch */
+#define MISMATCH_BOUND_S 3.0 /* two heartbeat intervals and a margin */
+
+/* Whether rank's own call must fail when the last rank's call differs: it
+ * waits on data from that rank, or is that rank and waits on another's
+ * (send/recv: the ring of op_issue, each rank sending to the next). The
+ * other ranks' calls agree with the ranks they wait on, so theirs may
+ * succeed, with the right data; their later calls fail. */
+static int fails_at_once(int rank, int n, int root)
+{
+	switch (g_algo.coll) {
+	case WEFT_COLL_BROADCAST: return rank == n - 1 && rank != root;
+	case WEFT_COLL_REDUCE: return rank == root;
+	case WEFT_COLL_SENDRECV: return rank == 0 || rank == n - 1;
+	default: return 1;
+	}
+}
+
+/* Another datatype of the same size, so that every rank's call moves the
+ * same bytes and only the signature tells them apart. */
+static enum weft_datatype twin_type(enum weft_datatype t)
+{
+	switch (t) {
+	case WEFT_FLOAT32: return WEFT_INT32;
+	case WEFT_INT32: return WEFT_FLOAT32;
+	case WEFT_FLOAT64: return WEFT_INT64;
+	case WEFT_INT64: return WEFT_FLOAT64;
+	case WEFT_FLOAT16: return WEFT_BFLOAT16;
+	case WEFT_BFLOAT16: return WEFT_FLOAT16;
+	case WEFT_INT8: return WEFT_UINT8;
+	case WEFT_UINT8: return WEFT_INT8;
+	case WEFT_UINT32: return WEFT_INT32;
+	case WEFT_UINT64: return WEFT_INT64;
+	case WEFT_FP8_E4M3: return WEFT_FP8_E5M2;
+	default: return WEFT_FP8_E4M3;
+	}
+}
+
+/* The last rank makes the call with another datatype of the same size (a
+ * send/recv batch: one more element): the pack must compare the call's
+ * signature (weft_coll_args.sig, ABI 0.3) and fail with -WEFT_ERR_MISMATCH
+ * rather than return what it moved (fails_at_once says where); every other
+ * rank's calls fail within the bound too. */
+static int rank_mismatch(int rank, int n, void *arg)
+{
+	struct rk R;
+	int rc = rk_up(&R, rank, n);
+	if (rc)
+		return rc;
+	struct pk_call c = {.seed = 0x5161ull, .root = 0};
+	if ((rc = pick_served(&R, 4096, &c)) != 0)
+		return rc;
+	/* Every rank is done with that call before one disagrees. A rank still
+	 * leaving the barrier when the others found the disagreement sees the
+	 * communicator's failure there: it made no call that could go wrong. */
+	double t0 = now_s();
+	rc = weft_comm_barrier(R.comm);
+	if (rc == -WEFT_ERR_MISMATCH) {
+		weft_comm_destroy(R.comm);
+		return 0;
+	}
+	RCHECK(rc == 0, "weft_comm_barrier returned %d (%s)", rc, weft_strerror(rc));
+	if (n == 1) {
+		note_skip(rank, "one rank: no peer to disagree with");
+		weft_comm_destroy(R.comm);
+		return PK_SKIP;
+	}
+	struct pk_call d = c;
+	if (rank == n - 1) {
+		if (g_algo.coll == WEFT_COLL_SENDRECV)
+			d.count++;
+		else
+			d.dt = twin_type(c.dt);
+	}
+	char what[200];
+	describe_call(&d, n, what, sizeof(what));
+	struct pk_op o;
+	if (op_prepare(&R, &d, &o) != 0)
+		return 1;
+	struct watchdog w;
+	if (watchdog_start(&w, rank, MISMATCH_BOUND_S + 2.0, "a call the ranks made differently"))
+		return 1;
+	rc = op_issue(&R, &o);
+	while (rc == 0 && !fails_at_once(rank, n, c.root) && now_s() - t0 < MISMATCH_BOUND_S) {
+		usleep(20 * 1000);
+		rc = op_issue(&R, &o);
+	}
+	double dt = now_s() - t0;
+	watchdog_stop(&w);
+	op_free(&R, &o);
+	RCHECK(rc == -WEFT_ERR_MISMATCH,
+	       "%s on rank %d, against %s on rank %d, returned %d (%s), not -WEFT_ERR_MISMATCH: the pack must "
+	       "compare the call's signature (weft_coll_args.sig) with its peers'",
+	       what, rank, rank == n - 1 ? "the other type" : "another type", n - 1, rc, weft_strerror(rc));
+	RCHECK(dt < MISMATCH_BOUND_S, "%s: -WEFT_ERR_MISMATCH only after %.1f s", what, dt);
+	weft_comm_destroy(R.comm);
+	return 0;
+}
+
 /* -------------------------------------------------------------- device */
 static int rank_device(int rank, int n, void *arg)
 {
@@ -1539,6 +1644,7 @@ static int rank_device(int rank, int n, void *arg)
 static const struct pk_kind kinds[] = {
 	{"dtypes-ops", rank_dtypes, -1}, {"sizes", rank_sizes, -1},         {"groups", rank_groups, -1},
 	{"abort", rank_abort, -1},       {"peer-killed", rank_killed, VICTIM}, {"device", rank_device, -1},
+	{"mismatch", rank_mismatch, -1},
 };
 #define NKINDS (int)(sizeof(kinds) / sizeof(kinds[0]))
 
@@ -1574,6 +1680,11 @@ static void describe_kind(const struct pk_algo *a, const char *kind, char *buf, 
 			 "%s: rank 0 aborts its comm inside a call: -WEFT_ERR_ABORTED there, every other rank's call "
 			 "ends within the peer timeout",
 			 cn);
+	else if (strcmp(kind, "mismatch") == 0)
+		snprintf(buf, len,
+			 "%s: the last rank makes the call with another datatype of the same size (send/recv: one more "
+			 "element): -WEFT_ERR_MISMATCH on every rank within %.0f s (the pack compares signatures)",
+			 cn, MISMATCH_BOUND_S);
 	else if (strcmp(kind, "peer-killed") == 0)
 		snprintf(buf, len, "%s: rank 1 dies by SIGKILL before a large call: the survivors' calls end within the "
 			 "peer timeout plus 8 s", cn);

@@ -5,6 +5,7 @@
  * API (struct weft_prim_api) and the support kit's reductions (weft/kit.h).
  * docs/plugin-abi.md section 8 is the specification. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -18,6 +19,11 @@
 /* Bytes of one rank's chunk. Calls larger than this run as several rounds;
  * small, so that the tests' calls cross chunk boundaries. */
 #define SP_SLOT ((size_t)16 << 10)
+/* Ahead of each slot's data, 64 bytes that carry the call's signature
+ * (ABI 0.3's weft_coll_args.sig) in the first round of a call, so that
+ * ranks whose calls disagree fail instead of mixing their data. */
+#define SP_HDR ((size_t)64)
+#define SP_STRIDE (SP_HDR + SP_SLOT)
 
 /* How data moves: every rank has one registered buffer of nranks slots, slot r
  * holding rank r's current chunk. Each round a rank copies its chunk into its
@@ -42,7 +48,7 @@ struct sp_comm {
 	weft_comm_t *comm;
 	int rank, nranks;
 	struct sp_peer *peers; /* nranks entries; our own is unused */
-	char *slots;           /* nranks * SP_SLOT bytes */
+	char *slots;           /* nranks * SP_STRIDE bytes */
 	weft_mem_t *mem;       /* slots, registered once for the life of the comm */
 	uint64_t round;        /* rounds run so far: tokens only grow, across calls */
 	int broken;            /* the error that left the ranks out of step, or 0 */
@@ -52,7 +58,12 @@ struct sp_comm {
 
 static char *sp_slot(const struct sp_comm *s, int r)
 {
-	return s->slots + (size_t)r * SP_SLOT;
+	return s->slots + (size_t)r * SP_STRIDE + SP_HDR;
+}
+
+static uint64_t *sp_sig(const struct sp_comm *s, int r)
+{
+	return (uint64_t *)(s->slots + (size_t)r * SP_STRIDE);
 }
 
 /* ---------------------------------------------------- per-communicator state */
@@ -116,16 +127,16 @@ static int sp_comm_setup(const struct weft_algo_comm *ac, void **pack_state)
 	s->nranks = ac->nranks;
 	int rc = -ENOMEM;
 	s->peers = core->calloc((size_t)ac->nranks, sizeof(*s->peers));
-	s->slots = core->calloc((size_t)ac->nranks, SP_SLOT);
+	s->slots = core->calloc((size_t)ac->nranks, SP_STRIDE);
 	if (!s->peers || !s->slots) {
 		SP_LOG(s, WEFT_LOG_ERROR, "out of memory for %d slots of %zu bytes", ac->nranks, SP_SLOT);
 		goto err_teardown;
 	}
 	/* Plain memory: a pack that wants shm's mapped segments asks
 	 * prim->mem_alloc for it instead (algo-host does). */
-	rc = s->prim->mem_register(s->comm, s->slots, (size_t)s->nranks * SP_SLOT, WEFT_MEM_HOST, &s->mem);
+	rc = s->prim->mem_register(s->comm, s->slots, (size_t)s->nranks * SP_STRIDE, WEFT_MEM_HOST, &s->mem);
 	if (rc) {
-		SP_LOG(s, WEFT_LOG_ERROR, "cannot register %zu bytes of slots: %s", (size_t)s->nranks * SP_SLOT,
+		SP_LOG(s, WEFT_LOG_ERROR, "cannot register %zu bytes of slots: %s", (size_t)s->nranks * SP_STRIDE,
 		       weft_kit_strerror(rc));
 		goto err_teardown;
 	}
@@ -157,15 +168,43 @@ static int sp_fail(struct sp_comm *s, int rc, const char *what, int peer)
 	return rc;
 }
 
+/* The call's signature, when the core gives one (ABI 0.3; 0: unchecked). */
+static uint64_t sp_call_sig(const struct weft_coll_args *a)
+{
+	return a->size >= offsetof(struct weft_coll_args, sig) + sizeof(a->sig) ? a->sig : 0;
+}
+
+/* Every peer's signature, which came with its chunk, against ours. */
+static int sp_check_sigs(struct sp_comm *s, uint64_t sig)
+{
+	for (int r = 0; r < s->nranks; r++) {
+		uint64_t theirs = *sp_sig(s, r);
+		if (r == s->rank || theirs == sig)
+			continue;
+		char m[128], t[128];
+		weft_kit_sig_describe(sig, m, sizeof(m));
+		weft_kit_sig_describe(theirs, t, sizeof(t));
+		const char *field = weft_kit_sig_diff(sig, theirs);
+		SP_LOG(s, WEFT_LOG_ERROR, "rank %d's call differs from this rank's: %s here, %s there: the %s differs",
+		       r, m, t, field ? field : "signature");
+		s->broken = -WEFT_ERR_MISMATCH;
+		return -WEFT_ERR_MISMATCH;
+	}
+	return 0;
+}
+
 /* One round: our slot holds len bytes of our chunk; on return every slot holds
  * its rank's chunk. Every token a rank raises is awaited by its target within
- * the same round, so nothing lands here after a call has returned. */
-static int sp_exchange(struct sp_comm *s, size_t len)
+ * the same round, so nothing lands here after a call has returned. sig, when
+ * not 0, goes ahead of our chunk and is compared with every peer's (the
+ * call's first round). */
+static int sp_exchange(struct sp_comm *s, size_t len, uint64_t sig)
 {
 	const struct weft_prim_api *pr = s->prim;
 	const uint64_t k = ++s->round;
-	const uint64_t off = (uint64_t)s->rank * SP_SLOT;
+	const uint64_t off = (uint64_t)s->rank * SP_STRIDE;
 	int rc;
+	*sp_sig(s, s->rank) = sig;
 	/* Round k-1 is consumed: each peer may rewrite its slot here. Raised
 	 * before any wait, so no rank waits on one that is itself waiting. */
 	for (int r = 0; r < s->nranks; r++)
@@ -177,7 +216,7 @@ static int sp_exchange(struct sp_comm *s, size_t len)
 			continue;
 		if ((rc = pr->sem_wait(p->free_sem, k)))
 			return sp_fail(s, rc, "waiting for", r);
-		if ((rc = pr->put(p->conn, p->rslots, off, s->mem, off, len)))
+		if ((rc = pr->put(p->conn, p->rslots, off, s->mem, off, SP_HDR + len)))
 			return sp_fail(s, rc, "put to", r);
 		/* Ordered after the put: the peer sees the data by the time it sees k. */
 		if ((rc = pr->signal(p->conn, p->data_rsem, k)))
@@ -191,7 +230,7 @@ static int sp_exchange(struct sp_comm *s, size_t len)
 	for (int r = 0; r < s->nranks; r++)
 		if (r != s->rank && (rc = pr->flush(s->peers[r].conn)))
 			return sp_fail(s, rc, "flush to", r);
-	return 0;
+	return sig ? sp_check_sigs(s, sig) : 0;
 }
 
 /* ---------------------------------------------------------- the algorithms */
@@ -233,7 +272,7 @@ static int sp_allreduce(void *state, const struct weft_coll_args *a)
 			weft_kit_scale(a->dtype, sp_slot(s, s->rank), in + at * es, a->scalar_host, n);
 		else
 			memcpy(sp_slot(s, s->rank), in + at * es, n * es);
-		int rc = sp_exchange(s, n * es);
+		int rc = sp_exchange(s, n * es, at == 0 ? sp_call_sig(a) : 0);
 		if (rc)
 			return rc;
 		/* Rank order on every rank, so that every rank gets the same bits. */
@@ -262,7 +301,7 @@ static int sp_allgather(void *state, const struct weft_coll_args *a)
 	for (size_t at = 0; at < a->count; at += per) {
 		size_t n = a->count - at < per ? a->count - at : per;
 		memcpy(sp_slot(s, s->rank), in + at * es, n * es);
-		int rc = sp_exchange(s, n * es);
+		int rc = sp_exchange(s, n * es, at == 0 ? sp_call_sig(a) : 0);
 		if (rc)
 			return rc;
 		for (int r = 0; r < s->nranks; r++)
