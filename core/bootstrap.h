@@ -104,9 +104,7 @@ const volatile uint32_t *weft__bootstrap_fail_word(const struct weft__bootstrap 
  * few stores, no lock. One thread per comm (the one in the call). */
 struct weft__bs_call {
 	uint64_t seq, sig; /* the call's number (from 1) and signature (kit.h) */
-	uint32_t coll, dtype, op;
-	int32_t root;
-	uint64_t count;
+	uint64_t count;    /* for the log: the signature holds only a hash of it */
 };
 void weft__bootstrap_call_begin(struct weft__bootstrap *bs, const struct weft__bs_call *c);
 void weft__bootstrap_call_end(struct weft__bootstrap *bs);

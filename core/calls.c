@@ -83,7 +83,7 @@ static int run_p2p_batch(weft_comm_t *comm, struct weft_p2p_op *ops, size_t n, v
 	return weft__coll_run(comm, &a);
 }
 
-static int run_claimed(weft_comm_t *comm, const char *fn, const struct weft_coll_args *args,
+static int run_claimed(weft_comm_t *comm, const char *fn, struct weft_coll_args *args,
 		       struct weft_p2p_op *ops, size_t n, void *stream);
 
 WEFT_API int weft_group_start(void)
@@ -239,7 +239,7 @@ static int bytes_of(size_t count, enum weft_datatype type, size_t mult, const ch
 
 /* A call runs with the communicator claimed for this thread (handles.h); a
  * grouped one is claimed when weft_group_end runs it. */
-static int run_claimed(weft_comm_t *comm, const char *fn, const struct weft_coll_args *args,
+static int run_claimed(weft_comm_t *comm, const char *fn, struct weft_coll_args *args,
 		       struct weft_p2p_op *ops, size_t n, void *stream)
 {
 	int rc = weft__comm_enter(comm, fn);
@@ -250,7 +250,7 @@ static int run_claimed(weft_comm_t *comm, const char *fn, const struct weft_coll
 	return rc;
 }
 
-static int submit(weft_comm_t *comm, const struct weft_coll_args *args)
+static int submit(weft_comm_t *comm, struct weft_coll_args *args)
 {
 	if (grp.depth > 0)
 		return grp_push(comm, args, NULL, NULL);

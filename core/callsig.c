@@ -97,8 +97,7 @@ int weft__callsig_begin(weft_comm_t *comm, struct weft_coll_args *a)
 	uint64_t seq = ++comm->calls;
 	a->sig = weft_kit_sig_make(seq, a->coll, a->dtype, op, rooted ? a->root : -1,
 				   weft_kit_sig_mix((uint64_t)a->coll, a->count));
-	struct weft__bs_call c = {.seq = seq, .sig = a->sig, .coll = (uint32_t)a->coll, .dtype = (uint32_t)a->dtype,
-				  .op = (uint32_t)op, .root = rooted ? a->root : -1, .count = a->count};
+	struct weft__bs_call c = {.seq = seq, .sig = a->sig, .count = a->count};
 	weft__bootstrap_call_begin(comm->bs, &c);
 	return 0;
 }

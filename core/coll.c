@@ -662,16 +662,15 @@ static int coll_run(weft_comm_t *comm, const struct weft_coll_args *args);
 
 /* Every call is numbered and signed, a call of count 0 too, so that a rank
  * that passes 0 where its peers pass more is caught rather than skipped. */
-int weft__coll_run(weft_comm_t *comm, const struct weft_coll_args *in)
+int weft__coll_run(weft_comm_t *comm, struct weft_coll_args *args)
 {
 	int rc = prim_comm_status(comm);
 	if (rc != 0)
 		return rc;
-	struct weft_coll_args args = *in;
-	if ((rc = weft__callsig_begin(comm, &args)) != 0)
+	if ((rc = weft__callsig_begin(comm, args)) != 0)
 		return rc;
-	rc = args.count == 0 ? 0 : coll_run(comm, &args);
-	weft__callsig_end(comm, &args);
+	rc = args->count == 0 ? 0 : coll_run(comm, args);
+	weft__callsig_end(comm, args);
 	if (rc != 0) {
 		/* A pack that found the ranks' calls disagree fails the
 		 * communicator on every rank; any error after the communicator
@@ -764,7 +763,8 @@ WEFT_API int weft__coll_execute(weft_comm_t *comm, const struct weft_coll_args *
 	if (!comm || !args || args->size < sizeof(*args) || (int)args->coll < 0 || args->coll >= WEFT_COLL_COUNT ||
 	    (int)args->mem_type < 0 || args->mem_type >= WEFT_MEM_TYPE_COUNT)
 		return -EINVAL;
-	return weft__coll_run(comm, args);
+	struct weft_coll_args a = *args;
+	return weft__coll_run(comm, &a);
 }
 
 /* ------------------------------------------------------------ weft-info */

@@ -17,9 +17,10 @@
 void weft__coll_comm_cleanup(weft_comm_t *comm);
 
 /* Runs one collective call (or a fused point-to-point batch) whose arguments
- * are checked: picks the algorithm, sets it up on first use, executes it.
- * 0 or the error (logged where it is found). Used by calls.c. */
-int weft__coll_run(weft_comm_t *comm, const struct weft_coll_args *args);
+ * are checked: numbers and signs it (args->sig, args->p2p_sig), picks the
+ * algorithm, sets it up on first use, executes it. 0 or the error (logged
+ * where it is found). Used by calls.c. */
+int weft__coll_run(weft_comm_t *comm, struct weft_coll_args *args);
 
 /* The primitive API table lent to packs (weft.h's own functions). */
 const struct weft_prim_api *weft__coll_prim_api(void);

@@ -61,10 +61,6 @@ void weft__bootstrap_call_begin(struct weft__bootstrap *bs, const struct weft__b
 	ST(cs->prev, cs->sig);
 	ST(cs->seq, c->seq);
 	ST(cs->sig, c->sig);
-	ST(cs->coll, c->coll);
-	ST(cs->dtype, c->dtype);
-	ST(cs->op, c->op);
-	ST(cs->root, c->root);
 	ST(cs->count, c->count);
 	ST(cs->in_call, 1);
 	w_end(cs);
@@ -124,8 +120,7 @@ void weft__bootstrap_leaving(struct weft__bootstrap *bs)
 /* ------------------------------------------ the service thread's side */
 
 struct cs_snap {
-	uint32_t in_call, leaving, coll, dtype, op;
-	int32_t root;
+	uint32_t in_call, leaving;
 	uint64_t seq, sig, prev, count;
 	struct bs_p2p_state p; /* with one peer */
 };
@@ -145,10 +140,6 @@ static void snap(struct weft__bootstrap *bs, int peer, struct cs_snap *s)
 		s->seq = LD(cs->seq);
 		s->sig = LD(cs->sig);
 		s->prev = LD(cs->prev);
-		s->coll = LD(cs->coll);
-		s->dtype = LD(cs->dtype);
-		s->op = LD(cs->op);
-		s->root = LD(cs->root);
 		s->count = LD(cs->count);
 		memset(&s->p, 0, sizeof(s->p));
 		if (peer >= 0) {
@@ -176,15 +167,11 @@ void weft__bs_cs_encode(struct weft__bootstrap *bs, int peer, uint8_t *out)
 	put64(out + 8, s.seq);
 	put64(out + 16, s.sig);
 	put64(out + 24, s.prev);
-	put32(out + 32, s.coll);
-	put32(out + 36, s.dtype);
-	put32(out + 40, s.op);
-	put32(out + 44, (uint32_t)s.root);
-	put64(out + 48, s.count);
-	put64(out + 56, s.p.sent);
-	put64(out + 64, s.p.ssig);
-	put64(out + 72, s.p.recvd);
-	put64(out + 80, s.p.rsig);
+	put64(out + 32, s.count);
+	put64(out + 40, s.p.sent);
+	put64(out + 48, s.p.ssig);
+	put64(out + 56, s.p.recvd);
+	put64(out + 64, s.p.rsig);
 }
 
 const char *weft__bs_cs_heard(struct weft__bootstrap *bs, int peer, const uint8_t *p, size_t len)
@@ -197,15 +184,11 @@ const char *weft__bs_cs_heard(struct weft__bootstrap *bs, int peer, const uint8_
 	ps->seq = get64(p + 8);
 	ps->sig = get64(p + 16);
 	ps->prev = get64(p + 24);
-	ps->coll = get32(p + 32);
-	ps->dtype = get32(p + 36);
-	ps->op = get32(p + 40);
-	ps->root = (int32_t)get32(p + 44);
-	ps->count = get64(p + 48);
-	ps->psent = get64(p + 56);
-	ps->pssig = get64(p + 64);
-	ps->precvd = get64(p + 72);
-	ps->prsig = get64(p + 80);
+	ps->count = get64(p + 32);
+	ps->psent = get64(p + 40);
+	ps->pssig = get64(p + 48);
+	ps->precvd = get64(p + 56);
+	ps->prsig = get64(p + 64);
 	ps->have = 1;
 	return NULL;
 }

@@ -22,10 +22,8 @@ struct bs_callstate {
 	uint32_t gen;
 	uint32_t in_call; /* inside collective seq now */
 	uint32_t leaving; /* weft_comm_destroy has begun */
-	uint64_t seq, sig, prev;
-	uint32_t coll, dtype, op;
-	int32_t root;
-	uint64_t count;
+	uint64_t seq, sig, prev; /* the last collective, its signature, the one before */
+	uint64_t count;          /* its count, for the log (the signature holds a hash) */
 	struct bs_p2p_state *p2p; /* per peer */
 	int *active;              /* the peers of the batch in progress (caller's thread only) */
 	int nactive;
@@ -37,16 +35,13 @@ struct bs_peer_state {
 	int have;
 	uint32_t flags;
 	int32_t fail;
-	uint64_t seq, sig, prev;
-	uint32_t coll, dtype, op;
-	int32_t root;
-	uint64_t count;
+	uint64_t seq, sig, prev, count;
 	uint64_t psent, pssig, precvd, prsig; /* its messages to this rank, its receives from it */
 	double ahead_since; /* when this rank, in a call, first saw the peer two or more calls on */
 };
 
 /* Heartbeat payload bytes (bootstrap protocol 2). */
-#define CS_LEN 88
+#define CS_LEN 72
 
 struct weft__bootstrap;
 
