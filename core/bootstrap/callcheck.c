@@ -19,9 +19,10 @@
 #include "service.h"
 #include "log.h"
 #include "le.h"
+#include "net.h"
 
 /* Heartbeat flags. */
-enum { CSF_IN_CALL = 1, CSF_IN_P2P = 2, CSF_FAILED = 4, CSF_LEAVING = 8 };
+enum { CSF_IN_CALL = 1, CSF_IN_P2P = 2, CSF_FAILED = 4, CSF_LEAVING = 8, CSF_IN_BATCH = 16 };
 
 int weft__bs_cs_init(struct weft__bootstrap *bs)
 {
@@ -89,6 +90,7 @@ void weft__bootstrap_p2p_begin(struct weft__bootstrap *bs, int peer, uint64_t se
 	if (rsig)
 		ST(p->rsig, rsig);
 	ST(p->in, 1);
+	ST(cs->in_p2p, 1);
 	w_end(cs);
 	cs->active[cs->nactive++] = peer;
 }
@@ -99,6 +101,8 @@ void weft__bootstrap_p2p_end(struct weft__bootstrap *bs)
 	w_begin(cs);
 	for (int i = 0; i < cs->nactive; i++)
 		ST(cs->p2p[cs->active[i]].in, 0);
+	ST(cs->in_p2p, 0);
+	ST(cs->batches, cs->batches + 1);
 	w_end(cs);
 	cs->nactive = 0;
 }
@@ -120,7 +124,8 @@ void weft__bootstrap_leaving(struct weft__bootstrap *bs)
 /* ------------------------------------------ the service thread's side */
 
 struct cs_snap {
-	uint32_t in_call, leaving;
+	uint32_t in_call, in_p2p, leaving;
+	uint64_t batches;
 	uint64_t seq, sig, prev, count;
 	struct bs_p2p_state p; /* with one peer */
 };
@@ -136,6 +141,8 @@ static void snap(struct weft__bootstrap *bs, int peer, struct cs_snap *s)
 			continue;
 		}
 		s->in_call = LD(cs->in_call);
+		s->in_p2p = LD(cs->in_p2p);
+		s->batches = LD(cs->batches);
 		s->leaving = LD(cs->leaving);
 		s->seq = LD(cs->seq);
 		s->sig = LD(cs->sig);
@@ -161,7 +168,8 @@ void weft__bs_cs_encode(struct weft__bootstrap *bs, int peer, uint8_t *out)
 	snap(bs, peer, &s);
 	int st = weft__bootstrap_status(bs);
 	uint32_t flags = (s.in_call ? CSF_IN_CALL : 0) | (s.p.in ? CSF_IN_P2P : 0) | (st ? CSF_FAILED : 0) |
-			 (s.leaving ? CSF_LEAVING : 0);
+			 (s.leaving ? CSF_LEAVING : 0) | (s.in_p2p ? CSF_IN_BATCH : 0);
+	double in_state = weft__bs_now_s() - bs->cs.obs_since;
 	put32(out, flags);
 	put32(out + 4, (uint32_t)st);
 	put64(out + 8, s.seq);
@@ -172,6 +180,7 @@ void weft__bs_cs_encode(struct weft__bootstrap *bs, int peer, uint8_t *out)
 	put64(out + 48, s.p.ssig);
 	put64(out + 56, s.p.recvd);
 	put64(out + 64, s.p.rsig);
+	put64(out + 72, in_state > 0 ? (uint64_t)(in_state * 1000) : 0);
 }
 
 const char *weft__bs_cs_heard(struct weft__bootstrap *bs, int peer, const uint8_t *p, size_t len)
@@ -189,6 +198,7 @@ const char *weft__bs_cs_heard(struct weft__bootstrap *bs, int peer, const uint8_
 	ps->pssig = get64(p + 48);
 	ps->precvd = get64(p + 56);
 	ps->prsig = get64(p + 64);
+	ps->in_state_s = (double)get64(p + 72) / 1000;
 	ps->have = 1;
 	return NULL;
 }
@@ -229,6 +239,11 @@ static void peer_failed(struct weft__bootstrap *bs, int i, const struct bs_peer_
 			   "here too",
 			   i);
 		fail_with(bs, -WEFT_ERR_MISMATCH);
+	} else if (ps->fail == -ETIMEDOUT) {
+		WEFT_ERROR("rank %d's call waited past core.stall_timeout (its log names the stuck ranks); the "
+			   "communicator fails here too",
+			   i);
+		fail_with(bs, -ETIMEDOUT);
 	} else if (s->leaving) {
 		WEFT_INFO("bootstrap: rank %d failed (%s) while this rank destroys the communicator", i,
 			  weft_kit_errname(ps->fail));
@@ -297,8 +312,94 @@ static void check_peer(struct weft__bootstrap *bs, int i, double now)
 		peer_leaving(bs, i, ps, &s);
 }
 
+/* ---------------------------------------------------------------- stalls */
+
+/* Where peer i is, as its last heartbeat said, for a stall line. */
+static int where(const struct bs_peer_state *ps, char *buf, size_t len)
+{
+	if (ps->flags & CSF_IN_CALL)
+		return snprintf(buf, len, "in call %llu for %.1f s", (unsigned long long)ps->seq, ps->in_state_s);
+	if (ps->flags & CSF_IN_BATCH)
+		return snprintf(buf, len, "in a send/recv for %.1f s", ps->in_state_s);
+	return snprintf(buf, len, "not in weft for %.1f s (after call %llu)", ps->in_state_s,
+			(unsigned long long)ps->seq);
+}
+
+/* The ranks this rank's wait is on that have not reached it (all: every
+ * peer), and where they are. Returns how many. */
+static int stuck_list(struct weft__bootstrap *bs, const struct cs_snap *s, int all, char *buf, size_t len)
+{
+	size_t k = 0;
+	int n = 0;
+	buf[0] = '\0';
+	for (int i = 0; i < bs->nranks && k < len; i++) {
+		struct peer *pe = &bs->peers[i];
+		if (i == bs->rank || !pe->up || !pe->cs.have)
+			continue;
+		const struct bs_peer_state *ps = &pe->cs;
+		int behind = s->in_call ? ps->seq < s->seq
+					: s->in_p2p && ps->psent < LD(bs->cs.p2p[i].recvd) && LD(bs->cs.p2p[i].in);
+		if (!behind && !all)
+			continue;
+		char w[96];
+		where(ps, w, sizeof(w));
+		int m = snprintf(buf + k, len - k, "%srank %d %s", n ? "; " : "", i, w);
+		if (m > 0)
+			k += (size_t)m < len - k ? (size_t)m : len - k - 1;
+		n++;
+	}
+	return n;
+}
+
+/* A call this rank waits in for stall_warn (and then every stall_warn) is
+ * named with the ranks that have not reached it; past stall_timeout it fails
+ * with -ETIMEDOUT, and the peers with it. A stuck rank heartbeats, so it is
+ * never declared dead. */
+static void stall_check(struct weft__bootstrap *bs, double now)
+{
+	struct bs_callstate *cs = &bs->cs;
+	struct cs_snap s;
+	snap(bs, -1, &s);
+	uint32_t in = s.in_call | s.in_p2p << 1;
+	if (!cs->obs_since || s.seq != cs->obs_seq || s.batches != cs->obs_sent || in != cs->obs_in) {
+		cs->obs_seq = s.seq;
+		cs->obs_sent = s.batches;
+		cs->obs_in = in;
+		cs->obs_since = now;
+		cs->next_warn = now + bs->p.stall_warn;
+		return;
+	}
+	if (!in || weft__bootstrap_status(bs) != 0)
+		return;
+	double waited = now - cs->obs_since;
+	int timeout = bs->p.stall_timeout > 0 && waited >= bs->p.stall_timeout;
+	if (!timeout && !(bs->p.stall_warn > 0 && now >= cs->next_warn))
+		return;
+	char what[64], list[1024];
+	if (s.in_call)
+		snprintf(what, sizeof(what), "call %llu", (unsigned long long)s.seq);
+	else
+		snprintf(what, sizeof(what), "a send/recv");
+	int n = stuck_list(bs, &s, 0, list, sizeof(list));
+	/* Every peer reached the call: one of them is stuck inside it; say
+	 * where each is. */
+	const char *lead = n ? "not reached by " : "every peer reached it: ";
+	if (!n)
+		stuck_list(bs, &s, 1, list, sizeof(list));
+	if (timeout) {
+		WEFT_ERROR("%s waited %.1f s, past core.stall_timeout (%g s): %s%s; the communicator fails on every "
+			   "rank with -ETIMEDOUT",
+			   what, waited, bs->p.stall_timeout, lead, list);
+		fail_with(bs, -ETIMEDOUT);
+		return;
+	}
+	WEFT_WARN("%s has waited %.1f s: %s%s", what, waited, lead, list);
+	cs->next_warn = now + bs->p.stall_warn;
+}
+
 void weft__bs_cs_check(struct weft__bootstrap *bs, double now)
 {
+	stall_check(bs, now);
 	for (int i = 0; i < bs->nranks && weft__bootstrap_status(bs) == 0; i++) {
 		struct peer *pe = &bs->peers[i];
 		if (i != bs->rank && pe->up && pe->cs.have)

@@ -21,6 +21,8 @@ struct bs_p2p_state {
 struct bs_callstate {
 	uint32_t gen;
 	uint32_t in_call; /* inside collective seq now */
+	uint32_t in_p2p;  /* inside a send/recv batch now */
+	uint64_t batches; /* send/recv batches completed */
 	uint32_t leaving; /* weft_comm_destroy has begun */
 	uint64_t seq, sig, prev; /* the last collective, its signature, the one before */
 	uint64_t count;          /* its count, for the log (the signature holds a hash) */
@@ -28,6 +30,11 @@ struct bs_callstate {
 	int *active;              /* the peers of the batch in progress (caller's thread only) */
 	int nactive;
 	int push; /* tell every peer now (a mismatch, a destroy); service thread and mu */
+	/* Service thread only: the state it last saw (number, in a call) and
+	 * since when, and when it next warns of a stall. */
+	uint64_t obs_seq, obs_sent, obs_recvd;
+	uint32_t obs_in;
+	double obs_since, next_warn;
 };
 
 /* What a peer's last heartbeat said; service thread only. */
@@ -37,11 +44,12 @@ struct bs_peer_state {
 	int32_t fail;
 	uint64_t seq, sig, prev, count;
 	uint64_t psent, pssig, precvd, prsig; /* its messages to this rank, its receives from it */
+	double in_state_s; /* how long it had been in that state when it said so */
 	double ahead_since; /* when this rank, in a call, first saw the peer two or more calls on */
 };
 
 /* Heartbeat payload bytes (bootstrap protocol 2). */
-#define CS_LEN 72
+#define CS_LEN 80
 
 struct weft__bootstrap;
 

@@ -81,6 +81,10 @@ int weft__bs_params_load(struct bs_params *p)
 			   p->hb_interval, HB_INTERVAL_MIN, p->peer_timeout / 3);
 		return -WEFT_ERR_CONFIG;
 	}
+	/* 0 turns each off; their declared bounds refused the rest. */
+	if ((rc = weft__param_get("core", "stall_warn", WEFT_PARAM_DOUBLE, &p->stall_warn, NULL)) ||
+	    (rc = weft__param_get("core", "stall_timeout", WEFT_PARAM_DOUBLE, &p->stall_timeout, NULL)))
+		return rc;
 	/* A stranger's connection must not hold a slot for the whole rendezvous. */
 	p->hs_timeout = p->timeout < HS_TIMEOUT_MAX ? p->timeout : HS_TIMEOUT_MAX;
 	return 0;

@@ -11,6 +11,8 @@ struct bs_params {
 	double peer_timeout;
 	double hb_interval;
 	double hs_timeout;   /* one handshake */
+	double stall_warn;   /* 0: off */
+	double stall_timeout; /* 0: off */
 	uint64_t max_msg;
 	const char *root;    /* strings are owned by the config module */
 	const char *secret;

@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Ranks alive but stuck: rank 1 stops making calls while rank 0 waits in
+ * one, either back in application code (asleep) or spinning there. With
+ * core.stall_warn = 0.5 s, rank 0's log names rank 1 as not having reached
+ * the call ("not in weft for"); with core.stall_timeout = 2 s the call
+ * returns -ETIMEDOUT on rank 0 and rank 1's next call does too. Neither is
+ * ever declared dead (-WEFT_ERR_PEER): a stuck rank still heartbeats. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <weft/weft.h>
+
+#include "testlib.h"
+
+static struct weft_unique_id g_id;
+static char *g_dir;
+
+enum how { ASLEEP, SPINNING };
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int rank_main(int rank, int nranks, void *arg)
+{
+	enum how how = *(const enum how *)arg;
+	char log[600];
+	snprintf(log, sizeof(log), "%s/rank%d.log", g_dir, rank);
+	/* The log is set up before the fork (stderr): catch this rank's. */
+	int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0 || dup2(fd, 2) < 0)
+		return 7;
+	close(fd);
+	weft_comm_t *comm = NULL;
+	if (weft_comm_create(&g_id, nranks, rank, &comm) != 0)
+		return 2;
+	float x[16] = {0}, y[16];
+	if (weft_allreduce(x, y, 16, WEFT_FLOAT32, WEFT_SUM, comm, NULL) != 0)
+		return 3;
+	double t0 = now_s();
+	if (rank == 1) {
+		/* Back in application code, making no call, for longer than
+		 * the stall timeout. */
+		if (how == ASLEEP)
+			usleep(4000 * 1000);
+		else
+			while (now_s() - t0 < 4.0)
+				__asm__ volatile("" ::: "memory");
+		int rc = weft_allreduce(x, y, 16, WEFT_FLOAT32, WEFT_SUM, comm, NULL);
+		weft_comm_destroy(comm);
+		if (rc != -ETIMEDOUT) {
+			fprintf(stderr, "rank 1: its next call returned %d (%s), not -ETIMEDOUT\n", rc, weft_strerror(rc));
+			return 4;
+		}
+		return 0;
+	}
+	int rc = weft_allreduce(x, y, 16, WEFT_FLOAT32, WEFT_SUM, comm, NULL);
+	double dt = now_s() - t0;
+	weft_comm_destroy(comm);
+	if (rc != -ETIMEDOUT || dt < 1.9 || dt > 3.0) {
+		fprintf(stderr, "rank 0: %d (%s) after %.2f s, not -ETIMEDOUT after 2 s\n", rc, weft_strerror(rc), dt);
+		return 5;
+	}
+	char *text = wt_read_file(log);
+	int ok = text && strstr(text, "call 2 has waited") && strstr(text, "not reached by rank 1 not in weft for") &&
+		 strstr(text, "past core.stall_timeout") && !strstr(text, "failed: silent");
+	if (!ok)
+		fprintf(stderr, "rank 0's log lacks the stall lines, or declared a peer dead:\n%s\n", text ? text : "");
+	free(text);
+	return ok ? 0 : 6;
+}
+
+static void run(enum how how)
+{
+	g_dir = wt_mkdtemp("stall");
+	ck_assert_ptr_nonnull(g_dir);
+	ck_assert_int_eq(weft_get_unique_id(&g_id), 0);
+	int bad = wt_fork_ranks(2, rank_main, &how, 30);
+	wt_rmdir(g_dir);
+	free(g_dir);
+	ck_assert_int_eq(bad, 0);
+}
+
+START_TEST(rank_back_in_application_asleep)
+{
+	run(ASLEEP);
+}
+END_TEST
+
+START_TEST(rank_spinning_in_application)
+{
+	run(SPINNING);
+}
+END_TEST
+
+int main(void)
+{
+	setenv("WEFT_CORE_BOOTSTRAP_ADDR", "127.0.0.1", 1);
+	setenv("WEFT_CORE_PLUGINS", "shm,algo-host", 1);
+	setenv("WEFT_CORE_HEARTBEAT_INTERVAL", "0.1", 1);
+	setenv("WEFT_CORE_PEER_TIMEOUT", "1", 1);
+	setenv("WEFT_CORE_STALL_WARN", "0.5", 1);
+	setenv("WEFT_CORE_STALL_TIMEOUT", "2", 1);
+	Suite *s = suite_create("stall");
+	TCase *tc = tcase_create("stall");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, rank_back_in_application_asleep);
+	tcase_add_test(tc, rank_spinning_in_application);
+	suite_add_tcase(s, tc);
+	return wt_run_suite(s);
+}
