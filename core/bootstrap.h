@@ -113,6 +113,10 @@ void weft__bootstrap_call_end(struct weft__bootstrap *bs);
 void weft__bootstrap_p2p_begin(struct weft__bootstrap *bs, int peer, uint64_t sent, uint64_t ssig, uint64_t recvd,
 			       uint64_t rsig);
 void weft__bootstrap_p2p_end(struct weft__bootstrap *bs);
+/* Where this rank is (its call, for how long) and where each peer is, as
+ * their heartbeats said: text for weft-info --where, lines of two spaces'
+ * indent. Any thread. */
+void weft__bootstrap_where(struct weft__bootstrap *bs, char *buf, size_t len);
 /* weft_comm_destroy begins: peers waiting for this rank in a call it never
  * made are told now, and fail that call. */
 void weft__bootstrap_leaving(struct weft__bootstrap *bs);

@@ -12,6 +12,7 @@
 
 #include "base.h"
 #include "callsig.h"
+#include "status.h"
 #include "coll.h"
 #include "config.h"
 #include "conn.h"
@@ -232,6 +233,7 @@ WEFT_API int weft_comm_create(const struct weft_unique_id *id, int nranks, int r
 		weft__topo_comm_detach(comm);
 		goto err_close_transports;
 	}
+	weft__status_start();
 	*out = comm;
 	return 0;
 

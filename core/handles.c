@@ -83,6 +83,17 @@ void weft__comm_live_remove(weft_comm_t *comm)
 	pthread_mutex_unlock(&live_lock);
 }
 
+void weft__comm_live_each(void (*fn)(weft_comm_t *comm, void *arg), void *arg)
+{
+	pthread_mutex_lock(&live_lock);
+	for (unsigned i = 0; i < LIVE_SLOTS; i++) {
+		uintptr_t v = atomic_load_explicit(&live[i], memory_order_relaxed);
+		if (v != 0 && v != TOMB)
+			fn((weft_comm_t *)v, arg);
+	}
+	pthread_mutex_unlock(&live_lock);
+}
+
 int weft__comm_check(const weft_comm_t *comm, const char *fn)
 {
 	if (!comm) {

@@ -14,6 +14,9 @@
  * full (WEFT__LIVE_MAX communicators at once). */
 int weft__comm_live_add(weft_comm_t *comm);
 void weft__comm_live_remove(weft_comm_t *comm);
+/* Calls fn on every live communicator, with the set locked: none is
+ * destroyed meanwhile (weft_comm_destroy removes it first). */
+void weft__comm_live_each(void (*fn)(weft_comm_t *comm, void *arg), void *arg);
 
 /* 0 for a live communicator; -EINVAL, logged with fn, for NULL or a handle that
  * is not (destroyed, or never made). Reads nothing through the handle. */

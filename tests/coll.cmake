@@ -44,5 +44,6 @@ endif()
 # -ETIMEDOUT after core.stall_timeout on every rank, and no rank is declared dead.
 if(TARGET weft-plugin-algo-host AND TARGET weft-plugin-shm)
   weft_add_test(test_stall SOURCES test_stall.c LABELS mp TIMEOUT 120)
-  add_dependencies(test_stall weft-plugin-algo-host weft-plugin-shm)
+  target_compile_definitions(test_stall PRIVATE RT_WEFT_INFO="$<TARGET_FILE:weft-info>")
+  add_dependencies(test_stall weft-plugin-algo-host weft-plugin-shm weft-info)
 endif()

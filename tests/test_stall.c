@@ -4,7 +4,9 @@
  * core.stall_warn = 0.5 s, rank 0's log names rank 1 as not having reached
  * the call ("not in weft for"); with core.stall_timeout = 2 s the call
  * returns -ETIMEDOUT on rank 0 and rank 1's next call does too. Neither is
- * ever declared dead (-WEFT_ERR_PEER): a stuck rank still heartbeats. */
+ * ever declared dead (-WEFT_ERR_PEER): a stuck rank still heartbeats. While
+ * asleep, rank 1 asks rank 0 where it is, as a user would: weft-info --where
+ * PID through rank 0's status socket (core.status_socket = 1). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -44,15 +46,31 @@ static int rank_main(int rank, int nranks, void *arg)
 	if (weft_comm_create(&g_id, nranks, rank, &comm) != 0)
 		return 2;
 	float x[16] = {0}, y[16];
+	long pid = (long)getpid(), pids[2];
+	if (weft_comm_allgather(comm, &pid, pids, sizeof(pid)) != 0)
+		return 8;
 	if (weft_allreduce(x, y, 16, WEFT_FLOAT32, WEFT_SUM, comm, NULL) != 0)
 		return 3;
 	double t0 = now_s();
 	if (rank == 1) {
 		/* Back in application code, making no call, for longer than
 		 * the stall timeout. */
-		if (how == ASLEEP)
-			usleep(4000 * 1000);
-		else
+		if (how == ASLEEP) {
+			usleep(1200 * 1000);
+			char cmd[700];
+			int status = 0;
+			snprintf(cmd, sizeof(cmd), "%s --where %ld", RT_WEFT_INFO, pids[0]);
+			char *out = wt_run_capture(cmd, &status);
+			int ok = out && status == 0 && strstr(out, "rank 0 of 2") && strstr(out, "in call 2 (allreduce") &&
+				 strstr(out, "rank 1: not in weft for");
+			if (!ok)
+				fprintf(stderr, "rank 1: weft-info --where %ld (status %d) said:\n%s\n", pids[0], status,
+					out ? out : "");
+			free(out);
+			if (!ok)
+				return 9;
+			usleep(2800 * 1000);
+		} else
 			while (now_s() - t0 < 4.0)
 				__asm__ volatile("" ::: "memory");
 		int rc = weft_allreduce(x, y, 16, WEFT_FLOAT32, WEFT_SUM, comm, NULL);
@@ -83,8 +101,17 @@ static void run(enum how how)
 {
 	g_dir = wt_mkdtemp("stall");
 	ck_assert_ptr_nonnull(g_dir);
+	/* The status sockets go in a folder of this run. */
+	setenv("XDG_RUNTIME_DIR", g_dir, 1);
 	ck_assert_int_eq(weft_get_unique_id(&g_id), 0);
 	int bad = wt_fork_ranks(2, rank_main, &how, 30);
+	for (int r = 0; bad && r < 2; r++) {
+		char path[600];
+		snprintf(path, sizeof(path), "%s/rank%d.log", g_dir, r);
+		char *text = wt_read_file(path);
+		fprintf(stderr, "--- rank %d's stderr:\n%s\n", r, text ? text : "(none)");
+		free(text);
+	}
 	wt_rmdir(g_dir);
 	free(g_dir);
 	ck_assert_int_eq(bad, 0);
@@ -110,6 +137,7 @@ int main(void)
 	setenv("WEFT_CORE_PEER_TIMEOUT", "1", 1);
 	setenv("WEFT_CORE_STALL_WARN", "0.5", 1);
 	setenv("WEFT_CORE_STALL_TIMEOUT", "2", 1);
+	setenv("WEFT_CORE_STATUS_SOCKET", "1", 1);
 	Suite *s = suite_create("stall");
 	TCase *tc = tcase_create("stall");
 	tcase_set_timeout(tc, 60);

@@ -37,6 +37,9 @@ static void usage(FILE *out)
 		"                 (default 1; a launcher's real layout is not read for it)\n"
 		"      --mem T    memory type assumed by --select: host, cuda or hip (default host;\n"
 		"                 weft_connect chooses for host, weft_connect_mem for the type it names)\n"
+		"      --where PID  print where process PID's communicators are (the call each waits\n"
+		"                 in and for how long, where each peer is), through the status socket\n"
+		"                 it opens with [core] status_socket = 1 (same user only); exit 2 if none\n"
 		"      --version  print the versions of weft-info and of the libweft.so it runs with\n"
 		"  -h, --help     print this help\n"
 		"\n"
@@ -171,6 +174,20 @@ int main(int argc, char **argv)
 				printf(" (%s)", info.dli_fname);
 			printf(", plugin ABI %d.%d\n", WEFT_PLUGIN_ABI_MAJOR, WEFT_PLUGIN_ABI_MINOR);
 			return 0;
+		} else if (strcmp(a, "--where") == 0) {
+			char *end;
+			long pid = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : 0;
+			if (i + 1 >= argc || *argv[i + 1] == '\0' || *end != '\0' || pid <= 0) {
+				fprintf(stderr, "weft-info: --where needs a process id\n");
+				return 2;
+			}
+			int wrc = weft_info_where(pid, stdout);
+			if (wrc == -ESRCH)
+				fprintf(stderr, "weft-info: process %ld has no status socket (not a weft process of this "
+						"user, or [core] status_socket is not 1 there)\n", pid);
+			else if (wrc)
+				fprintf(stderr, "weft-info: cannot ask process %ld: %s\n", pid, strerror(-wrc));
+			return wrc ? 2 : 0;
 		} else if (strcmp(a, "-c") == 0 || strcmp(a, "--config") == 0) {
 			show_config = 1;
 		} else if (strcmp(a, "--select") == 0) {

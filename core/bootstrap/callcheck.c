@@ -397,6 +397,50 @@ static void stall_check(struct weft__bootstrap *bs, double now)
 	cs->next_warn = now + bs->p.stall_warn;
 }
 
+void weft__bootstrap_where(struct weft__bootstrap *bs, char *buf, size_t len)
+{
+	struct cs_snap s;
+	snap(bs, -1, &s);
+	size_t k = 0;
+	int m;
+	pthread_mutex_lock(&bs->mu);
+	double in_state = weft__bs_now_s() - bs->cs.obs_since;
+	int st = weft__bootstrap_status(bs);
+	/* "allreduce float32 sum": the decoded signature without its number
+	 * and count hash, which the line gives in full. */
+	char desc[128], *sig = desc;
+	weft_kit_sig_describe(s.sig, desc, sizeof(desc));
+	char *colon = strstr(desc, ": "), *hash = strstr(desc, ", count #");
+	if (colon)
+		sig = colon + 2;
+	if (hash)
+		*hash = '\0';
+	if (st)
+		m = snprintf(buf, len, "  failed: %s\n", weft_kit_errname(st));
+	else if (s.in_call)
+		m = snprintf(buf, len, "  in call %llu (%s, count %llu) for %.1f s\n", (unsigned long long)s.seq, sig,
+			     (unsigned long long)s.count, in_state);
+	else if (s.in_p2p)
+		m = snprintf(buf, len, "  in a send/recv for %.1f s\n", in_state);
+	else
+		m = snprintf(buf, len, "  not in weft for %.1f s (after call %llu)\n", in_state,
+			     (unsigned long long)s.seq);
+	k = m > 0 && (size_t)m < len ? (size_t)m : len;
+	for (int i = 0; i < bs->nranks && k < len; i++) {
+		const struct bs_peer_state *ps = &bs->peers[i].cs;
+		if (i == bs->rank)
+			continue;
+		char w[96] = "no heartbeat yet";
+		if (bs->peers[i].gone)
+			snprintf(w, sizeof(w), "gone");
+		else if (ps->have)
+			where(ps, w, sizeof(w));
+		m = snprintf(buf + k, len - k, "  rank %d: %s\n", i, w);
+		k = m > 0 && (size_t)m < len - k ? k + (size_t)m : len;
+	}
+	pthread_mutex_unlock(&bs->mu);
+}
+
 void weft__bs_cs_check(struct weft__bootstrap *bs, double now)
 {
 	stall_check(bs, now);

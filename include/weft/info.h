@@ -109,6 +109,13 @@ struct weft_info_algo {
  * Thread safety: any thread. */
 WEFT_API int weft_info_algorithms(struct weft_info_algo *out, int max);
 
+/* Writes to out what process pid (of this user, with [core] status_socket =
+ * 1) says of its communicators: each one's rank, the call it is in and for
+ * how long, and where each peer is. 0, -ESRCH (no status socket for that
+ * process), -EPERM (the socket's folder is not this user's alone), or an
+ * errno of the connection. Thread safety: any thread. */
+WEFT_API int weft_info_where(long pid, FILE *out);
+
 /* "pack/algorithm" of the algorithm that served comm's last collective, or
  * NULL when none ran. Lives until exit. Thread safety: one thread per comm. */
 WEFT_API const char *weft_info_last_algorithm(weft_comm_t *comm);
