@@ -9,6 +9,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* How many of its last collectives' signatures a heartbeat carries: a peer
+ * up to this many calls ahead is compared exactly, whatever calls it made
+ * (a broadcast's or reduce's senders run ahead of the receivers). */
+#define CS_HIST 8
+
 /* This rank's state, written by the thread in the call (one per comm) and
  * read by the service thread: a sequence lock (gen odd while writing), every
  * field an atomic, so a write costs a few plain stores and no lock. */
@@ -24,7 +29,8 @@ struct bs_callstate {
 	uint32_t in_p2p;  /* inside a send/recv batch now */
 	uint64_t batches; /* send/recv batches completed */
 	uint32_t leaving; /* weft_comm_destroy has begun */
-	uint64_t seq, sig, prev; /* the last collective, its signature, the one before */
+	uint64_t seq, sig; /* the last collective and its signature */
+	uint64_t hist[CS_HIST]; /* the signatures of the last CS_HIST, call k at k % CS_HIST */
 	uint64_t count;          /* its count, for the log (the signature holds a hash) */
 	struct bs_p2p_state *p2p; /* per peer */
 	int *active;              /* the peers of the batch in progress (caller's thread only) */
@@ -42,14 +48,14 @@ struct bs_peer_state {
 	int have;
 	uint32_t flags;
 	int32_t fail;
-	uint64_t seq, sig, prev, count;
+	uint64_t seq, sig, count;
+	uint64_t hist[CS_HIST];
 	uint64_t psent, pssig, precvd, prsig; /* its messages to this rank, its receives from it */
 	double in_state_s; /* how long it had been in that state when it said so */
-	double ahead_since; /* when this rank, in a call, first saw the peer two or more calls on */
 };
 
 /* Heartbeat payload bytes (bootstrap protocol 2). */
-#define CS_LEN 80
+#define CS_LEN (72 + 8 * CS_HIST)
 
 struct weft__bootstrap;
 

@@ -600,7 +600,7 @@ static void sig_store(uint64_t *ent, uint64_t no, uint64_t sig)
 	__atomic_store_n(&w[0], no, __ATOMIC_RELEASE);
 }
 
-static int sig_check(struct ah_ctx *c, const uint64_t *ent, uint64_t no, int peer, uint64_t mine)
+static int sig_check(const uint64_t *ent, uint64_t no, int peer, uint64_t mine)
 {
 	const uint64_t *w = ent + 2 * (no % AH_SIG_ENTRIES);
 	uint64_t a = __atomic_load_n(&w[0], __ATOMIC_ACQUIRE);
@@ -695,7 +695,7 @@ static int wait_chunk(struct ah_ctx *c, int peer, const void **ptr)
 	if (p->run_seen != c->call_no) {
 		p->run_seen = c->call_no;
 		const uint64_t *line = (const uint64_t *)(c->scratch_base + 64 + (size_t)peer * 128);
-		if ((rc = sig_check(c, line + 1, n + 1, peer, c->rsig[peer])))
+		if ((rc = sig_check(line + 1, n + 1, peer, c->rsig[peer])))
 			return rc;
 	}
 	*ptr = c->scratch + (size_t)peer * c->area + (size_t)(n % c->nslots) * c->chunk;
@@ -878,7 +878,7 @@ int ah_direct_gather(struct ah_ctx *c, void *buf, size_t len, const size_t *off,
 				goto err_broken;
 			if (pp->dir_seen != c->call_no) {
 				pp->dir_seen = c->call_no;
-				if ((rc = sig_check(c, pp->rdir + 2, seq, p, c->csig)))
+				if ((rc = sig_check(pp->rdir + 2, seq, p, c->csig)))
 					goto err_broken;
 			}
 			uint64_t theirs = __atomic_load_n(&pp->rdir[1], __ATOMIC_RELAXED);
@@ -1091,7 +1091,7 @@ int ah_pull_run(struct ah_ctx *c, uint64_t rounds, ah_fill_fn fill, ah_plan_fn c
 				goto err;
 			if (pp->pull_seen != c->call_no) {
 				pp->pull_seen = c->call_no;
-				if ((rc = sig_check(c, pp->rpub + 1, m + 1, p, c->csig)))
+				if ((rc = sig_check(pp->rpub + 1, m + 1, p, c->csig)))
 					goto err;
 			}
 			c->rx_ptr[p] = pp->rpubarea + soff;
