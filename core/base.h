@@ -150,7 +150,7 @@ struct weft_comm {
 	int check_calls;
 	uint64_t calls;
 	uint64_t *pair_msgs;
-	int *pair_mark;
+	uint64_t *pair_last; /* two per peer, scratch of a batch */
 	uint64_t *p2p_sig;
 	size_t p2p_cap;
 

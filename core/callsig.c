@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Call signatures: the core numbers every collective call per communicator,
- * and every send/recv batch per pair of ranks that exchange in it, and packs
+ * and every send/recv message per direction of its pair of ranks, and packs
  * the call's shape into 64 bits (kit.h's layout). Ranks that make different
  * calls then have different signatures, which packs compare in band and the
- * heartbeats compare out of band (bootstrap/callstate.c). */
+ * heartbeats compare out of band (bootstrap/callcheck.c). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,22 +24,16 @@ int weft__callsig_init(weft_comm_t *comm)
 	comm->check_calls = on;
 	size_t n = (size_t)comm->nranks;
 	comm->pair_msgs = calloc(2 * n, sizeof(*comm->pair_msgs));
-	comm->pair_mark = calloc(n, sizeof(*comm->pair_mark));
-	return comm->pair_msgs && comm->pair_mark ? 0 : -ENOMEM;
+	comm->pair_last = calloc(2 * n, sizeof(*comm->pair_last));
+	return comm->pair_msgs && comm->pair_last ? 0 : -ENOMEM;
 }
 
 void weft__callsig_free(weft_comm_t *comm)
 {
 	free(comm->pair_msgs);
-	free(comm->pair_mark);
+	free(comm->pair_last);
 	free(comm->p2p_sig);
-	comm->pair_msgs = comm->p2p_sig = NULL;
-	comm->pair_mark = NULL;
-}
-
-static int reducing(enum weft_collective c)
-{
-	return c == WEFT_COLL_ALLREDUCE || c == WEFT_COLL_REDUCE_SCATTER || c == WEFT_COLL_REDUCE;
+	comm->pair_msgs = comm->pair_last = comm->p2p_sig = NULL;
 }
 
 /* Send/recv: each message is numbered per direction of its pair, so the k-th
@@ -57,27 +51,27 @@ static int p2p_begin(weft_comm_t *comm, struct weft_coll_args *a)
 		comm->p2p_sig = s;
 		comm->p2p_cap = n;
 	}
+	/* pair_last: per peer, the signature of the batch's last send to it
+	 * and last receive from it (0: none; a signature never is). */
 	for (size_t i = 0; i < n; i++) {
-		int p = ops[i].peer;
-		uint64_t idx = ++comm->pair_msgs[2 * p + (ops[i].is_send ? 0 : 1)];
+		int p = ops[i].peer, way = ops[i].is_send ? 0 : 1;
+		uint64_t idx = ++comm->pair_msgs[2 * p + way];
 		comm->p2p_sig[i] = weft_kit_sig_make(idx, WEFT_COLL_SENDRECV, 0, 0, -1,
 						     weft_kit_sig_mix(0x70327073u, ops[i].bytes));
+		comm->pair_last[2 * p + way] = comm->p2p_sig[i];
 	}
-	/* The heartbeats carry, per peer of the batch, the last send and the
-	 * last receive of it (after this batch's numbering). */
+	/* The heartbeats carry, per peer of the batch, its message counts and
+	 * those last signatures; each peer is told once, then cleared. */
 	for (size_t i = 0; i < n; i++) {
 		int p = ops[i].peer;
-		if (p == comm->rank || comm->pair_mark[p])
+		uint64_t *last = &comm->pair_last[2 * p];
+		if (!last[0] && !last[1])
 			continue;
-		comm->pair_mark[p] = 1;
-		uint64_t ssig = 0, rsig = 0;
-		for (size_t j = i; j < n; j++)
-			if (ops[j].peer == p)
-				*(ops[j].is_send ? &ssig : &rsig) = comm->p2p_sig[j];
-		weft__bootstrap_p2p_begin(comm->bs, p, comm->pair_msgs[2 * p], ssig, comm->pair_msgs[2 * p + 1], rsig);
+		if (p != comm->rank)
+			weft__bootstrap_p2p_begin(comm->bs, p, comm->pair_msgs[2 * p], last[0], comm->pair_msgs[2 * p + 1],
+						  last[1]);
+		last[0] = last[1] = 0;
 	}
-	for (size_t i = 0; i < n; i++)
-		comm->pair_mark[ops[i].peer] = 0;
 	a->p2p_sig = comm->p2p_sig;
 	a->sig = weft_kit_sig_make(0, WEFT_COLL_SENDRECV, 0, 0, -1, 0);
 	return 0;
@@ -93,7 +87,7 @@ int weft__callsig_begin(weft_comm_t *comm, struct weft_coll_args *a)
 	if (a->coll == WEFT_COLL_SENDRECV)
 		return p2p_begin(comm, a);
 	int rooted = a->coll == WEFT_COLL_BROADCAST || a->coll == WEFT_COLL_REDUCE;
-	int op = reducing(a->coll) ? (int)a->op : 0;
+	int op = weft_kit_coll_reduces(a->coll) ? (int)a->op : 0;
 	uint64_t seq = ++comm->calls;
 	a->sig = weft_kit_sig_make(seq, a->coll, a->dtype, op, rooted ? a->root : -1,
 				   weft_kit_sig_mix((uint64_t)a->coll, a->count));

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include <weft/info.h>
+#include <weft/kit.h>
 
 #include "base.h"
 #include "coll.h"
@@ -693,8 +694,7 @@ static int coll_run(weft_comm_t *comm, const struct weft_coll_args *args)
 	if (!cc)
 		return -ENOMEM;
 	int nranks = comm->nranks;
-	int reducing = args->coll == WEFT_COLL_ALLREDUCE || args->coll == WEFT_COLL_REDUCE_SCATTER ||
-		       args->coll == WEFT_COLL_REDUCE;
+	int reducing = weft_kit_coll_reduces(args->coll);
 	struct query q = {.coll = (int)args->coll, .bytes = args->bytes, .nranks = nranks, .nhosts = cc->topo.nhosts,
 			  .mem = (int)args->mem_type, .op = reducing ? (int)args->op : -1};
 	int order[ncat > 0 ? ncat : 1];

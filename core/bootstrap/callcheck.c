@@ -22,7 +22,7 @@
 #include "net.h"
 
 /* Heartbeat flags. */
-enum { CSF_IN_CALL = 1, CSF_IN_P2P = 2, CSF_FAILED = 4, CSF_LEAVING = 8, CSF_IN_BATCH = 16 };
+enum { CSF_IN_CALL = 1, CSF_FAILED = 4, CSF_LEAVING = 8, CSF_IN_BATCH = 16 };
 
 int weft__bs_cs_init(struct weft__bootstrap *bs)
 {
@@ -63,7 +63,6 @@ void weft__bootstrap_call_begin(struct weft__bootstrap *bs, const struct weft__b
 	struct bs_callstate *cs = &bs->cs;
 	w_begin(cs);
 	ST(cs->seq, c->seq);
-	ST(cs->sig, c->sig);
 	ST(cs->hist[c->seq % CS_HIST], c->sig);
 	ST(cs->count, c->count);
 	ST(cs->in_call, 1);
@@ -129,7 +128,7 @@ void weft__bootstrap_leaving(struct weft__bootstrap *bs)
 struct cs_snap {
 	uint32_t in_call, in_p2p, leaving;
 	uint64_t batches;
-	uint64_t seq, sig, count;
+	uint64_t seq, sig, count; /* sig: the history's entry for seq */
 	uint64_t hist[CS_HIST];
 	struct bs_p2p_state p; /* with one peer */
 };
@@ -149,7 +148,6 @@ static void snap(struct weft__bootstrap *bs, int peer, struct cs_snap *s)
 		s->batches = LD(cs->batches);
 		s->leaving = LD(cs->leaving);
 		s->seq = LD(cs->seq);
-		s->sig = LD(cs->sig);
 		for (int k = 0; k < CS_HIST; k++)
 			s->hist[k] = LD(cs->hist[k]);
 		s->count = LD(cs->count);
@@ -161,8 +159,10 @@ static void snap(struct weft__bootstrap *bs, int peer, struct cs_snap *s)
 			s->p.rsig = LD(cs->p2p[peer].rsig);
 			s->p.in = LD(cs->p2p[peer].in);
 		}
-		if (LD(cs->gen) == g)
+		if (LD(cs->gen) == g) {
+			s->sig = s->hist[s->seq % CS_HIST];
 			return;
+		}
 	}
 }
 
@@ -171,21 +171,20 @@ void weft__bs_cs_encode(struct weft__bootstrap *bs, int peer, uint8_t *out)
 	struct cs_snap s;
 	snap(bs, peer, &s);
 	int st = weft__bootstrap_status(bs);
-	uint32_t flags = (s.in_call ? CSF_IN_CALL : 0) | (s.p.in ? CSF_IN_P2P : 0) | (st ? CSF_FAILED : 0) |
-			 (s.leaving ? CSF_LEAVING : 0) | (s.in_p2p ? CSF_IN_BATCH : 0);
+	uint32_t flags = (s.in_call ? CSF_IN_CALL : 0) | (st ? CSF_FAILED : 0) | (s.leaving ? CSF_LEAVING : 0) |
+			 (s.in_p2p ? CSF_IN_BATCH : 0);
 	double in_state = weft__bs_now_s() - bs->cs.obs_since;
 	put32(out, flags);
 	put32(out + 4, (uint32_t)st);
 	put64(out + 8, s.seq);
-	put64(out + 16, s.sig);
-	put64(out + 24, s.count);
-	put64(out + 32, s.p.sent);
-	put64(out + 40, s.p.ssig);
-	put64(out + 48, s.p.recvd);
-	put64(out + 56, s.p.rsig);
-	put64(out + 64, in_state > 0 ? (uint64_t)(in_state * 1000) : 0);
+	put64(out + 16, s.count);
+	put64(out + 24, s.p.sent);
+	put64(out + 32, s.p.ssig);
+	put64(out + 40, s.p.recvd);
+	put64(out + 48, s.p.rsig);
+	put64(out + 56, in_state > 0 ? (uint64_t)(in_state * 1000) : 0);
 	for (int k = 0; k < CS_HIST; k++)
-		put64(out + 72 + 8 * k, s.hist[k]);
+		put64(out + 64 + 8 * k, s.hist[k]);
 }
 
 const char *weft__bs_cs_heard(struct weft__bootstrap *bs, int peer, const uint8_t *p, size_t len)
@@ -196,15 +195,14 @@ const char *weft__bs_cs_heard(struct weft__bootstrap *bs, int peer, const uint8_
 	ps->flags = get32(p);
 	ps->fail = (int32_t)get32(p + 4);
 	ps->seq = get64(p + 8);
-	ps->sig = get64(p + 16);
-	ps->count = get64(p + 24);
-	ps->psent = get64(p + 32);
-	ps->pssig = get64(p + 40);
-	ps->precvd = get64(p + 48);
-	ps->prsig = get64(p + 56);
-	ps->in_state_s = (double)get64(p + 64) / 1000;
+	ps->count = get64(p + 16);
+	ps->psent = get64(p + 24);
+	ps->pssig = get64(p + 32);
+	ps->precvd = get64(p + 40);
+	ps->prsig = get64(p + 48);
+	ps->in_state_s = (double)get64(p + 56) / 1000;
 	for (int k = 0; k < CS_HIST; k++)
-		ps->hist[k] = get64(p + 72 + 8 * k);
+		ps->hist[k] = get64(p + 64 + 8 * k);
 	ps->have = 1;
 	return NULL;
 }
@@ -351,9 +349,9 @@ static void stall_check(struct weft__bootstrap *bs, double now)
 	struct cs_snap s;
 	snap(bs, -1, &s);
 	uint32_t in = s.in_call | s.in_p2p << 1;
-	if (!cs->obs_since || s.seq != cs->obs_seq || s.batches != cs->obs_sent || in != cs->obs_in) {
+	if (!cs->obs_since || s.seq != cs->obs_seq || s.batches != cs->obs_batches || in != cs->obs_in) {
 		cs->obs_seq = s.seq;
-		cs->obs_sent = s.batches;
+		cs->obs_batches = s.batches;
 		cs->obs_in = in;
 		cs->obs_since = now;
 		cs->next_warn = now + bs->p.stall_warn;

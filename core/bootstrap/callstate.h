@@ -29,8 +29,8 @@ struct bs_callstate {
 	uint32_t in_p2p;  /* inside a send/recv batch now */
 	uint64_t batches; /* send/recv batches completed */
 	uint32_t leaving; /* weft_comm_destroy has begun */
-	uint64_t seq, sig; /* the last collective and its signature */
-	uint64_t hist[CS_HIST]; /* the signatures of the last CS_HIST, call k at k % CS_HIST */
+	uint64_t seq;            /* the last collective */
+	uint64_t hist[CS_HIST];  /* the signatures of the last CS_HIST, call k at k % CS_HIST */
 	uint64_t count;          /* its count, for the log (the signature holds a hash) */
 	struct bs_p2p_state *p2p; /* per peer */
 	int *active;              /* the peers of the batch in progress (caller's thread only) */
@@ -38,7 +38,7 @@ struct bs_callstate {
 	int push; /* tell every peer now (a mismatch, a destroy); service thread and mu */
 	/* Service thread only: the state it last saw (number, in a call) and
 	 * since when, and when it next warns of a stall. */
-	uint64_t obs_seq, obs_sent, obs_recvd;
+	uint64_t obs_seq, obs_batches;
 	uint32_t obs_in;
 	double obs_since, next_warn;
 };
@@ -48,14 +48,14 @@ struct bs_peer_state {
 	int have;
 	uint32_t flags;
 	int32_t fail;
-	uint64_t seq, sig, count;
+	uint64_t seq, count;
 	uint64_t hist[CS_HIST];
 	uint64_t psent, pssig, precvd, prsig; /* its messages to this rank, its receives from it */
 	double in_state_s; /* how long it had been in that state when it said so */
 };
 
 /* Heartbeat payload bytes (bootstrap protocol 2). */
-#define CS_LEN (72 + 8 * CS_HIST)
+#define CS_LEN (64 + 8 * CS_HIST)
 
 struct weft__bootstrap;
 

@@ -1097,6 +1097,13 @@ static inline int weft_kit_params_load(const struct weft_core_api *core, const c
 #define WEFT_KIT_SIG_ROOT(s) ((int)(((s) >> 29) & 0xfffu) - 1)
 #define WEFT_KIT_SIG_SIZE(s) ((uint64_t)(s) >> 41)
 
+/* Whether a collective reduces (has an operation): allreduce, reduce-scatter
+ * and reduce. */
+static inline int weft_kit_coll_reduces(enum weft_collective c)
+{
+	return c == WEFT_COLL_ALLREDUCE || c == WEFT_COLL_REDUCE_SCATTER || c == WEFT_COLL_REDUCE;
+}
+
 /* Mixes v into h (a 64-bit finalizer, so near counts land far apart). */
 static inline uint64_t weft_kit_sig_mix(uint64_t h, uint64_t v)
 {
@@ -1146,7 +1153,7 @@ static inline void weft_kit_sig_describe(uint64_t s, char *buf, size_t len)
 	const char *cn = c >= 0 && c < 7 ? colls[c] : "?";
 	const char *tn = t < 12 ? types[t] : "?";
 	const char *on = o < 6 ? ops[o] : "?";
-	int reducing = c == WEFT_COLL_ALLREDUCE || c == WEFT_COLL_REDUCE_SCATTER || c == WEFT_COLL_REDUCE;
+	int reducing = weft_kit_coll_reduces((enum weft_collective)c);
 	char root[16] = "";
 	if (r >= 0)
 		snprintf(root, sizeof(root), " root %d", r);

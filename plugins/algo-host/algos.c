@@ -232,18 +232,13 @@ static int pl_rs_consume(void *arg, struct ah_ctx *c, uint64_t t)
 
 /* ------------------------------------------------------------ supports */
 
-static int reducing(enum weft_collective coll)
-{
-	return coll == WEFT_COLL_ALLREDUCE || coll == WEFT_COLL_REDUCE_SCATTER || coll == WEFT_COLL_REDUCE;
-}
-
 static int ah_supports(void *state, const struct weft_coll_args *a)
 {
 	if (a->mem_type != WEFT_MEM_HOST || !esize(a->dtype))
 		return -ENOTSUP;
-	if (reducing(a->coll) && !weft_kit_reduce_supported(a->dtype, a->op))
+	if (weft_kit_coll_reduces(a->coll) && !weft_kit_reduce_supported(a->dtype, a->op))
 		return -ENOTSUP;
-	if (a->op == WEFT_PREMUL_SUM && reducing(a->coll) && a->scalar_mem != WEFT_MEM_HOST)
+	if (a->op == WEFT_PREMUL_SUM && weft_kit_coll_reduces(a->coll) && a->scalar_mem != WEFT_MEM_HOST)
 		return -ENOTSUP;
 	return 0;
 }
