@@ -340,7 +340,12 @@ static int nvml_open(struct nvml *n, char *why, size_t len)
 	}
 	int rc = n->init();
 	if (rc != NVML_OK) {
-		snprintf(why, len, "NVML did not initialize (error %d)", rc);
+		const char *(*name)(int) = (const char *(*)(int))dlsym(n->h, "nvmlErrorString");
+		const char *s = name ? name(rc) : NULL;
+		if (s)
+			snprintf(why, len, "NVML did not initialize: %s", s);
+		else
+			snprintf(why, len, "NVML did not initialize (NVML error %d)", rc);
 		dlclose(n->h);
 		return -EIO;
 	}

@@ -828,8 +828,8 @@ int ucx_ep_describe(void *epv, char *buf, size_t len)
 		return n >= 0 && (size_t)n < len ? 0 : -ENOSPC;
 	}
 	if (ep->error) {
-		n = snprintf(buf, len, "ucx=%s rank=%d state=failed error=%d", ucp_get_version_string(), ep->peer_rank,
-			     ep->error);
+		n = snprintf(buf, len, "ucx=%s rank=%d state=failed error=%s", ucp_get_version_string(), ep->peer_rank,
+			     weft_kit_strerror(ep->error));
 		return n >= 0 && (size_t)n < len ? 0 : -ENOSPC;
 	}
 	char *text = NULL;
