@@ -740,15 +740,11 @@ void weft__conn_close_all(weft_comm_t *comm)
 }
 
 /* -------------------------------------------------------- data movement */
-int weft__conn_put_once(weft_conn_t *conn, weft_rmem_t *dst, uint64_t dst_off, weft_mem_t *src, uint64_t src_off,
-			size_t len, int retry)
+int weft__conn_put_once(weft_conn_t *conn, const void *owner, weft_rmem_t *dst, uint64_t dst_off, weft_mem_t *src,
+			uint64_t src_off, size_t len, int retry)
 {
-	if (weft__stage_wants(conn, dst, src)) {
-		/* Port channels do not stage yet: refused loudly, never half done. */
-		WEFT_ERROR("put: device data to rank %d is staged through host memory, which only weft_put does",
-			   conn->peer);
-		return -ENOTSUP;
-	}
+	if (weft__stage_wants(conn, dst, src))
+		return weft__stage_put_once(conn, owner, dst, dst_off, src, src_off, len);
 	struct weft__tp *tp = conn->tp;
 	pthread_mutex_lock(&tp->lock);
 	int rc = !retry && weft__fault_should_fail(WEFT_FAULT_PUT)
@@ -758,10 +754,10 @@ int weft__conn_put_once(weft_conn_t *conn, weft_rmem_t *dst, uint64_t dst_off, w
 	return rc;
 }
 
-int weft__conn_signal_once(weft_conn_t *conn, weft_rsem_t *rsem, uint64_t value)
+int weft__conn_signal_once(weft_conn_t *conn, const void *owner, weft_rsem_t *rsem, uint64_t value)
 {
 	if (conn->stage)
-		return weft__stage_signal_once(conn, rsem, value);
+		return weft__stage_signal_once(conn, owner, rsem, value);
 	struct weft__tp *tp = conn->tp;
 	pthread_mutex_lock(&tp->lock);
 	int rc = WEFT__TP_CALL(tp, signal, conn->ep, rsem->rmem->rmh[conn->tpi], rsem->off, value);
@@ -815,8 +811,7 @@ WEFT_API int weft_put(weft_conn_t *conn, weft_rmem_t *dst, uint64_t dst_off, wef
 		return -EINVAL;
 	}
 	int staged = weft__stage_wants(conn, dst, src);
-	int rc = staged ? weft__stage_put_check(conn, dst, dst_off, src, src_off, len)
-			: weft__put_check(conn, dst, dst_off, src, src_off, len);
+	int rc = weft__put_check(conn, dst, dst_off, src, src_off, len);
 	if (rc != 0)
 		return rc;
 	rc = weft__comm_status(conn->comm);
@@ -826,7 +821,7 @@ WEFT_API int weft_put(weft_conn_t *conn, weft_rmem_t *dst, uint64_t dst_off, wef
 		return report_op(conn, "staged put", weft__stage_put(conn, dst, dst_off, src, src_off, len));
 	struct weft__backoff b;
 	weft__backoff_init(&b, 1000);
-	for (int retry = 0; (rc = weft__conn_put_once(conn, dst, dst_off, src, src_off, len, retry)) == -EAGAIN;
+	for (int retry = 0; (rc = weft__conn_put_once(conn, &b, dst, dst_off, src, src_off, len, retry)) == -EAGAIN;
 	     retry = 1) {
 		rc = wait_step(conn, &b);
 		if (rc != 0)
@@ -849,7 +844,7 @@ WEFT_API int weft_signal(weft_conn_t *conn, weft_rsem_t *sem, uint64_t value)
 		return rc;
 	struct weft__backoff b;
 	weft__backoff_init(&b, 1000);
-	while ((rc = weft__conn_signal_once(conn, sem, value)) == -EAGAIN) {
+	while ((rc = weft__conn_signal_once(conn, &b, sem, value)) == -EAGAIN) {
 		rc = wait_step(conn, &b);
 		if (rc != 0)
 			return rc;

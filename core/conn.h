@@ -8,10 +8,12 @@
 
 /* One attempt to post a put / signal / flush on conn: the transport's code,
  * -EAGAIN included. retry: the same operation again after -EAGAIN, which test
- * fault injection (fault.h) does not count as another operation. */
-int weft__conn_put_once(weft_conn_t *conn, weft_rmem_t *dst, uint64_t dst_off, weft_mem_t *src,
+ * fault injection (fault.h) does not count as another operation. On a staged
+ * connection a put or signal may answer -EAGAIN midway: owner (a port, or the
+ * blocked caller) names it, and only the same owner resumes it. */
+int weft__conn_put_once(weft_conn_t *conn, const void *owner, weft_rmem_t *dst, uint64_t dst_off, weft_mem_t *src,
 			uint64_t src_off, size_t len, int retry);
-int weft__conn_signal_once(weft_conn_t *conn, weft_rsem_t *rsem, uint64_t value);
+int weft__conn_signal_once(weft_conn_t *conn, const void *owner, weft_rsem_t *rsem, uint64_t value);
 int weft__conn_flush_once(weft_conn_t *conn, int retry);
 /* Flushes (while the comm is healthy) and closes every open connection,
  * telling each peer; then waits for every peer's word that its side is

@@ -500,7 +500,8 @@ int weft__put_check(const weft_conn_t *conn, const weft_rmem_t *dst, uint64_t ds
 			   (unsigned long long)src_off, len, src->len);
 		return -EINVAL;
 	}
-	if (len > 0 && (!dst->rmh[conn->tpi] || !src->mh[conn->tpi])) {
+	/* A staged connection carries what its transport did not register. */
+	if (len > 0 && !conn->stage && (!dst->rmh[conn->tpi] || !src->mh[conn->tpi])) {
 		WEFT_ERROR("put: the %s region is not registered with transport %s",
 			   !dst->rmh[conn->tpi] ? "remote" : "local", conn->tp->name);
 		return -ENOTSUP;

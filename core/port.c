@@ -90,7 +90,7 @@ static int run_trigger(weft_port_t *port, uint64_t w0, uint64_t w1)
 		int rc = weft__put_check(conn, dst, dst_off, src, src_off, len);
 		if (rc != 0 || len == 0)
 			return rc;
-		return weft__conn_put_once(conn, dst, dst_off, src, src_off, len, port->head_retry);
+		return weft__conn_put_once(conn, port, dst, dst_off, src, src_off, len, port->head_retry);
 	}
 	case TRIG_SIGNAL: {
 		uint32_t id = (uint32_t)(w0 >> 4) & (WEFT__ID_MAX - 1);
@@ -101,7 +101,7 @@ static int run_trigger(weft_port_t *port, uint64_t w0, uint64_t w1)
 			WEFT_ERROR("port proxy: signal trigger names unknown semaphore id %u", id);
 			return -EINVAL;
 		}
-		return weft__conn_signal_once(conn, rsem, w1);
+		return weft__conn_signal_once(conn, port, rsem, w1);
 	}
 	case TRIG_FLUSH:
 		return weft__conn_flush_once(conn, port->head_retry);

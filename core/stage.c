@@ -66,6 +66,14 @@ struct weft__stage {
 	uint64_t posted; /* descriptors posted */
 	uint64_t chunks; /* chunks posted, for the trace */
 	int post_step;   /* how far the head descriptor's post got (-EAGAIN) */
+	/* A put or signal that answered -EAGAIN midway, to be resumed by the
+	 * same caller (a port proxy's head trigger, or a blocked weft_signal):
+	 * others wait until it completes, so descriptors never interleave. */
+	const void *owner;
+	struct stage_job {
+		uint64_t base, n, started, done;
+		int copied; /* the head chunk's copy completed; its post answered -EAGAIN */
+	} job;
 	uint64_t tickets[DEPTH_MAX];
 	/* Receive side: the progress thread only. */
 	uint64_t taken, consumed, credited;
@@ -352,22 +360,6 @@ int weft__stage_wants(const weft_conn_t *conn, const weft_rmem_t *dst, const wef
 	return conn->stage && (!dst->rmh[conn->tpi] || !src->mh[conn->tpi]);
 }
 
-int weft__stage_put_check(const weft_conn_t *conn, const weft_rmem_t *dst, uint64_t dst_off, const weft_mem_t *src,
-			  uint64_t src_off, size_t len)
-{
-	if (dst->comm != conn->comm || src->comm != conn->comm || dst->peer != conn->peer) {
-		WEFT_ERROR("put: memory handles belong to another communicator or rank");
-		return -EINVAL;
-	}
-	if (dst_off > dst->len || len > dst->len - dst_off || src_off > src->len || len > src->len - src_off) {
-		WEFT_ERROR("put: [%llu, +%zu) -> [%llu, +%zu) exceeds a region (local %zu, remote %llu bytes)",
-			   (unsigned long long)src_off, len, (unsigned long long)dst_off, len, src->len,
-			   (unsigned long long)dst->len);
-		return -EINVAL;
-	}
-	return 0;
-}
-
 static uint64_t credit(const struct weft__stage *st)
 {
 	return __atomic_load_n((const uint64_t *)(const void *)(st->block + OFF_CREDIT), __ATOMIC_ACQUIRE);
@@ -458,80 +450,125 @@ static int put_wait(weft_conn_t *conn, struct weft__backoff *b)
 /* The pipeline: copies to the host start as soon as a slot is free (up to
  * depth ahead of the far side's drain), and chunks are posted in order as
  * their copies complete; so the copy of chunk k+1 runs while chunk k is on
- * the wire and chunk k-1 is copied to the far device. */
-static int stage_put_locked(struct weft__stage *st, const weft_rmem_t *dst, uint64_t dst_off, const weft_mem_t *src,
-			    uint64_t src_off, size_t len)
+ * the wire and chunk k-1 is copied to the far device. One pass, never
+ * waiting: 0 once every chunk of j is posted, -EAGAIN before (*moved says
+ * whether the pass advanced), or an error. Called with tx_lock. */
+static int stage_put_pass(struct weft__stage *st, struct stage_job *j, const weft_rmem_t *dst, uint64_t dst_off,
+			  const weft_mem_t *src, uint64_t src_off, size_t len, int *moved)
 {
 	weft_conn_t *conn = st->conn;
-	const uint64_t base = st->posted, n = (len + st->chunk - 1) / st->chunk;
-	uint64_t started = 0, done = 0;
-	int copied = 0; /* the head chunk's copy completed; its post answered -EAGAIN */
-	struct weft__backoff b;
-	weft__backoff_init(&b, 1000);
-	while (done < n) {
-		int moved = 0, rc = 0;
-		for (uint64_t c = credit(st); started < n && base + started - c < st->depth; started++, moved = 1) {
-			uint64_t seq = base + started, off = started * st->chunk;
-			size_t clen = len - off < st->chunk ? len - off : st->chunk;
-			rc = copy_start(st, st->block + st->off_txdata + (seq % st->depth) * st->chunk,
-					(const char *)src->ptr + src_off + off, clen, WEFT_STAGE_TO_HOST,
-					&st->tickets[seq % st->depth]);
-			if (rc != 0)
-				return rc;
-		}
-		if (done < started) {
-			uint64_t seq = base + done, off = done * st->chunk;
-			size_t clen = len - off < st->chunk ? len - off : st->chunk;
-			rc = copied ? 0 : copy_test(st, st->tickets[seq % st->depth]);
-			if (rc == 0 && !copied) {
-				copied = 1;
-				write_desc(txdesc(st, seq), DESC_CHUNK, dst->type, seq, dst->base + dst_off + off, clen);
-				weft__stage_trace_add(st->trace, conn->comm->rank, WEFT__EV_PUT_START, 0, st->chunks);
-			}
-			if (rc == 0)
-				rc = post_desc(st, seq, clen);
-			if (rc == 0) {
-				weft__stage_trace_add(st->trace, conn->comm->rank, WEFT__EV_PUT_END, 0, st->chunks);
-				st->chunks++;
-				copied = 0;
-				done++;
-				moved = 1;
-			} else if (rc != -EAGAIN) {
-				return rc;
-			}
-		}
-		if (moved)
-			weft__backoff_init(&b, 1000);
-		else if ((rc = put_wait(conn, &b)) != 0)
+	int rc = 0;
+	*moved = 0;
+	for (uint64_t c = credit(st); j->started < j->n && j->base + j->started - c < st->depth; j->started++) {
+		uint64_t seq = j->base + j->started, off = j->started * st->chunk;
+		size_t clen = len - off < st->chunk ? len - off : st->chunk;
+		rc = copy_start(st, st->block + st->off_txdata + (seq % st->depth) * st->chunk,
+				(const char *)src->ptr + src_off + off, clen, WEFT_STAGE_TO_HOST,
+				&st->tickets[seq % st->depth]);
+		if (rc != 0)
 			return rc;
+		*moved = 1;
 	}
-	return 0;
+	if (j->done < j->started) {
+		uint64_t seq = j->base + j->done, off = j->done * st->chunk;
+		size_t clen = len - off < st->chunk ? len - off : st->chunk;
+		rc = j->copied ? 0 : copy_test(st, st->tickets[seq % st->depth]);
+		if (rc == 0 && !j->copied) {
+			j->copied = 1;
+			write_desc(txdesc(st, seq), DESC_CHUNK, dst->type, seq, dst->base + dst_off + off, clen);
+			weft__stage_trace_add(st->trace, conn->comm->rank, WEFT__EV_PUT_START, 0, st->chunks);
+		}
+		if (rc == 0)
+			rc = post_desc(st, seq, clen);
+		if (rc == 0) {
+			weft__stage_trace_add(st->trace, conn->comm->rank, WEFT__EV_PUT_END, 0, st->chunks);
+			st->chunks++;
+			j->copied = 0;
+			j->done++;
+			*moved = 1;
+		} else if (rc != -EAGAIN) {
+			return rc;
+		}
+	}
+	return j->done == j->n ? 0 : -EAGAIN;
+}
+
+static void job_init(struct weft__stage *st, struct stage_job *j, size_t len)
+{
+	*j = (struct stage_job){.base = st->posted, .n = (len + st->chunk - 1) / st->chunk};
 }
 
 int weft__stage_put(weft_conn_t *conn, weft_rmem_t *dst, uint64_t dst_off, weft_mem_t *src, uint64_t src_off,
 		    size_t len)
 {
 	struct weft__stage *st = conn->stage;
+	struct weft__backoff b;
+	weft__backoff_init(&b, 1000);
+	int rc;
 	pthread_mutex_lock(&st->tx_lock);
-	int rc = stage_put_locked(st, dst, dst_off, src, src_off, len);
+	while (st->owner) { /* a port's put or a signal is midway */
+		pthread_mutex_unlock(&st->tx_lock);
+		if ((rc = put_wait(conn, &b)) != 0)
+			return rc;
+		pthread_mutex_lock(&st->tx_lock);
+	}
+	struct stage_job j;
+	job_init(st, &j, len);
+	weft__backoff_init(&b, 1000);
+	for (;;) {
+		int moved;
+		rc = stage_put_pass(st, &j, dst, dst_off, src, src_off, len, &moved);
+		if (rc != -EAGAIN)
+			break;
+		if (moved)
+			weft__backoff_init(&b, 1000);
+		else if ((rc = put_wait(conn, &b)) != 0)
+			break;
+	}
+	pthread_mutex_unlock(&st->tx_lock);
+	return rc;
+}
+
+/* The port proxy's staged put: a pass at a time, so that the proxy serves
+ * its other ports (and the receive side) while this one's chunks flow. */
+int weft__stage_put_once(weft_conn_t *conn, const void *owner, weft_rmem_t *dst, uint64_t dst_off, weft_mem_t *src,
+			 uint64_t src_off, size_t len)
+{
+	struct weft__stage *st = conn->stage;
+	if (pthread_mutex_trylock(&st->tx_lock) != 0)
+		return -EAGAIN;
+	int rc = -EAGAIN, moved;
+	if (!st->owner) {
+		st->owner = owner;
+		job_init(st, &st->job, len);
+	}
+	if (st->owner == owner) {
+		rc = stage_put_pass(st, &st->job, dst, dst_off, src, src_off, len, &moved);
+		if (rc != -EAGAIN)
+			st->owner = NULL;
+	}
 	pthread_mutex_unlock(&st->tx_lock);
 	return rc;
 }
 
 /* Trylock: a port proxy must never block behind a caller's long put. */
-int weft__stage_signal_once(weft_conn_t *conn, weft_rsem_t *rsem, uint64_t value)
+int weft__stage_signal_once(weft_conn_t *conn, const void *owner, weft_rsem_t *rsem, uint64_t value)
 {
 	struct weft__stage *st = conn->stage;
 	if (pthread_mutex_trylock(&st->tx_lock) != 0)
 		return -EAGAIN;
 	int rc = -EAGAIN;
 	uint64_t seq = st->posted;
-	if (st->post_step > 0 || seq - credit(st) < st->depth) {
-		if (st->post_step == 0)
+	if (st->owner == owner || (!st->owner && seq - credit(st) < st->depth)) {
+		if (!st->owner) {
 			write_desc(txdesc(st, seq), DESC_SIGNAL, rsem->rmem->type, seq, rsem->rmem->base + rsem->off,
 				   value);
-		st->post_step = st->post_step ? st->post_step : 1;
+			st->post_step = 1;
+			st->owner = owner;
+		}
 		rc = post_desc(st, seq, 0);
+		if (rc != -EAGAIN)
+			st->owner = NULL;
 	}
 	pthread_mutex_unlock(&st->tx_lock);
 	return rc;
@@ -543,7 +580,7 @@ int weft__stage_flush_once(weft_conn_t *conn, int retry)
 	struct weft__stage *st = conn->stage;
 	if (pthread_mutex_trylock(&st->tx_lock) != 0)
 		return -EAGAIN;
-	int rc = credit(st) >= st->posted ? 0 : -EAGAIN;
+	int rc = !st->owner && credit(st) >= st->posted ? 0 : -EAGAIN;
 	pthread_mutex_unlock(&st->tx_lock);
 	if (rc != 0)
 		return rc;

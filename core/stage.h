@@ -30,17 +30,21 @@ void weft__stage_comm_free(weft_comm_t *comm);
 /* 1 when a put of these regions on conn goes through the bounce buffers
  * (conn stages and conn's transport lacks one of the two registrations). */
 int weft__stage_wants(const weft_conn_t *conn, const weft_rmem_t *dst, const weft_mem_t *src);
-/* Bounds check of a staged put: 0 or -EINVAL (logged). */
-int weft__stage_put_check(const weft_conn_t *conn, const weft_rmem_t *dst, uint64_t dst_off, const weft_mem_t *src,
-			  uint64_t src_off, size_t len);
 /* The staged put: the pipeline of copy to host, put, and the far side's copy,
  * until every chunk is posted. Blocking; progresses meanwhile. */
 int weft__stage_put(weft_conn_t *conn, weft_rmem_t *dst, uint64_t dst_off, weft_mem_t *src, uint64_t src_off,
 		    size_t len);
+/* The staged put a step at a time, for a port proxy: 0 once every chunk is
+ * posted, -EAGAIN before (call again with the same arguments), or an error.
+ * owner (the port) identifies the put across calls; others' puts and signals
+ * on conn wait until it completes. */
+int weft__stage_put_once(weft_conn_t *conn, const void *owner, weft_rmem_t *dst, uint64_t dst_off, weft_mem_t *src,
+			 uint64_t src_off, size_t len);
 /* One attempt to post a signal on a staged connection: the far side applies it
  * after its device copies of every earlier chunk completed. 0, -EAGAIN, or an
- * error. The value was claimed already (weft__rsem_claim). */
-int weft__stage_signal_once(weft_conn_t *conn, weft_rsem_t *rsem, uint64_t value);
+ * error; after -EAGAIN, the same owner resumes it. The value was claimed
+ * already (weft__rsem_claim). */
+int weft__stage_signal_once(weft_conn_t *conn, const void *owner, weft_rsem_t *rsem, uint64_t value);
 /* One test of a staged connection's flush: 0 once the far side completed
  * every descriptor posted (its device copies included) and the transport's
  * flush is complete; -EAGAIN while not. */
