@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <weft/device.h>
 #include <weft/info.h>
 #include <weft/kit.h>
 
@@ -81,6 +82,15 @@ static const struct weft_prim_api prim_api = {
 	.sem_create_on = weft__sem_create_on,
 	.connect_mem = weft__connect_mem,
 	.sem_wait_any = weft_sem_wait_any,
+	.port_create = weft_port_create,
+	.port_destroy = weft_port_destroy,
+	.port_device_handle = weft_port_device_handle,
+	.port_put = weft_port_put,
+	.port_signal = weft_port_signal,
+	.port_flush = weft_port_flush,
+	.mem_port_id = weft_mem_port_id,
+	.rmem_port_id = weft_rmem_port_id,
+	.rsem_port_id = weft_rsem_port_id,
 };
 
 const struct weft_prim_api *weft__coll_prim_api(void)

@@ -8,7 +8,8 @@
  * - where a rule requires that algorithm, every rank returns the failure;
  * - comm_setup's state reaches setup, comm_teardown runs once at destroy,
  *   and the topology (classes, hosts, local ranks, routes) is the core's;
- * - weft_info_algorithms lists the pack's algorithm as it declares it. */
+ * - weft_info_algorithms lists the pack's algorithm as it declares it;
+ * - the primitive API's port channels carry a pack's allgather. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdint.h>
@@ -67,6 +68,40 @@ static int rank_main(int rank, int nranks, void *arg)
 		}
 	}
 	weft_comm_destroy(comm);
+	free(in);
+	free(out);
+	return 0;
+}
+
+/* The test pack's allgather-port: blocks pushed through port channels by
+ * the core's proxy (prim->port_*) arrive whole, in place and out of place. */
+static int port_rank(int rank, int nranks, void *arg)
+{
+	(void)arg;
+	weft_comm_t *comm = NULL;
+	const size_t counts[] = {PK_COUNT, 7, 1};
+	int32_t *in = malloc(PK_COUNT * sizeof(*in)), *out = malloc(PK_COUNT * sizeof(*out) * (size_t)nranks);
+	RCHECK(in && out, "out of memory");
+	ROK(weft_comm_create(&g_id, nranks, rank, &comm));
+	for (int round = 0; round < 6; round++) {
+		size_t n = counts[round % 3];
+		int in_place = round >= 3;
+		for (size_t i = 0; i < n * (size_t)nranks; i++)
+			out[i] = INT32_MIN;
+		int32_t *src = in_place ? out + n * (size_t)rank : in;
+		for (size_t i = 0; i < n; i++)
+			src[i] = pk_value(rank + round, i);
+		ROK(weft_allgather(src, out, n, WEFT_INT32, comm, NULL));
+		const char *algo = weft_info_last_algorithm(comm);
+		RCHECK(algo && strcmp(algo, "failsetup/allgather-port") == 0, "round %d was served by %s", round,
+		       algo ? algo : "(none)");
+		for (int r = 0; r < nranks; r++)
+			for (size_t i = 0; i < n; i++)
+				RCHECK(out[(size_t)r * n + i] == pk_value(r + round, i),
+				       "round %d: rank %d's element %zu is %d, expected %d", round, r, i,
+				       out[(size_t)r * n + i], pk_value(r + round, i));
+	}
+	ROK(weft_comm_destroy(comm));
 	free(in);
 	free(out);
 	return 0;
@@ -230,6 +265,14 @@ START_TEST(pack_state_and_topology)
 }
 END_TEST
 
+START_TEST(port_channels_through_prim)
+{
+	pk_env("", NULL);
+	ck_assert_int_eq(wt_fork_ranks(pk_nranks[_i], port_rank, NULL, PK_TIMEOUT_S), 0);
+	wt_rmdir(g_dir);
+}
+END_TEST
+
 /* weft_info_algorithms shows the test pack as it declares itself. */
 START_TEST(info_lists_algorithms)
 {
@@ -247,6 +290,10 @@ START_TEST(info_lists_algorithms)
 		if (strcmp(a[i].pack, "failsetup") != 0)
 			continue;
 		found++;
+		if (strcmp(a[i].name, "allgather-port") == 0) {
+			ck_assert_int_eq(a[i].coll, WEFT_COLL_ALLGATHER);
+			continue;
+		}
 		ck_assert_str_eq(a[i].name, "allreduce-connect");
 		ck_assert_int_eq(a[i].coll, WEFT_COLL_ALLREDUCE);
 		ck_assert_int_eq(a[i].min_ranks, 2);
@@ -254,7 +301,7 @@ START_TEST(info_lists_algorithms)
 		ck_assert_uint_eq(a[i].mem_types, 1u << WEFT_MEM_HOST);
 		ck_assert_uint_eq(a[i].redops, 1u << WEFT_SUM);
 	}
-	ck_assert_int_eq(found, 1);
+	ck_assert_int_eq(found, 2);
 	ck_assert_int_gt(host, 0);
 	ck_assert_int_eq(weft_info_algorithms(NULL, 1), -EINVAL);
 	free(a);
@@ -272,6 +319,7 @@ int main(void)
 	tcase_add_test(tc, required_setup_failure_fails_everywhere);
 	tcase_add_test(tc, pack_state_and_topology);
 	tcase_add_test(tc, info_lists_algorithms);
+	tcase_add_loop_test(tc, port_channels_through_prim, 0, 3);
 	suite_add_tcase(s, tc);
 	return wt_run_suite(s);
 }

@@ -376,6 +376,20 @@ struct weft_prim_api {
 	/* ABI 0.3: weft_sem_wait_any, for packs that drive several peers from
 	 * one host thread. */
 	int (*sem_wait_any)(weft_sem_t *const *sems, const uint64_t *values, int n, int *which);
+	/* ABI 0.3: port channels (weft_port_*, device.h), so that a pack's
+	 * kernels drive a transport that cannot map peer memory (ib, ofi, ucx,
+	 * shm) through the core's proxy, device data staged where the transport
+	 * cannot register it; the ids name objects in device triggers. */
+	int (*port_create)(weft_conn_t *conn, unsigned depth, weft_port_t **port);
+	int (*port_destroy)(weft_port_t *port);
+	int (*port_device_handle)(weft_port_t *port, struct weft_port_dev *dev);
+	int (*port_put)(weft_port_t *port, weft_rmem_t *dst, uint64_t dst_off, weft_mem_t *src, uint64_t src_off,
+			size_t len);
+	int (*port_signal)(weft_port_t *port, weft_rsem_t *sem, uint64_t value);
+	int (*port_flush)(weft_port_t *port);
+	int (*mem_port_id)(const weft_mem_t *mem, uint32_t *id);
+	int (*rmem_port_id)(const weft_rmem_t *rmem, uint32_t *id);
+	int (*rsem_port_id)(const weft_rsem_t *rsem, uint32_t *id);
 };
 
 /* ABI 0.3: one transport that reaches a peer, with what it can do. */

@@ -274,13 +274,28 @@ __global__ void k_produce(struct weft_port_dev p, uint32_t dst_id, uint32_t src_
 	}
 }
 
+/* Who pushes, and which transport carries the port's connection: nvlink
+ * maps the peer's memory; the others cannot register device memory here, so
+ * the core's proxy stages it through pinned host memory (core/stage.c). */
+struct port_case {
+	int device;
+	const char *tp;
+};
+
 static int port_rank(int rank, int nranks, void *arg)
 {
-	int device = *(int *)arg;
+	const struct port_case *pc = (const struct port_case *)arg;
+	int device = pc->device;
 	struct pctx c;
 	OK(pctx_setup(rank, &c));
+	weft_conn_t *conn = c.conn; /* rank 1's kernel waits on the nvlink channel's semaphore */
+	if (strcmp(pc->tp, "nvlink") != 0) {
+		OK(weft_connect_mem(c.comm, 1 - rank, pc->tp, WEFT_MEM_CUDA, &conn));
+		if (strcmp(weft_conn_transport(conn), pc->tp) != 0)
+			GFAIL("the port's connection went over %s, not %s", weft_conn_transport(conn), pc->tp);
+	}
 	weft_port_t *port = NULL;
-	OK(weft_port_create(c.conn, PORT_DEPTH, &port));
+	OK(weft_port_create(conn, PORT_DEPTH, &port));
 	struct weft_port_dev pd;
 	uint32_t dst_id = 0, src_id = 0, rsem_id = 0;
 	int *res = NULL;
@@ -326,6 +341,10 @@ static int port_rank(int rank, int nranks, void *arg)
 	OK(weft_port_destroy(port));
 	if (res)
 		cudaFree(res);
+	if (conn != c.conn) {
+		OK(weft_comm_barrier(c.comm));
+		OK(weft_conn_close(conn));
+	}
 	return pctx_teardown(&c);
 }
 
@@ -421,17 +440,29 @@ END_TEST
 
 START_TEST(test_port_host_producer)
 {
-	int device = 0;
+	struct port_case pc = {0, "nvlink"};
 	ck_assert_int_eq(weft_get_unique_id(&g_id), 0);
-	ck_assert_int_eq(wt_fork_ranks(2, port_rank, &device, 120), 0);
+	ck_assert_int_eq(wt_fork_ranks(2, port_rank, &pc, 120), 0);
 }
 END_TEST
 
 START_TEST(test_port_device_producer)
 {
-	int device = 1;
+	struct port_case pc = {1, "nvlink"};
 	ck_assert_int_eq(weft_get_unique_id(&g_id), 0);
-	ck_assert_int_eq(wt_fork_ranks(2, port_rank, &device, 120), 0);
+	ck_assert_int_eq(wt_fork_ranks(2, port_rank, &pc, 120), 0);
+}
+END_TEST
+
+/* A kernel's triggers over shm, ofi and ucx (loopback): device data staged
+ * by the proxy, the signal applied on the far GPU after the data. */
+static const char *const staged_tps[] = {"shm", "ofi", "ucx"};
+START_TEST(test_port_device_producer_staged)
+{
+	struct port_case pc = {1, staged_tps[_i]};
+	fprintf(stderr, "port channel from a kernel over %s\n", pc.tp);
+	ck_assert_int_eq(weft_get_unique_id(&g_id), 0);
+	ck_assert_int_eq(wt_fork_ranks(2, port_rank, &pc, 120), 0);
 }
 END_TEST
 
@@ -486,6 +517,7 @@ int main(void)
 	tcase_add_test(tc, test_memchan_public_api);
 	tcase_add_test(tc, test_port_host_producer);
 	tcase_add_test(tc, test_port_device_producer);
+	tcase_add_loop_test(tc, test_port_device_producer_staged, 0, 3);
 	tcase_add_test(tc, test_abort_ends_kernel_waits);
 	tcase_add_test(tc, test_peer_death_ends_kernel_wait);
 	suite_add_tcase(s, tc);

@@ -6,14 +6,19 @@
  * its comm_setup fails there instead); without it, setup succeeds.
  * Each rank appends what it saw to WEFT_TEST_FAILSETUP_DIR/rank<N>: its
  * setup's outcome and time, the topology it was given, and its comm_setup
- * and comm_teardown calls, so the test can check them. */
+ * and comm_teardown calls, so the test can check them.
+ * A second algorithm, allgather-port, moves data through the primitive API's
+ * port channels alone (prim->port_*): each rank's block is pushed to every
+ * peer by the core's proxy, then a signal, then a flush. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include <weft/kit.h>
 #include <weft/plugin.h>
 
 struct fs_pack {
@@ -175,6 +180,138 @@ static void fs_teardown(void *state)
 	free(state);
 }
 
+/* ---------------------------------------------------- allgather-port */
+struct pt_peer {
+	weft_conn_t *conn;
+	weft_port_t *port;
+	weft_sem_t *sem;   /* the peer signals it when its block has landed here */
+	weft_rsem_t *rsem; /* the peer's, signalled by this rank */
+};
+
+struct pt_state {
+	const struct weft_prim_api *prim;
+	weft_comm_t *comm;
+	int rank, nranks;
+	uint64_t calls;
+	struct pt_peer *peers;
+};
+
+static void pt_teardown(void *state)
+{
+	struct pt_state *s = state;
+	if (!s)
+		return;
+	const struct weft_prim_api *p = s->prim;
+	for (int q = 0; s->peers && q < s->nranks; q++) {
+		struct pt_peer *e = &s->peers[q];
+		if (e->port)
+			p->port_destroy(e->port);
+		if (e->rsem)
+			p->rsem_release(e->rsem);
+		if (e->sem)
+			p->sem_destroy(e->sem);
+		if (e->conn)
+			p->conn_close(e->conn);
+	}
+	free(s->peers);
+	free(s);
+}
+
+/* Pairs in ascending (low, high) order on every rank, so that the blocking
+ * pairwise steps (connect, exchanges) never wait in a cycle. */
+#define PT_EACH_PAIR(s, q)                                                                                       \
+	for (int lo_ = 0; lo_ < (s)->nranks; lo_++)                                                              \
+		for (int hi_ = lo_ + 1, q = -1; hi_ < (s)->nranks; hi_++)                                        \
+			if ((q = (s)->rank == lo_ ? hi_ : (s)->rank == hi_ ? lo_ : -1) >= 0)
+
+static int pt_setup(const struct weft_algo_comm *ac, void **state)
+{
+	const struct weft_prim_api *p = ac->prim;
+	if (!p || p->size < offsetof(struct weft_prim_api, rsem_port_id) + sizeof(p->rsem_port_id))
+		return -ENOTSUP;
+	struct pt_state *s = calloc(1, sizeof(*s));
+	if (!s || !(s->peers = calloc((size_t)ac->nranks, sizeof(*s->peers)))) {
+		free(s);
+		return -ENOMEM;
+	}
+	s->prim = p;
+	s->comm = ac->comm;
+	s->rank = ac->rank;
+	s->nranks = ac->nranks;
+	int rc = 0;
+	PT_EACH_PAIR(s, q)
+	{
+		struct pt_peer *e = &s->peers[q];
+		if (rc == 0)
+			rc = p->connect(s->comm, q, NULL, &e->conn);
+		if (rc == 0)
+			rc = p->sem_create(s->comm, &e->sem);
+		if (rc == 0)
+			rc = p->sem_exchange(e->sem, q, &e->rsem);
+		if (rc == 0)
+			rc = p->port_create(e->conn, 0, &e->port);
+	}
+	if (rc != 0) {
+		pt_teardown(s);
+		return rc;
+	}
+	*state = s;
+	return 0;
+}
+
+static int pt_execute(void *state, const struct weft_coll_args *a)
+{
+	struct pt_state *s = state;
+	const struct weft_prim_api *p = s->prim;
+	size_t block = a->count * weft_kit_datatype_size(a->dtype), total = block * (size_t)s->nranks;
+	weft_mem_t *mem = NULL;
+	weft_rmem_t **rmem = calloc((size_t)s->nranks, sizeof(*rmem));
+	if (!rmem)
+		return -ENOMEM;
+	memmove((char *)a->recvbuf + block * (size_t)s->rank, a->sendbuf, block);
+	uint64_t v = ++s->calls;
+	int rc = p->mem_register(s->comm, a->recvbuf, total, WEFT_MEM_HOST, &mem);
+	PT_EACH_PAIR(s, q)
+	if (rc == 0)
+		rc = p->mem_exchange(mem, q, &rmem[q]);
+	for (int q = 0; rc == 0 && q < s->nranks; q++)
+		if (q != s->rank) {
+			uint64_t off = block * (size_t)s->rank;
+			rc = p->port_put(s->peers[q].port, rmem[q], off, mem, off, block);
+			if (rc == 0)
+				rc = p->port_signal(s->peers[q].port, s->peers[q].rsem, v);
+		}
+	for (int q = 0; rc == 0 && q < s->nranks; q++)
+		if (q != s->rank)
+			rc = p->port_flush(s->peers[q].port);
+	for (int q = 0; rc == 0 && q < s->nranks; q++)
+		if (q != s->rank)
+			rc = p->sem_wait(s->peers[q].sem, v);
+	/* Every peer's puts into this buffer and this rank's into theirs are
+	 * done before any rank lets its registration go. */
+	if (rc == 0)
+		rc = p->comm_barrier(s->comm);
+	for (int q = 0; q < s->nranks; q++)
+		if (rmem[q])
+			p->rmem_release(rmem[q]);
+	if (mem)
+		p->mem_deregister(mem);
+	free(rmem);
+	return rc;
+}
+
+static const struct weft_algo pt_allgather = {
+	.size = sizeof(struct weft_algo),
+	.name = "allgather-port",
+	.coll = WEFT_COLL_ALLGATHER,
+	.min_ranks = 2,
+	.mem_types = 1u << WEFT_MEM_HOST,
+	.priority = 1000,
+	.setup = pt_setup,
+	.execute = pt_execute,
+	.teardown = pt_teardown,
+};
+
 static const struct weft_algo fs_allreduce = {
 	.size = sizeof(struct weft_algo),
 	.name = "allreduce-connect",
@@ -189,7 +326,7 @@ static const struct weft_algo fs_allreduce = {
 	.redops = 1u << WEFT_SUM,
 };
 
-static const struct weft_algo *const fs_algos[] = {&fs_allreduce, NULL};
+static const struct weft_algo *const fs_algos[] = {&fs_allreduce, &pt_allgather, NULL};
 static const struct weft_algo_ops fs_ops = {
 	.size = sizeof(struct weft_algo_ops),
 	.algos = fs_algos,
