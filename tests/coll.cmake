@@ -38,12 +38,3 @@ if(TARGET weft-plugin-algo-host AND TARGET weft-plugin-shm)
   weft_add_test(test_agree SOURCES test_agree.c LABELS mp TIMEOUT 240)
   add_dependencies(test_agree weft-plugin-algo-host weft-plugin-shm)
 endif()
-
-# test_stall: a rank alive but making no call (asleep, or spinning in its own
-# code) is named by the waiting rank's stall warning, the call fails with
-# -ETIMEDOUT after core.stall_timeout on every rank, and no rank is declared dead.
-if(TARGET weft-plugin-algo-host AND TARGET weft-plugin-shm)
-  weft_add_test(test_stall SOURCES test_stall.c LABELS mp TIMEOUT 120)
-  target_compile_definitions(test_stall PRIVATE RT_WEFT_INFO="$<TARGET_FILE:weft-info>")
-  add_dependencies(test_stall weft-plugin-algo-host weft-plugin-shm weft-info)
-endif()

@@ -6,7 +6,10 @@
  * returns -ETIMEDOUT on rank 0 and rank 1's next call does too. Neither is
  * ever declared dead (-WEFT_ERR_PEER): a stuck rank still heartbeats. While
  * asleep, rank 1 asks rank 0 where it is, as a user would: weft-info --where
- * PID through rank 0's status socket (core.status_socket = 1). */
+ * PID through rank 0's status socket (core.status_socket = 1).
+ * Third, rank 1 is stuck inside the call itself: the test pack's execute
+ * (tests/plugins/pack_failsetup.c) sleeps there, so every rank reached the
+ * call and the warning says where each one is. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <weft/info.h>
 #include <weft/weft.h>
 
 #include "testlib.h"
@@ -23,7 +27,7 @@
 static struct weft_unique_id g_id;
 static char *g_dir;
 
-enum how { ASLEEP, SPINNING };
+enum how { ASLEEP, SPINNING, IN_CALL };
 
 static double now_s(void)
 {
@@ -52,6 +56,29 @@ static int rank_main(int rank, int nranks, void *arg)
 	if (weft_allreduce(x, y, 16, WEFT_FLOAT32, WEFT_SUM, comm, NULL) != 0)
 		return 3;
 	double t0 = now_s();
+	if (how == IN_CALL) {
+		int32_t a[16] = {0}, b[16];
+		int rc = weft_allreduce(a, b, 16, WEFT_INT32, WEFT_SUM, comm, NULL);
+		double dt = now_s() - t0;
+		const char *algo = weft_info_last_algorithm(comm);
+		weft_comm_destroy(comm);
+		if (rc != -ETIMEDOUT || (rank == 0 && (dt < 2.9 || dt > 4.2))) {
+			fprintf(stderr, "rank %d: %d (%s) after %.2f s (%s), not -ETIMEDOUT after 3 s\n", rank, rc,
+				weft_strerror(rc), dt, algo ? algo : "no algorithm");
+			return 5;
+		}
+		if (rank == 1)
+			return 0;
+		char *text = wt_read_file(log);
+		int ok = text && strstr(text, "call 2 has waited") &&
+			 strstr(text, "every peer reached it: rank 1 in call 2 for") &&
+			 strstr(text, "past core.stall_timeout") && !strstr(text, "failed: silent");
+		if (!ok)
+			fprintf(stderr, "rank 0's log lacks the stall lines, or declared a peer dead:\n%s\n",
+				text ? text : "");
+		free(text);
+		return ok ? 0 : 6;
+	}
 	if (rank == 1) {
 		/* Back in application code, making no call, for longer than
 		 * the stall timeout. */
@@ -99,6 +126,13 @@ static int rank_main(int rank, int nranks, void *arg)
 
 static void run(enum how how)
 {
+	if (how == IN_CALL) {
+		const char *dir = getenv("WEFT_TEST_FAILSETUP_PLUGIN_DIR");
+		ck_assert_msg(dir && *dir, "WEFT_TEST_FAILSETUP_PLUGIN_DIR is not set");
+		setenv("WEFT_PLUGIN_PATH", dir, 1);
+		setenv("WEFT_CORE_PLUGINS", "shm,algo-host,failsetup", 1);
+		setenv("WEFT_TEST_FAILSETUP_SLEEP", "1:5000", 1);
+	}
 	g_dir = wt_mkdtemp("stall");
 	ck_assert_ptr_nonnull(g_dir);
 	/* The status sockets go in a folder of this run. */
@@ -129,6 +163,12 @@ START_TEST(rank_spinning_in_application)
 }
 END_TEST
 
+START_TEST(rank_asleep_inside_a_call)
+{
+	run(IN_CALL);
+}
+END_TEST
+
 int main(void)
 {
 	setenv("WEFT_CORE_BOOTSTRAP_ADDR", "127.0.0.1", 1);
@@ -143,6 +183,7 @@ int main(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, rank_back_in_application_asleep);
 	tcase_add_test(tc, rank_spinning_in_application);
+	tcase_add_test(tc, rank_asleep_inside_a_call);
 	suite_add_tcase(s, tc);
 	return wt_run_suite(s);
 }

@@ -154,9 +154,24 @@ static int fs_supports(void *state, const struct weft_coll_args *a)
 	return a->dtype == WEFT_INT32 && a->op == WEFT_SUM ? 0 : -ENOTSUP;
 }
 
+/* WEFT_TEST_FAILSETUP_SLEEP=R:MS: rank R sleeps MS ms inside every call
+ * this algorithm serves, a rank stuck inside a call (tests/test_stall.c). */
+static void fs_sleep_inside(weft_comm_t *comm, const struct weft_prim_api *p)
+{
+	const char *v = getenv("WEFT_TEST_FAILSETUP_SLEEP");
+	int r = -1;
+	long ms = 0;
+	if (!v || sscanf(v, "%d:%ld", &r, &ms) != 2 || r != p->comm_rank(comm) || ms <= 0)
+		return;
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	while (nanosleep(&ts, &ts) != 0)
+		;
+}
+
 static int fs_execute(void *state, const struct weft_coll_args *a)
 {
 	struct fs_state *s = state;
+	fs_sleep_inside(s->comm, s->prim);
 	size_t bytes = a->count * sizeof(int32_t);
 	int32_t *all = malloc(bytes * (size_t)s->nranks);
 	if (!all)
