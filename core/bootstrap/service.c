@@ -95,6 +95,10 @@ static void peer_down(struct weft__bootstrap *bs, int i, int err, const char *wh
 		return;
 	if (pe->bye_rcvd || bs->closing) {
 		WEFT_DEBUG("bootstrap: rank %d (%s) closed after goodbye", i, pe->link->name);
+	} else if (weft__bootstrap_status(bs) != 0) {
+		/* The communicator failed already, and that was logged where it
+		 * was found; a failed peer leaves without a goodbye on purpose. */
+		WEFT_INFO("bootstrap: peer rank %d (%s) left the failed communicator: %s", i, pe->link->name, why);
 	} else {
 		WEFT_ERROR("bootstrap: peer rank %d (%s) failed: %s", i, pe->link->name, why);
 		weft__bs_fail_locked(bs, err);

@@ -102,6 +102,18 @@ static int read_params(struct ah_ctx *c)
 	return 0;
 }
 
+/* A transfer failed: the pack refuses further calls on this communicator.
+ * Failures the core or the signature check found and logged already (a
+ * peer's death, an abort, calls that disagree, a stall timeout) are not
+ * logged again as errors: one failure, one error line. */
+static void ah_broken(struct ah_ctx *c, int rc)
+{
+	int known = rc == -WEFT_ERR_PEER || rc == -WEFT_ERR_ABORTED || rc == -WEFT_ERR_MISMATCH || rc == -ETIMEDOUT;
+	AH_LOG(known ? WEFT_LOG_INFO : WEFT_LOG_ERROR,
+	       "transfer failed: %s; the pack refuses further calls on this communicator", weft_kit_strerror(rc));
+	c->broken = rc;
+}
+
 static void peer_release(struct ah_ctx *c, struct ah_peer *p)
 {
 	const struct weft_prim_api *pr = c->prim;
@@ -981,9 +993,7 @@ int ah_direct_gather(struct ah_ctx *c, void *buf, size_t len, const size_t *off,
 	goto out_release;
 
 err_broken:
-	AH_LOG(WEFT_LOG_ERROR, "transfer failed: %s; the pack refuses further calls on this communicator",
-	       weft_kit_strerror(rc));
-	c->broken = rc;
+	ah_broken(c, rc);
 	if (cached)
 		return rc; /* ctx_free releases what is kept */
 	goto out_release;
@@ -1108,9 +1118,7 @@ int ah_pull_run(struct ah_ctx *c, uint64_t rounds, ah_fill_fn fill, ah_plan_fn c
 	return 0;
 
 err:
-	AH_LOG(WEFT_LOG_ERROR, "transfer failed: %s; the pack refuses further calls on this communicator",
-	       weft_kit_strerror(rc));
-	c->broken = rc;
+	ah_broken(c, rc);
 	return rc;
 }
 
@@ -1181,8 +1189,6 @@ int ah_run(struct ah_ctx *c, uint64_t rounds, ah_plan_fn plan, ah_plan_fn consum
 err:
 	/* Our counters and the peers' no longer agree: refuse further calls on this
 	 * communicator rather than deliver wrong data. */
-	AH_LOG(WEFT_LOG_ERROR, "transfer failed: %s; the pack refuses further calls on this communicator",
-	       weft_kit_strerror(rc));
-	c->broken = rc;
+	ah_broken(c, rc);
 	return rc;
 }
