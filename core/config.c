@@ -763,6 +763,12 @@ static void warn_env(const char **sections, int nsec)
 		for (int i = 0; i < cfg_nparams; i++)
 			if (strcmp(cfg_params[i].section, sec) == 0)
 				names[nn++] = cfg_params[i].env;
+		if (nn == 0) {
+			/* The section's plugin is not loaded here (excluded by
+			 * core.plugins, say): its parameters are unknown, not wrong. */
+			WEFT_DEBUG("environment variable %s: [%s] declares no parameter in this process", name, sec);
+			continue;
+		}
 		const char *sug = weft__cfg_closest(name, names, nn);
 		if (sug)
 			WEFT_WARN("environment variable %s is not a parameter of [%s]; did you mean '%s'?", name, sec, sug);
