@@ -30,6 +30,9 @@ DEPS_PACKAGES=(
 	# fuzzers and sanitizer builds; libclang-rt-14-dev holds libFuzzer and the
 	# sanitizer runtimes, only recommended by clang (tools/fuzz.sh needs it)
 	clang libclang-rt-14-dev
+	# the Python package (python/) and its test: a venv seeing Debian's numpy,
+	# built offline with setuptools (which needs wheel to make the wheel)
+	python3-numpy python3-venv python3-setuptools python3-wheel
 )
 
 # The commands without which nothing builds at all.
