@@ -138,7 +138,10 @@ void weft__devmem_free(weft_comm_t *comm, void *host_ptr, void *dev_ptr)
 	}
 }
 
-int weft__buf_alloc(weft_comm_t *comm, enum weft_mem_type type, size_t bytes, void **ptr)
+/* quiet: a pack's allocation (prim->mem_alloc), which asks and falls back,
+ * so "no transport allocates" is its answer, logged at debug; the pack logs
+ * where it is an error for it. */
+static int buf_alloc(weft_comm_t *comm, enum weft_mem_type type, size_t bytes, void **ptr, int quiet)
 {
 	if (!comm || !ptr || (unsigned)type >= WEFT_MEM_TYPE_COUNT) {
 		WEFT_ERROR("weft_mem_alloc: %s", !comm ? "NULL comm" : !ptr ? "NULL ptr" : "unknown memory type");
@@ -146,16 +149,27 @@ int weft__buf_alloc(weft_comm_t *comm, enum weft_mem_type type, size_t bytes, vo
 	}
 	void *host = NULL, *dev = NULL;
 	int rc = devmem_alloc(comm, type, bytes, 1, &host, &dev);
+	enum weft_log_level lvl = quiet ? WEFT_LOG_DEBUG : WEFT_LOG_ERROR;
 	if (rc == -ENOTSUP && type == WEFT_MEM_HOST)
-		WEFT_ERROR("weft_mem_alloc: no transport of this comm allocates host memory its peers can map "
-			   "(the shm transport does)");
+		weft__log(lvl, NULL, "weft_mem_alloc: no transport of this comm allocates host memory its peers can map "
+				     "(the shm transport does)");
 	else if (rc == -ENOTSUP)
-		WEFT_ERROR("weft_mem_alloc: no transport of this comm allocates memory of type %d "
-			   "(a GPU transport such as nvlink is needed)", (int)type);
+		weft__log(lvl, NULL, "weft_mem_alloc: no transport of this comm allocates memory of type %d "
+				     "(a GPU transport such as nvlink is needed)", (int)type);
 	if (rc != 0)
 		return rc;
 	*ptr = type == WEFT_MEM_HOST ? host : dev;
 	return 0;
+}
+
+int weft__buf_alloc(weft_comm_t *comm, enum weft_mem_type type, size_t bytes, void **ptr)
+{
+	return buf_alloc(comm, type, bytes, ptr, 0);
+}
+
+int weft__buf_alloc_quiet(weft_comm_t *comm, enum weft_mem_type type, size_t bytes, void **ptr)
+{
+	return buf_alloc(comm, type, bytes, ptr, 1);
 }
 
 int weft__buf_free(weft_comm_t *comm, void *ptr)

@@ -41,6 +41,8 @@ int weft__mem_import_user(weft_comm_t *comm, int peer, const void *buf, size_t l
 int weft__sem_create(weft_comm_t *comm, weft_sem_t **sem);
 int weft__sem_create_on(weft_comm_t *comm, enum weft_mem_type type, weft_sem_t **sem);
 int weft__buf_alloc(weft_comm_t *comm, enum weft_mem_type type, size_t bytes, void **ptr);
+/* The same for packs (prim->mem_alloc): "no transport allocates" at debug. */
+int weft__buf_alloc_quiet(weft_comm_t *comm, enum weft_mem_type type, size_t bytes, void **ptr);
 int weft__buf_free(weft_comm_t *comm, void *ptr);
 
 #endif
