@@ -743,8 +743,6 @@ static void warn_env(const char **sections, int nsec)
 		int declared = 0;
 		for (int i = 0; i < cfg_nparams && !declared; i++)
 			declared = strcmp(cfg_params[i].env, name) == 0;
-		if (declared)
-			continue;
 		/* The longest section prefix wins: WEFT_ALGO_HOST_X is algo-host's. */
 		const char *sec = NULL;
 		size_t best = 0;
@@ -757,23 +755,17 @@ static void warn_env(const char **sections, int nsec)
 				sec = sections[s];
 			}
 		}
-		if (!sec)
+		if (declared || !sec)
 			continue;
 		int nn = 0;
 		for (int i = 0; i < cfg_nparams; i++)
 			if (strcmp(cfg_params[i].section, sec) == 0)
 				names[nn++] = cfg_params[i].env;
-		if (nn == 0) {
-			/* The section's plugin is not loaded here (excluded by
-			 * core.plugins, say): its parameters are unknown, not wrong. */
-			WEFT_DEBUG("environment variable %s: [%s] declares no parameter in this process", name, sec);
+		if (nn == 0) /* its plugin is not loaded here: unknown, not wrong */
 			continue;
-		}
 		const char *sug = weft__cfg_closest(name, names, nn);
-		if (sug)
-			WEFT_WARN("environment variable %s is not a parameter of [%s]; did you mean '%s'?", name, sec, sug);
-		else
-			WEFT_WARN("environment variable %s is not a parameter of [%s] (weft-info -c lists them)", name, sec);
+		WEFT_WARN("environment variable %s is not a parameter of [%s]%s%s%s", name, sec,
+			  sug ? "; did you mean '" : " (weft-info -c lists them)", sug ? sug : "", sug ? "'?" : "");
 	}
 	free(names);
 }
