@@ -246,8 +246,7 @@ static int run_claimed(weft_comm_t *comm, const char *fn, struct weft_coll_args 
 	if (rc != 0)
 		return rc;
 	rc = args ? weft__coll_run(comm, args) : run_p2p_batch(comm, ops, n, stream);
-	weft__comm_leave(comm);
-	return rc;
+	return weft__comm_leave(comm, rc);
 }
 
 static int submit(weft_comm_t *comm, struct weft_coll_args *args)

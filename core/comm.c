@@ -424,8 +424,7 @@ int weft__comm_recv(weft_comm_t *comm, int peer, uint32_t tag, void *buf, size_t
 		if (rc_ != 0)                                \
 			return rc_;                          \
 		rc_ = (call);                                \
-		weft__comm_leave(comm);                      \
-		return rc_;                                  \
+		return weft__comm_leave(comm, rc_);          \
 	} while (0)
 
 WEFT_API int weft_comm_barrier(weft_comm_t *comm)

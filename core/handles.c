@@ -110,6 +110,9 @@ int weft__comm_check(const weft_comm_t *comm, const char *fn)
 
 /* A per-thread address names the thread that holds a communicator. */
 static _Thread_local char self_token;
+/* The outermost call this thread runs, and its error count at entry. */
+static _Thread_local const char *call_fn;
+static _Thread_local uint64_t call_errors;
 
 int weft__comm_enter(weft_comm_t *comm, const char *fn)
 {
@@ -120,6 +123,8 @@ int weft__comm_enter(weft_comm_t *comm, const char *fn)
 	if (atomic_compare_exchange_strong_explicit(&comm->busy_owner, &held, me, memory_order_acquire,
 						    memory_order_relaxed)) {
 		comm->busy_depth = 1;
+		call_fn = fn;
+		call_errors = weft__log_errors_kept();
 		return 0;
 	}
 	if (held == me) {
@@ -132,8 +137,15 @@ int weft__comm_enter(weft_comm_t *comm, const char *fn)
 	return -EBUSY;
 }
 
-void weft__comm_leave(weft_comm_t *comm)
+int weft__comm_leave(weft_comm_t *comm, int rc)
 {
-	if (--comm->busy_depth == 0)
-		atomic_store_explicit(&comm->busy_owner, 0, memory_order_release);
+	if (--comm->busy_depth != 0)
+		return rc;
+	atomic_store_explicit(&comm->busy_owner, 0, memory_order_release);
+	if (rc != 0 && weft__log_errors_kept() == call_errors)
+		weft__log_keep_error(NULL, "%s on rank %d: %s%s", call_fn, comm->rank, weft_strerror(rc),
+				     weft__bootstrap_status(comm->bs) != 0 ? " (the communicator failed: the log of the "
+									     "rank that found it says why)"
+									   : "");
+	return rc;
 }

@@ -24,9 +24,12 @@ int weft__comm_check(const weft_comm_t *comm, const char *fn);
 
 /* weft__comm_check, then claims the communicator for this thread (nested
  * claims by the same thread count). -EBUSY, logged, when another thread holds
- * it. Every successful enter is paired with one leave. */
+ * it. Every successful enter is paired with one leave, which is given the
+ * call's result and returns it: a call that failed without an error line of
+ * this thread (its cause found by another thread) still leaves
+ * weft_last_error a message of its own, never an older call's. */
 int weft__comm_enter(weft_comm_t *comm, const char *fn);
-void weft__comm_leave(weft_comm_t *comm);
+int weft__comm_leave(weft_comm_t *comm, int rc);
 
 /* The unchecked twins of public calls (same arguments and results). */
 int weft__comm_barrier(weft_comm_t *comm);

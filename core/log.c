@@ -84,9 +84,11 @@ int weft__log_get_rank(void)
  * pid and rank prefix. */
 static _Thread_local char last_error[1024];
 static _Thread_local size_t last_error_len;
+static _Thread_local uint64_t errors_kept; /* how many this thread kept */
 
 static void keep_error(const char *who, const char *fmt, va_list ap)
 {
+	errors_kept++;
 	int n = snprintf(last_error, sizeof(last_error), "%s: ", who ? who : "core");
 	if (n < 0 || (size_t)n >= sizeof(last_error))
 		return;
@@ -98,6 +100,19 @@ static void keep_error(const char *who, const char *fmt, va_list ap)
 		last_error[have - 1] = '\0';
 		last_error_len--;
 	}
+}
+
+uint64_t weft__log_errors_kept(void)
+{
+	return errors_kept;
+}
+
+void weft__log_keep_error(const char *who, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	keep_error(who, fmt, ap);
+	va_end(ap);
 }
 
 WEFT_API size_t weft_last_error(char *buf, size_t len)

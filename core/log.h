@@ -5,6 +5,7 @@
 #define WEFT_CORE_LOG_H
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <weft/plugin.h>
 
 /* Level in force; reads the environment on first use. Thread safety: any thread. */
@@ -17,6 +18,11 @@ void weft__vlog(enum weft_log_level level, const char *who, const char *fmt, va_
  * thread works for a communicator. */
 void weft__log_set_rank(int rank);
 int weft__log_get_rank(void);
+/* How many error lines this thread has kept for weft_last_error, and a way
+ * to keep one without logging it (a call failing for a cause another
+ * thread found and logged). */
+uint64_t weft__log_errors_kept(void);
+void weft__log_keep_error(const char *who, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Parses a level name ("error".."trace", or a digit); -1 if unknown. */
 int weft__log_parse_level(const char *s);
 

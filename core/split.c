@@ -127,6 +127,5 @@ WEFT_API int weft_comm_split(weft_comm_t *comm, int color, int key, weft_comm_t 
 	if (rc != 0)
 		return rc;
 	rc = split(comm, color, key, newcomm);
-	weft__comm_leave(comm);
-	return rc;
+	return weft__comm_leave(comm, rc);
 }

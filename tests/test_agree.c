@@ -138,6 +138,13 @@ static int rank_main(int rank, int nranks, void *arg)
 		fprintf(stderr, "rank %d, %s: the next call gave %d\n", rank, kase_name[j->k], rc);
 		return 12;
 	}
+	/* weft_last_error speaks of the disagreement, even on a rank that
+	 * learnt of it from another thread (the heartbeats). */
+	char msg[600];
+	if (weft_last_error(msg, sizeof(msg)) == 0 || (!strstr(msg, "disagree") && !strstr(msg, "differ"))) {
+		fprintf(stderr, "rank %d, %s: weft_last_error says '%s'\n", rank, kase_name[j->k], msg);
+		return 13;
+	}
 	weft_comm_destroy(comm);
 	free(a);
 	free(b);

@@ -48,7 +48,9 @@ enum weft_error {
 WEFT_API const char *weft_strerror(int err);
 
 /* The message of the last error weft logged on the calling thread (what its
- * last failing call said, with the module that said it), copied into buf,
+ * last failing call said, with the module that said it; a call on a
+ * communicator that failed for a cause another thread found leaves its own
+ * name, rank and error instead of an older message), copied into buf,
  * truncated to len - 1 bytes and NUL-terminated. Returns the message's full
  * length, 0 when this thread has had no error. buf may be NULL with len 0.
  * Thread safety: any thread; each thread has its own. Blocking: no. */
