@@ -7,6 +7,7 @@
 set(_wp_dir ${PROJECT_SOURCE_DIR}/plugins/algo-plan)
 weft_add_test(test_plan_parse
   SOURCES test_plan_parse.c ${_wp_dir}/json.c ${_wp_dir}/plan.c ${_wp_dir}/wp_sha256.c
+    ${PROJECT_SOURCE_DIR}/core/sha256.c
   LABELS unit TIMEOUT 120)
 target_include_directories(test_plan_parse PRIVATE ${_wp_dir})
 target_compile_definitions(test_plan_parse PRIVATE WP_ALLOC_HOOK

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* algo-plan: SHA-256 (FIPS 180-4) of a plan file's bytes, which the ranks
- * will compare at communicator creation. A plugin cannot reach the core's own
- * copy (core/sha256.c), and the kit has none. */
+ * will compare at communicator creation. A plugin cannot link the core, so
+ * whatever builds wp_sha256.c compiles core/sha256.c in beside it. */
 #ifndef WP_SHA256_H
 #define WP_SHA256_H
 
