@@ -192,6 +192,19 @@ class Comm:
         if not inplace_ok and A.overlaps(s, ps, r, pr):
             raise ValueError("sendbuf and out overlap, which is neither out of place nor in place (%s)" % how)
 
+    def _same_size_out(self, out, s, ps, what):
+        """out for a call whose output is as large as its input s (named
+        what): new when None, else checked; in place means out is s.
+        Returns out's array, its address and what the call returns."""
+        if out is None:
+            r = np.empty_like(s)
+            return r, A.address(r), r
+        r, pr, _ = self._output(out, s)
+        if r.size != s.size:
+            raise ValueError("out has %d elements, %s %d" % (r.size, what, s.size))
+        self._no_overlap(s, ps, r, pr, ps == pr, "in place: out is " + what)
+        return r, pr, out
+
     def _reduction(self, name, send, out, op, root, per_rank_out):
         h = self._handle()
         s, ps, t = self._input(send)
@@ -283,15 +296,7 @@ class Comm:
         if not 0 <= root < self.size:
             raise ValueError("broadcast: root %d is outside 0..%d" % (root, self.size - 1))
         s, ps, t = self._input(buf, "buf")
-        if out is None:
-            r = np.empty_like(s)
-            pr, ret = A.address(r), r
-        else:
-            r, pr, _ = self._output(out, s)
-            ret = out
-            if r.size != s.size:
-                raise ValueError("out has %d elements, buf %d" % (r.size, s.size))
-            self._no_overlap(s, ps, r, pr, ps == pr, "in place: out is buf")
+        r, pr, ret = self._same_size_out(out, s, ps, "buf")
         _keep(s, r)
         self._call("weft_broadcast", ps, pr, s.size, t, root, h, None)
         return ret
@@ -304,15 +309,7 @@ class Comm:
         n = self.size
         if s.size % n:
             raise ValueError("alltoall: sendbuf's %d elements do not split into %d equal blocks" % (s.size, n))
-        if out is None:
-            r = np.empty_like(s)
-            pr, ret = A.address(r), r
-        else:
-            r, pr, _ = self._output(out, s)
-            ret = out
-            if r.size != s.size:
-                raise ValueError("out has %d elements, sendbuf %d" % (r.size, s.size))
-            self._no_overlap(s, ps, r, pr, ps == pr, "in place: out is sendbuf")
+        r, pr, ret = self._same_size_out(out, s, ps, "sendbuf")
         _keep(s, r)
         self._call("weft_alltoall", ps, pr, s.size // n, t, h, None)
         return ret
