@@ -1,0 +1,686 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* algo-plan: the pack. At load it reads every *.json of the folders named by
+ * [algo-plan] plans and offers each plan that loads as one algorithm, named
+ * after its file, for the collective and rank count it declares. On host
+ * buffers the CPU interpreter (interp.c) runs it: this file is its
+ * environment, the communicator's connections, semaphores and areas. */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <weft/kit.h>
+#include <weft/plugin.h>
+
+#include "interp.h"
+#include "plan.h"
+
+static const struct weft_core_api *wk_core;
+
+#define WK_LOG(level, ...) wk_core->log(wk_core->self, (level), __VA_ARGS__)
+#define WK_MAX_PLANS 256
+#define WK_NAME_MAX 64
+
+/* One plan offered as an algorithm. */
+struct wk_algo {
+	struct weft_algo algo;
+	struct wp_plan *plan;
+	char name[WK_NAME_MAX];
+};
+
+static struct wk_algo wk_algos[WK_MAX_PLANS];
+static const struct weft_algo *wk_list[WK_MAX_PLANS + 1];
+static unsigned wk_nalgos;
+
+struct wk_params {
+	const char *plans;
+	int64_t priority;
+};
+
+static const struct weft_kit_param wk_param_rows[] = {
+	WEFT_KIT_P_STRING("plans", struct wk_params, plans, NULL, NULL,
+			  "Folders of MSCCL++ 0.9 execution plans (*.json), separated by ':'; each plan that loads "
+			  "becomes an algorithm named after its file."),
+	WEFT_KIT_P_INT("priority", struct wk_params, priority, "0", -1000, 1000,
+		       "Priority of the plans where no [algorithm] rule chooses (the highest fitting algorithm wins)."),
+};
+
+/* ------------------------------------------------------- per-communicator */
+struct wk_area {
+	char *p;
+	uint64_t cap;
+	int from_tp;
+	weft_mem_t *mem;
+};
+
+struct wk_peer {
+	int related;
+	weft_conn_t *conn[WP_CHAN_KINDS]; /* memory: a host-mappable transport; port: any */
+	uint32_t nsem[WP_CHAN_KINDS];
+	weft_sem_t **sem[WP_CHAN_KINDS];   /* ours, which the peer raises */
+	weft_rsem_t **rsem[WP_CHAN_KINDS]; /* the peer's, which we raise */
+	uint64_t *sent[WP_CHAN_KINDS];
+	weft_rmem_t *rmem[WP_BUF_KINDS];
+	char *map[WP_BUF_KINDS]; /* the peer's areas mapped here, or NULL */
+};
+
+struct wk_comm {
+	const struct wk_algo *wa;
+	const struct wp_plan *plan;
+	const struct weft_prim_api *pr;
+	weft_comm_t *comm;
+	int rank, n;
+	struct wk_peer *peers;
+	struct wp_state st;
+	struct wk_area area[WP_BUF_KINDS];
+	uint64_t in, out; /* sizes of the current call */
+	uint32_t flag;
+	char **rbuf;
+	int broken;
+};
+
+/* The collective a plan names, as weft's. */
+static int coll_of(const char *name, enum weft_collective *c)
+{
+	static const struct {
+		const char *name;
+		enum weft_collective c;
+	} map[] = {{"allreduce", WEFT_COLL_ALLREDUCE},
+		   {"allgather", WEFT_COLL_ALLGATHER},
+		   {"reducescatter", WEFT_COLL_REDUCE_SCATTER},
+		   {"alltoall", WEFT_COLL_ALLTOALL}};
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (!strcmp(name, map[i].name)) {
+			*c = map[i].c;
+			return 0;
+		}
+	return -ENOTSUP;
+}
+
+/* Per-rank sizes of a call: allgather's output and reduce-scatter's input
+ * hold a block per rank, alltoall's both. */
+static void call_sizes(const struct weft_coll_args *a, int n, uint64_t *in, uint64_t *out)
+{
+	uint64_t b = (uint64_t)a->count * weft_kit_datatype_size(a->dtype);
+	*in = *out = b;
+	if (a->coll == WEFT_COLL_ALLGATHER)
+		*out = b * (uint64_t)n;
+	else if (a->coll == WEFT_COLL_REDUCE_SCATTER)
+		*in = b * (uint64_t)n;
+	else if (a->coll == WEFT_COLL_ALLTOALL)
+		*in = *out = b * (uint64_t)n;
+}
+
+static int is_inplace(const struct weft_coll_args *a, int rank)
+{
+	size_t b = a->count * weft_kit_datatype_size(a->dtype);
+	const char *s = a->sendbuf, *r = a->recvbuf;
+	if (a->coll == WEFT_COLL_ALLGATHER)
+		return s == r + (size_t)rank * b;
+	if (a->coll == WEFT_COLL_REDUCE_SCATTER)
+		return s + (size_t)rank * b == r;
+	return s == r;
+}
+
+/* Where rank's view of a buffer starts in its area: in place, the input of
+ * an allgather is the rank's block of the output, the output of a
+ * reduce-scatter the rank's block of the input, otherwise they coincide. */
+static enum wp_buf view_area(const struct wk_comm *c, enum wp_buf t)
+{
+	if (!c->plan->inplace || t == WP_BUF_SCRATCH)
+		return t;
+	if (c->wa->algo.coll == WEFT_COLL_REDUCE_SCATTER)
+		return WP_BUF_INPUT;
+	return WP_BUF_OUTPUT;
+}
+
+static uint64_t view_off(const struct wk_comm *c, uint32_t rank, enum wp_buf t)
+{
+	if (!c->plan->inplace || t == WP_BUF_SCRATCH)
+		return 0;
+	if (c->wa->algo.coll == WEFT_COLL_ALLGATHER && t == WP_BUF_INPUT)
+		return (uint64_t)rank * c->in;
+	if (c->wa->algo.coll == WEFT_COLL_REDUCE_SCATTER && t == WP_BUF_OUTPUT)
+		return (uint64_t)rank * c->out;
+	return 0;
+}
+
+static uint64_t scratch_half(const struct wk_comm *c, uint32_t rank)
+{
+	return wp_scratch_half(c->plan, rank, c->in, c->out, c->flag);
+}
+
+/* ------------------------------------------------------------ environment */
+static int env_put(void *ctx, uint32_t chan, uint32_t rbuf, uint64_t dst_off, enum wp_buf src, uint64_t src_off,
+		   uint64_t len)
+{
+	struct wk_comm *c = ctx;
+	uint32_t peer, k;
+	wp_chan_pair(c->plan, (uint32_t)c->rank, WP_CHAN_PORT, chan, &peer, &k);
+	const struct wp_remote_buf *rb = &c->plan->ranks[c->rank].rbufs[rbuf];
+	struct wk_peer *p = &c->peers[rb->rank];
+	uint64_t d = dst_off + view_off(c, rb->rank, rb->type) +
+		     (rb->type == WP_BUF_SCRATCH ? scratch_half(c, rb->rank) : 0);
+	uint64_t s = src_off + view_off(c, (uint32_t)c->rank, src) +
+		     (src == WP_BUF_SCRATCH ? scratch_half(c, (uint32_t)c->rank) : 0);
+	if (rb->rank != peer)
+		return -EINVAL;
+	return c->pr->put(c->peers[peer].conn[WP_CHAN_PORT], p->rmem[view_area(c, rb->type)], d,
+			  c->area[view_area(c, src)].mem, s, len);
+}
+
+static int env_signal(void *ctx, enum wp_chan kind, uint32_t chan)
+{
+	struct wk_comm *c = ctx;
+	uint32_t peer, k;
+	wp_chan_pair(c->plan, (uint32_t)c->rank, kind, chan, &peer, &k);
+	struct wk_peer *p = &c->peers[peer];
+#if !defined(__SANITIZE_THREAD__)
+	/* Stores into the peer's mapped memory come before the token it sees. */
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+#endif
+	return c->pr->signal(p->conn[kind], p->rsem[kind][k], ++p->sent[kind][k]);
+}
+
+static int env_poll(void *ctx, enum wp_chan kind, uint32_t chan, uint64_t want)
+{
+	struct wk_comm *c = ctx;
+	uint32_t peer, k;
+	wp_chan_pair(c->plan, (uint32_t)c->rank, kind, chan, &peer, &k);
+	return c->pr->sem_value(c->peers[peer].sem[kind][k]) >= want;
+}
+
+static int env_flush(void *ctx, uint32_t chan)
+{
+	struct wk_comm *c = ctx;
+	uint32_t peer, k;
+	wp_chan_pair(c->plan, (uint32_t)c->rank, WP_CHAN_PORT, chan, &peer, &k);
+	return c->pr->flush(c->peers[peer].conn[WP_CHAN_PORT]);
+}
+
+/* ----------------------------------------------------------------- setup */
+/* Whether rank a's plan reaches b (a channel or a remote buffer). */
+static int reaches(const struct wp_plan *p, uint32_t a, uint32_t b)
+{
+	const struct wp_rank *r = &p->ranks[a];
+	for (int k = 0; k < WP_CHAN_KINDS; k++)
+		for (uint32_t i = 0; i < r->peers[k].n; i++)
+			if (r->peers[k].v[i] == b)
+				return 1;
+	for (uint32_t i = 0; i < r->nrbufs; i++)
+		if (r->rbufs[i].rank == b)
+			return 1;
+	return 0;
+}
+
+/* Whether the pair needs a channel kind: channels of it, or a remote
+ * buffer either side reaches through it. */
+static int pair_needs(const struct wp_plan *p, uint32_t a, uint32_t b, enum wp_chan kind)
+{
+	if (wp_pair_count(p, a, b, kind))
+		return 1;
+	for (int side = 0; side < 2; side++) {
+		const struct wp_rank *r = &p->ranks[side ? b : a];
+		uint32_t other = side ? a : b;
+		for (uint32_t i = 0; i < r->nrbufs; i++)
+			if (r->rbufs[i].rank == other && (r->rbufs[i].access & (1u << kind)))
+				return 1;
+	}
+	return 0;
+}
+
+static const char *mappable_route(const struct weft_algo_comm *ac, int peer)
+{
+	const struct weft_algo_peer *ap = weft_algo_peer_at(ac, peer);
+	for (int i = 0; ap && i < ap->nroutes; i++)
+		if (ap->routes[i].caps & WEFT_TP_CAP_HOST_MAPPABLE)
+			return ap->routes[i].transport;
+	return NULL;
+}
+
+static int peer_setup(struct wk_comm *c, const struct weft_algo_comm *ac, int q)
+{
+	const struct weft_prim_api *pr = c->pr;
+	struct wk_peer *p = &c->peers[q];
+	uint32_t me = (uint32_t)c->rank;
+	int rc;
+	if (pair_needs(c->plan, me, (uint32_t)q, WP_CHAN_MEMORY)) {
+		const char *tp = mappable_route(ac, q);
+		if (!tp) {
+			WK_LOG(WEFT_LOG_INFO, "%s: memory channels to rank %d need a transport that maps host memory "
+					      "(shm); none reaches it: the plan is not used on this communicator",
+			       c->wa->name, q);
+			return -ENOTSUP;
+		}
+		if ((rc = pr->connect(c->comm, q, tp, &p->conn[WP_CHAN_MEMORY])))
+			return rc;
+	}
+	if (pair_needs(c->plan, me, (uint32_t)q, WP_CHAN_PORT)) {
+		if ((rc = pr->connect(c->comm, q, NULL, &p->conn[WP_CHAN_PORT])))
+			return rc;
+	}
+	for (int k = 0; k < WP_CHAN_KINDS; k++) {
+		uint32_t n = wp_pair_count(c->plan, me, (uint32_t)q, k);
+		p->nsem[k] = n;
+		p->sem[k] = calloc(n + 1, sizeof(*p->sem[k]));
+		p->rsem[k] = calloc(n + 1, sizeof(*p->rsem[k]));
+		p->sent[k] = calloc(n + 1, sizeof(uint64_t));
+		if (!p->sem[k] || !p->rsem[k] || !p->sent[k])
+			return -ENOMEM;
+		for (uint32_t j = 0; j < n; j++)
+			if ((rc = pr->sem_create(c->comm, &p->sem[k][j])) ||
+			    (rc = pr->sem_exchange(p->sem[k][j], q, &p->rsem[k][j])))
+				return rc;
+	}
+	return 0;
+}
+
+static void area_free(struct wk_comm *c, struct wk_area *a)
+{
+	if (a->mem)
+		c->pr->mem_deregister(a->mem);
+	if (a->from_tp)
+		c->pr->mem_free(c->comm, a->p);
+	else
+		free(a->p);
+	memset(a, 0, sizeof(*a));
+}
+
+static void wk_teardown(void *state)
+{
+	struct wk_comm *c = state;
+	if (!c)
+		return;
+	const struct weft_prim_api *pr = c->pr;
+	for (int q = 0; c->peers && q < c->n; q++) {
+		struct wk_peer *p = &c->peers[q];
+		for (int t = 0; t < WP_BUF_KINDS; t++)
+			pr->rmem_release(p->rmem[t]);
+		for (int k = 0; k < WP_CHAN_KINDS; k++) {
+			for (uint32_t j = 0; j < p->nsem[k]; j++) {
+				if (p->rsem[k] && p->rsem[k][j])
+					pr->rsem_release(p->rsem[k][j]);
+				if (p->sem[k] && p->sem[k][j])
+					pr->sem_destroy(p->sem[k][j]);
+			}
+			free(p->sem[k]);
+			free(p->rsem[k]);
+			free(p->sent[k]);
+		}
+		for (int k = 0; k < WP_CHAN_KINDS; k++)
+			if (p->conn[k])
+				pr->conn_close(p->conn[k]);
+	}
+	for (int t = 0; t < WP_BUF_KINDS; t++)
+		area_free(c, &c->area[t]);
+	free(c->peers);
+	free(c->rbuf);
+	wp_state_fini(&c->st);
+	free(c);
+}
+
+static int wk_setup(const struct weft_algo_comm *ac, void **state, const struct wk_algo *wa)
+{
+	struct wk_comm *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->wa = wa;
+	c->plan = wa->plan;
+	c->pr = ac->prim;
+	c->comm = ac->comm;
+	c->rank = ac->rank;
+	c->n = ac->nranks;
+	int rc = -ENOMEM;
+	if (!(c->peers = calloc((size_t)c->n, sizeof(*c->peers))) ||
+	    !(c->rbuf = calloc(c->plan->ranks[c->rank].nrbufs + 1, sizeof(char *))))
+		goto out;
+	if ((rc = wp_state_init(&c->st, c->plan, (uint32_t)c->rank)))
+		goto out;
+	for (int q = 0; q < c->n; q++) {
+		if (q == c->rank)
+			continue;
+		c->peers[q].related = reaches(c->plan, (uint32_t)c->rank, (uint32_t)q) ||
+				      reaches(c->plan, (uint32_t)q, (uint32_t)c->rank);
+		if (c->peers[q].related && (rc = peer_setup(c, ac, q)))
+			goto out;
+	}
+	rc = 0;
+out:
+	if (rc) {
+		wk_teardown(c);
+		return rc;
+	}
+	*state = c;
+	return 0;
+}
+
+/* Grows the three areas to what a call of these sizes needs, the same
+ * decision on every rank (the sizes follow from the call), and swaps them
+ * anew with every related peer, mapping where the memory channel's
+ * transport can. */
+static int areas_fit(struct wk_comm *c)
+{
+	const struct weft_prim_api *pr = c->pr;
+	uint64_t need[WP_BUF_KINDS] = {c->in, c->out, wp_scratch_bytes(c->plan, (uint32_t)c->rank, c->in, c->out)};
+	int grow = 0;
+	for (int t = 0; t < WP_BUF_KINDS; t++)
+		grow |= need[t] > c->area[t].cap || !c->area[t].p;
+	if (!grow)
+		return 0;
+	for (int q = 0; q < c->n; q++)
+		for (int t = 0; t < WP_BUF_KINDS; t++) {
+			pr->rmem_release(c->peers[q].rmem[t]);
+			c->peers[q].rmem[t] = NULL;
+			c->peers[q].map[t] = NULL;
+		}
+	for (int t = 0; t < WP_BUF_KINDS; t++) {
+		uint64_t cap = c->area[t].cap > 4096 ? c->area[t].cap : 4096;
+		while (cap < need[t])
+			cap *= 2;
+		area_free(c, &c->area[t]);
+		struct wk_area *a = &c->area[t];
+		a->cap = cap;
+		if (pr->mem_alloc(c->comm, WEFT_MEM_HOST, cap, (void **)&a->p) == 0 && a->p)
+			a->from_tp = 1;
+		else if (!(a->p = calloc(1, cap)))
+			return -ENOMEM;
+		int rc = pr->mem_register(c->comm, a->p, cap, WEFT_MEM_HOST, &a->mem);
+		if (rc)
+			return rc;
+	}
+	for (int q = 0; q < c->n; q++) {
+		struct wk_peer *p = &c->peers[q];
+		if (!p->related)
+			continue;
+		for (int t = 0; t < WP_BUF_KINDS; t++) {
+			int rc = pr->mem_exchange(c->area[t].mem, q, &p->rmem[t]);
+			if (rc)
+				return rc;
+			void *m = NULL;
+			if (p->conn[WP_CHAN_MEMORY] && c->peers[q].rmem[t] &&
+			    pr->rmem_device_ptr(p->conn[WP_CHAN_MEMORY], p->rmem[t], &m) == 0)
+				p->map[t] = m;
+		}
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------- calls */
+static int wk_supports(void *state, const struct weft_coll_args *a)
+{
+	struct wk_comm *c = state;
+	if (a->mem_type != WEFT_MEM_HOST || !weft_kit_reduce_supported(a->dtype, WEFT_SUM))
+		return -ENOTSUP;
+	size_t es = weft_kit_datatype_size(a->dtype);
+	if (c->plan->buffer_alignment % es)
+		return -ENOTSUP;
+	if (is_inplace(a, c->rank) != !!c->plan->inplace)
+		return -ENOTSUP; /* a plan serves the in-place mode it declares, and only that */
+	uint64_t in, out;
+	call_sizes(a, c->n, &in, &out);
+	uint64_t msg = a->coll == WEFT_COLL_ALLGATHER ? out : in;
+	if (msg < c->plan->min_message_size || msg > c->plan->max_message_size)
+		return -ENOTSUP;
+	char err[256];
+	for (int r = 0; r < c->n; r++)
+		if (wp_sizes_ok(c->plan, (uint32_t)r, in, out, err, sizeof(err)))
+			return -ENOTSUP;
+	return 0;
+}
+
+/* Every threadblock waits: a short spin, then yielding, then short sleeps,
+ * so ranks sharing cores progress; a failed communicator ends the call. */
+static int idle(struct wk_comm *c, unsigned *spins)
+{
+	unsigned s = ++*spins;
+	if (s % 64 == 0) {
+		int rc = c->pr->comm_status(c->comm);
+		if (rc)
+			return rc;
+	}
+	if (s < 256)
+		return 0;
+	if (s < 2048) {
+		sched_yield();
+		return 0;
+	}
+	struct timespec ts = {0, 20000};
+	nanosleep(&ts, NULL);
+	return 0;
+}
+
+static int run_call(struct wk_comm *c, const struct weft_coll_args *a)
+{
+	const struct wp_plan *p = c->plan;
+	const struct wp_rank *rk = &p->ranks[c->rank];
+	struct wp_env env = {.ctx = c, .rbuf = c->rbuf, .port_put = env_put, .signal = env_signal,
+			     .poll = env_poll, .flush = env_flush};
+	for (int t = 0; t < WP_BUF_KINDS; t++)
+		env.buf[t] = c->area[view_area(c, t)].p + view_off(c, (uint32_t)c->rank, t) +
+			     (t == WP_BUF_SCRATCH ? scratch_half(c, (uint32_t)c->rank) : 0);
+	for (uint32_t i = 0; i < rk->nrbufs; i++) {
+		const struct wp_remote_buf *rb = &rk->rbufs[i];
+		char *m = c->peers[rb->rank].map[view_area(c, rb->type)];
+		c->rbuf[i] = m ? m + view_off(c, rb->rank, rb->type) +
+					 (rb->type == WP_BUF_SCRATCH ? scratch_half(c, rb->rank) : 0)
+			       : NULL;
+	}
+	/* The call's input into the input view; in place, the user's buffer
+	 * holds it where the view is. */
+	memcpy(env.buf[WP_BUF_INPUT], a->sendbuf, c->in);
+	struct wp_call call = {c->in, c->out, a->dtype, a->op, c->flag};
+	struct wp_run run;
+	int rc = wp_run_init(&run, p, (uint32_t)c->rank, &call, &env, &c->st);
+	unsigned spins = 0;
+	while (!rc) {
+		int st = wp_run_step(&run);
+		if (st == 1)
+			break;
+		if (st == 0)
+			spins = 0;
+		else if (st == -EAGAIN)
+			rc = idle(c, &spins);
+		else
+			rc = st;
+	}
+	if (rc && run.err[0])
+		WK_LOG(WEFT_LOG_ERROR, "%s", run.err);
+	wp_run_fini(&run);
+	if (!rc)
+		memcpy(a->recvbuf, env.buf[WP_BUF_OUTPUT], c->out);
+	return rc;
+}
+
+static int wk_execute(void *state, const struct weft_coll_args *a)
+{
+	struct wk_comm *c = state;
+	if (c->broken)
+		return c->broken;
+	call_sizes(a, c->n, &c->in, &c->out);
+	if (++c->flag == 0)
+		c->flag = 1; /* 0 is the flag of never-written scratch */
+	int rc = areas_fit(c);
+	if (!rc)
+		rc = run_call(c, a);
+	if (rc) {
+		int known = rc == -WEFT_ERR_PEER || rc == -WEFT_ERR_ABORTED || rc == -ETIMEDOUT;
+		WK_LOG(known ? WEFT_LOG_INFO : WEFT_LOG_ERROR,
+		       "%s: the call failed: %s; the plan refuses further calls on this communicator", c->wa->name,
+		       weft_kit_strerror(rc));
+		c->broken = rc;
+	}
+	return rc;
+}
+
+/* setup is not told its algorithm: one trampoline per slot of the table
+ * hands its plan over. */
+#define WK_S(a, b)                                                                    \
+	static int wk_setup_##a##b(const struct weft_algo_comm *ac, void **state)     \
+	{                                                                             \
+		return wk_setup(ac, state, &wk_algos[(a) * 8 + (b)]);                 \
+	}
+#define WK_S8(a) WK_S(a, 0) WK_S(a, 1) WK_S(a, 2) WK_S(a, 3) WK_S(a, 4) WK_S(a, 5) WK_S(a, 6) WK_S(a, 7)
+WK_S8(0) WK_S8(1) WK_S8(2) WK_S8(3) WK_S8(4) WK_S8(5) WK_S8(6) WK_S8(7)
+#define WK_T(a, b) wk_setup_##a##b,
+#define WK_T8(a) WK_T(a, 0) WK_T(a, 1) WK_T(a, 2) WK_T(a, 3) WK_T(a, 4) WK_T(a, 5) WK_T(a, 6) WK_T(a, 7)
+static int (*const wk_setups[WK_MAX_PLANS])(const struct weft_algo_comm *, void **) = {
+	WK_T8(0) WK_T8(1) WK_T8(2) WK_T8(3) WK_T8(4) WK_T8(5) WK_T8(6) WK_T8(7)};
+
+/* ------------------------------------------------------------ the plugin */
+/* An algorithm name from a file name: its base without ".json", lower case,
+ * anything outside [a-z0-9_-] made '-'. */
+static void algo_name(const char *file, char *out, size_t len)
+{
+	const char *b = strrchr(file, '/');
+	b = b ? b + 1 : file;
+	size_t n = strlen(b);
+	if (n > 5 && !strcmp(b + n - 5, ".json"))
+		n -= 5;
+	size_t i = 0;
+	for (; i < n && i + 1 < len; i++) {
+		char ch = (char)tolower((unsigned char)b[i]);
+		out[i] = (isalnum((unsigned char)ch) || ch == '_' || ch == '-') ? ch : '-';
+	}
+	out[i] = 0;
+}
+
+static void add_plan(const char *path, int prio)
+{
+	struct wp_plan *p = NULL;
+	char err[512];
+	int rc = wp_plan_load(path, &p, err, sizeof(err));
+	if (rc) {
+		WK_LOG(WEFT_LOG_WARN, "%s", err);
+		return;
+	}
+	enum weft_collective coll;
+	if (coll_of(p->collective, &coll)) {
+		WK_LOG(WEFT_LOG_WARN, "%s: collective '%s' is not one the pack serves (allreduce, allgather, "
+				      "reducescatter, alltoall); plan not offered", path, p->collective);
+		wp_plan_free(p);
+		return;
+	}
+	if (wk_nalgos == WK_MAX_PLANS) {
+		WK_LOG(WEFT_LOG_WARN, "%s: more than %d plans; this one is not offered", path, WK_MAX_PLANS);
+		wp_plan_free(p);
+		return;
+	}
+	struct wk_algo *wa = &wk_algos[wk_nalgos];
+	algo_name(path, wa->name, sizeof(wa->name));
+	for (unsigned i = 0; i < wk_nalgos; i++)
+		if (!strcmp(wk_algos[i].name, wa->name)) {
+			WK_LOG(WEFT_LOG_WARN, "%s: a plan named '%s' is loaded already (%s); this one is not offered",
+			       path, wa->name, wk_algos[i].plan->file);
+			wp_plan_free(p);
+			return;
+		}
+	wa->plan = p;
+	wa->algo = (struct weft_algo){
+		.size = sizeof(struct weft_algo),
+		.name = wa->name,
+		.coll = coll,
+		.min_ranks = (int)p->nranks,
+		.max_ranks = (int)p->nranks,
+		.mem_types = 1u << WEFT_MEM_HOST,
+		.priority = prio,
+		.setup = wk_setups[wk_nalgos],
+		.supports = wk_supports,
+		.execute = wk_execute,
+		.teardown = wk_teardown,
+		/* MSCCL++'s kernels only sum; the interpreter applies any of these. */
+		.redops = 1u << WEFT_SUM | 1u << WEFT_PROD | 1u << WEFT_MIN | 1u << WEFT_MAX,
+		.max_hosts = 0,
+	};
+	wk_list[wk_nalgos++] = &wa->algo;
+	WK_LOG(WEFT_LOG_DEBUG, "%s: offered as %s/%s (%s, %u ranks, %s, %s)", path, "algo-plan", wa->name,
+	       p->collective, p->nranks, p->protocol == WP_PROTO_LL ? "LL" : "Simple",
+	       p->inplace ? "in place only" : "out of place only");
+}
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Every *.json of dir, in name order, so that every rank offers the same
+ * algorithms in the same order. */
+static void add_folder(const char *dir, int prio)
+{
+	DIR *d = opendir(dir);
+	if (!d) {
+		WK_LOG(WEFT_LOG_WARN, "plans folder %s: %s", dir, strerror(errno));
+		return;
+	}
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		size_t l = strlen(e->d_name);
+		if (l <= 5 || strcmp(e->d_name + l - 5, ".json"))
+			continue;
+		if (n == cap) {
+			char **nn = realloc(names, (cap = cap ? 2 * cap : 32) * sizeof(*names));
+			if (!nn)
+				break;
+			names = nn;
+		}
+		if (asprintf(&names[n], "%s/%s", dir, e->d_name) < 0)
+			break;
+		n++;
+	}
+	closedir(d);
+	qsort(names, n, sizeof(*names), by_name);
+	for (size_t i = 0; i < n; i++) {
+		add_plan(names[i], prio);
+		free(names[i]);
+	}
+	free(names);
+}
+
+static const struct weft_algo_ops wk_ops = {
+	.size = sizeof(struct weft_algo_ops),
+	.algos = wk_list,
+};
+
+static const struct weft_plugin_desc wk_desc = {
+	.size = sizeof(struct weft_plugin_desc),
+	.abi_major = WEFT_PLUGIN_ABI_MAJOR,
+	.abi_minor = WEFT_PLUGIN_ABI_MINOR,
+	.kind = WEFT_PLUGIN_ALGO_PACK,
+	.name = WP_NAME,
+	.ops = &wk_ops,
+};
+
+static const struct weft_plugin_desc *const wk_descs[] = {&wk_desc, NULL};
+
+WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const struct weft_core_api *core)
+{
+	if (!weft_core_api_usable(core))
+		return NULL;
+	wk_core = core;
+	size_t nrows = sizeof(wk_param_rows) / sizeof(wk_param_rows[0]);
+	struct wk_params prm;
+	if (weft_kit_params_declare(core, WP_NAME, wk_param_rows, nrows) ||
+	    weft_kit_params_load(core, WP_NAME, wk_param_rows, nrows, &prm))
+		return NULL; /* logged, naming the parameter */
+	if (wk_nalgos)
+		return wk_descs; /* initialized once already (a harness loading twice) */
+	/* Loaded with nothing to offer rather than declined: no plans is the
+	 * default, not a fault. */
+	if (!prm.plans || !*prm.plans) {
+		WK_LOG(WEFT_LOG_DEBUG, "no plan folders ([algo-plan] plans): the pack offers nothing");
+		return wk_descs;
+	}
+	char *dirs = strdup(prm.plans), *save = NULL;
+	for (char *d = dirs ? strtok_r(dirs, ":", &save) : NULL; d; d = strtok_r(NULL, ":", &save))
+		add_folder(d, (int)prm.priority);
+	free(dirs);
+	if (!wk_nalgos)
+		WK_LOG(WEFT_LOG_WARN, "no plan of %s could be offered (see above)", prm.plans);
+	return wk_descs;
+}

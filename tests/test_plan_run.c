@@ -1,0 +1,262 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* algo-plan running plans on host buffers, as an operator would use it: a
+ * config names the plans folder and a `require` rule hands the collective to
+ * one plan; forked ranks over shm run it three times at growing sizes on
+ * random data and compare with a reference, and weft_info_last_algorithm
+ * must name the plan. Covered: MSCCL++ 0.9's 8 plans without multicast
+ * (tests/data/mscclpp-0.9-plans, unchanged), the reductions besides sum on
+ * one of them, an out-of-place call refused by an in-place plan (an error,
+ * not a copy), the multicast plans refused at load naming file and
+ * operation, and weft-plan-check on the same files plus a plan that can
+ * only deadlock. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <weft/info.h>
+#include <weft/weft.h>
+
+#include "testlib.h"
+
+#define PR_TIMEOUT_S 120
+
+static struct weft_unique_id g_id;
+static const char *g_plan;   /* algorithm name of the plan under test */
+static const char *g_coll;   /* its collective */
+static enum weft_redop g_op; /* allreduce's reduction */
+static char *g_dir;
+
+static const char *const mscclpp_plans[] = {
+	"allreduce", "allreduce_packet", "reduce", "reduce_pack", "reduce_pack_tbg", "reduce_tbg",
+	"transfer_pack", "transfer_pack_tbg",
+};
+static const char *const multicast_plans[] = {"allreduce_pipeline", "reduce_nvls", "reduce_nvls_pipeline"};
+
+/* Chunk counts of these plans divide these element counts (int32, 16-byte
+ * alignment, up to 16 chunks); the last crosses the interpreter's 64 KiB
+ * reduction block and grows the pack's areas twice. */
+static const size_t pr_counts[] = {64, 4096, 65536 + 3 * 64};
+
+static int32_t pr_val(int call, int r, size_t i)
+{
+	uint64_t x = (uint64_t)call * 0x9e3779b97f4a7c15ull ^ (uint64_t)r << 40 ^ i;
+	x ^= x >> 31;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 29;
+	return (int32_t)(x % 41) - 20;
+}
+
+static int32_t pr_ref(int call, int n, size_t i)
+{
+	int32_t acc = pr_val(call, 0, i);
+	for (int r = 1; r < n; r++) {
+		int32_t v = pr_val(call, r, i);
+		switch (g_op) {
+		case WEFT_PROD: acc = (int32_t)((uint32_t)acc * (uint32_t)v); break;
+		case WEFT_MIN: acc = v < acc ? v : acc; break;
+		case WEFT_MAX: acc = v > acc ? v : acc; break;
+		default: acc += v; break;
+		}
+	}
+	return acc;
+}
+
+static int run_allreduce(weft_comm_t *comm, int rank, int n, int call, size_t count, int32_t *buf)
+{
+	for (size_t i = 0; i < count; i++)
+		buf[i] = pr_val(call, rank, i);
+	ROK(weft_allreduce(buf, buf, count, WEFT_INT32, g_op, comm, NULL));
+	for (size_t i = 0; i < count; i++)
+		RCHECK(buf[i] == pr_ref(call, n, i), "%s, %zu elements: element %zu is %d, want %d", g_plan, count, i,
+		       buf[i], pr_ref(call, n, i));
+	return 0;
+}
+
+static int run_allgather(weft_comm_t *comm, int rank, int n, int call, size_t count, int32_t *buf)
+{
+	memset(buf, 0xa5, count * (size_t)n * 4);
+	for (size_t i = 0; i < count; i++)
+		buf[(size_t)rank * count + i] = pr_val(call, rank, i);
+	ROK(weft_allgather(buf + (size_t)rank * count, buf, count, WEFT_INT32, comm, NULL));
+	for (int r = 0; r < n; r++)
+		for (size_t i = 0; i < count; i++)
+			RCHECK(buf[(size_t)r * count + i] == pr_val(call, r, i),
+			       "%s, %zu elements: rank %d's element %zu is %d, want %d", g_plan, count, r, i,
+			       buf[(size_t)r * count + i], pr_val(call, r, i));
+	return 0;
+}
+
+static int rank_main(int rank, int n, void *arg)
+{
+	(void)arg;
+	weft_comm_t *comm = NULL;
+	int32_t *buf = malloc(pr_counts[2] * 4 * (size_t)n);
+	RCHECK(buf, "out of memory");
+	ROK(weft_comm_create(&g_id, n, rank, &comm));
+	for (int call = 0; call < 3; call++) {
+		int rc = !strcmp(g_coll, "allgather") ? run_allgather(comm, rank, n, call, pr_counts[call], buf)
+						      : run_allreduce(comm, rank, n, call, pr_counts[call], buf);
+		if (rc)
+			return rc;
+		char want[96];
+		snprintf(want, sizeof(want), "algo-plan/%s", g_plan);
+		const char *algo = weft_info_last_algorithm(comm);
+		RCHECK(algo && !strcmp(algo, want), "the call was served by %s, not %s", algo ? algo : "(none)", want);
+	}
+	ROK(weft_comm_destroy(comm));
+	free(buf);
+	return 0;
+}
+
+/* A config that offers the test data's plans and requires one of them. */
+static void use_plan(const char *plan, const char *coll)
+{
+	char text[1024];
+	snprintf(text, sizeof(text), "[algo-plan]\nplans = %s\n[algorithm]\nrequire algo-plan/%s when coll=%s\n",
+		 PLAN_DATA_DIR, plan, coll);
+	char *conf = wt_write_file(g_dir, "plan.conf", text);
+	ck_assert_int_eq(setenv("WEFT_CONFIG", conf, 1), 0);
+	free(conf);
+	g_plan = plan;
+	g_coll = coll;
+}
+
+static void fork_ranks(void)
+{
+	ck_assert_int_eq(weft_get_unique_id(&g_id), 0);
+	ck_assert_msg(wt_fork_ranks(2, rank_main, NULL, PR_TIMEOUT_S) == 0, "%s: a rank failed (see above)", g_plan);
+}
+
+START_TEST(mscclpp_plan_runs_over_shm)
+{
+	const char *plan = mscclpp_plans[_i];
+	use_plan(plan, strncmp(plan, "transfer", 8) ? "allreduce" : "allgather");
+	g_op = WEFT_SUM;
+	fork_ranks();
+}
+END_TEST
+
+START_TEST(plan_applies_the_calls_reduction)
+{
+	static const enum weft_redop ops[] = {WEFT_PROD, WEFT_MIN, WEFT_MAX};
+	use_plan(_i % 2 ? "reduce_pack" : "allreduce", "allreduce");
+	g_op = ops[_i % 3];
+	fork_ranks();
+}
+END_TEST
+
+static int rank_out_of_place(int rank, int n, void *arg)
+{
+	(void)arg;
+	weft_comm_t *comm = NULL;
+	int32_t in[256], out[256];
+	for (int i = 0; i < 256; i++)
+		in[i] = out[i] = rank + 1;
+	ROK(weft_comm_create(&g_id, n, rank, &comm));
+	int rc = weft_allreduce(in, out, 256, WEFT_INT32, WEFT_SUM, comm, NULL);
+	RCHECK(rc == -ENOTSUP, "an out-of-place call of an in-place plan returned %d (%s), want -ENOTSUP", rc,
+	       weft_strerror(rc));
+	for (int i = 0; i < 256; i++)
+		RCHECK(out[i] == rank + 1, "the refused call wrote element %d", i);
+	weft_comm_destroy(comm);
+	return 0;
+}
+
+START_TEST(in_place_plan_refuses_out_of_place_calls)
+{
+	use_plan("allreduce", "allreduce");
+	ck_assert_int_eq(weft_get_unique_id(&g_id), 0);
+	ck_assert_int_eq(wt_fork_ranks(2, rank_out_of_place, NULL, PR_TIMEOUT_S), 0);
+}
+END_TEST
+
+START_TEST(multicast_plans_refused_at_load)
+{
+	use_plan("allreduce", "allreduce");
+	int st = 0;
+	char *out = wt_run_capture(WEFT_INFO_BIN " 2>&1", &st);
+	ck_assert_ptr_nonnull(out);
+	for (size_t i = 0; i < sizeof(multicast_plans) / sizeof(multicast_plans[0]); i++) {
+		char want[256];
+		snprintf(want, sizeof(want), "%s.json:", multicast_plans[i]);
+		const char *at = strstr(out, want);
+		ck_assert_msg(at, "weft-info does not name %s:\n%s", want, out);
+		const char *eol = strchr(at, '\n');
+		ck_assert_msg(strstr(at, "'glres' uses NVLink multicast") && (!eol || strstr(at, "glres") < eol),
+			      "the refusal of %s does not name glres:\n%s", multicast_plans[i], out);
+	}
+	ck_assert_msg(strstr(out, "algo-plan        algorithm"), "algo-plan is not loaded:\n%s", out);
+	free(out);
+}
+END_TEST
+
+START_TEST(plan_check_accepts_mscclpp_plans)
+{
+	for (size_t i = 0; i < sizeof(mscclpp_plans) / sizeof(mscclpp_plans[0]); i++) {
+		char cmd[1024];
+		int st = 0;
+		snprintf(cmd, sizeof(cmd), "%s %s/%s.json 2>&1", PLAN_CHECK_BIN, PLAN_DATA_DIR, mscclpp_plans[i]);
+		char *out = wt_run_capture(cmd, &st);
+		ck_assert_ptr_nonnull(out);
+		ck_assert_msg(st == 0 && strstr(out, ": ok ("), "weft-plan-check on %s: status %d:\n%s",
+			      mscclpp_plans[i], st, out);
+		free(out);
+	}
+}
+END_TEST
+
+/* Rank 0 waits on its channel to rank 1 before signalling; rank 1 does the
+ * same: each waits for the other, whatever the interleaving. */
+static const char deadlock_plan[] =
+	"{\"name\":\"dl\",\"collective\":\"allreduce\",\"protocol\":\"Simple\",\"inplace\":true,\"gpus\":["
+	"{\"id\":0,\"input_chunks\":1,\"output_chunks\":1,\"scratch_chunks\":0,"
+	"\"channels\":[{\"channel_type\":\"memory\",\"connected_to\":[1]}],\"remote_buffers\":[],"
+	"\"threadblocks\":[{\"id\":0,\"channels\":[{\"channel_type\":\"memory\",\"channel_ids\":[0]}],"
+	"\"ops\":[{\"name\":\"wait\",\"channel_type\":\"memory\",\"channel_ids\":[0]},"
+	"{\"name\":\"signal\",\"channel_type\":\"memory\",\"channel_ids\":[0]}]}]},"
+	"{\"id\":1,\"input_chunks\":1,\"output_chunks\":1,\"scratch_chunks\":0,"
+	"\"channels\":[{\"channel_type\":\"memory\",\"connected_to\":[0]}],\"remote_buffers\":[],"
+	"\"threadblocks\":[{\"id\":0,\"channels\":[{\"channel_type\":\"memory\",\"channel_ids\":[0]}],"
+	"\"ops\":[{\"name\":\"wait\",\"channel_type\":\"memory\",\"channel_ids\":[0]},"
+	"{\"name\":\"signal\",\"channel_type\":\"memory\",\"channel_ids\":[0]}]}]}]}\n";
+
+START_TEST(plan_check_reports_a_deadlock)
+{
+	char *f = wt_write_file(g_dir, "deadlock.json", deadlock_plan);
+	char cmd[1024];
+	int st = 0;
+	snprintf(cmd, sizeof(cmd), "%s %s 2>&1", PLAN_CHECK_BIN, f);
+	char *out = wt_run_capture(cmd, &st);
+	ck_assert_ptr_nonnull(out);
+	ck_assert_msg(st != 0, "weft-plan-check passed a plan that deadlocks:\n%s", out);
+	ck_assert_msg(strstr(out, "deadlock") && strstr(out, "rank 0: threadblock 0 op 0 (wait) waits for a signal") &&
+			      strstr(out, "rank 1: threadblock 0 op 0 (wait) waits for a signal"),
+		      "weft-plan-check does not name both waits:\n%s", out);
+	free(out);
+	free(f);
+}
+END_TEST
+
+int main(void)
+{
+	g_dir = wt_mkdtemp("plan-run");
+	setenv("WEFT_CORE_BOOTSTRAP_ADDR", "127.0.0.1", 0);
+	Suite *s = suite_create("plan_run");
+	TCase *tc = tcase_create("mscclpp");
+	tcase_set_timeout(tc, PR_TIMEOUT_S + 30);
+	tcase_add_loop_test(tc, mscclpp_plan_runs_over_shm, 0, (int)(sizeof(mscclpp_plans) / sizeof(mscclpp_plans[0])));
+	tcase_add_loop_test(tc, plan_applies_the_calls_reduction, 0, 3);
+	tcase_add_test(tc, in_place_plan_refuses_out_of_place_calls);
+	tcase_add_test(tc, multicast_plans_refused_at_load);
+	suite_add_tcase(s, tc);
+	TCase *tk = tcase_create("plan_check");
+	tcase_add_test(tk, plan_check_accepts_mscclpp_plans);
+	tcase_add_test(tk, plan_check_reports_a_deadlock);
+	suite_add_tcase(s, tk);
+	int rc = wt_run_suite(s);
+	wt_rmdir(g_dir);
+	return rc;
+}
