@@ -88,6 +88,7 @@ struct weft__tp {
 #define WEFT__TAG_SETUP_FAIL (WEFT__TAG_RESERVED + 4)   /* a setup failed here: waits on this rank end */
 #define WEFT__TAG_SETUP_STATUS (WEFT__TAG_RESERVED + 5) /* each rank's outcome of one setup */
 #define WEFT__TAG_SPLIT (WEFT__TAG_RESERVED + 6)        /* weft_comm_split: the new comm's id */
+#define WEFT__TAG_SHRINK (WEFT__TAG_RESERVED + 7)       /* weft_comm_shrink: lists and the new comm's id */
 #define WEFT__TAG_FIN_BASE (WEFT__TAG_RESERVED + 0x1000) /* + a connection's number in its pair */
 #define WEFT__TAG_FIN_RANGE 0xE000u
 
@@ -158,6 +159,7 @@ struct weft_comm {
 	 * (handles.c); only that thread touches busy_depth. */
 	_Atomic uintptr_t busy_owner;
 	int busy_depth;
+	uint32_t shrinks; /* weft_comm_shrink calls begun here (split.c): stale messages of older ones are skipped */
 };
 
 struct weft_mem {

@@ -71,6 +71,12 @@ uint64_t weft__bootstrap_proc_id(const struct weft__bootstrap *bs, int rank);
 int weft__bootstrap_send(struct weft__bootstrap *bs, int peer, uint32_t tag, const void *buf, size_t len);
 int weft__bootstrap_recv(struct weft__bootstrap *bs, int peer, uint32_t tag, void *buf, size_t len);
 int weft__bootstrap_allgather(struct weft__bootstrap *bs, const void *mine, void *all, size_t each);
+/* send and recv whatever the bootstrap's status: the links of the peers still
+ * alive outlive a failure, and the survivors meet over them (weft_comm_shrink).
+ * A peer that is gone or said goodbye still fails them (-WEFT_ERR_PEER); an
+ * abort does not end such a recv. */
+int weft__bootstrap_send_any(struct weft__bootstrap *bs, int peer, uint32_t tag, const void *buf, size_t len);
+int weft__bootstrap_recv_any(struct weft__bootstrap *bs, int peer, uint32_t tag, void *buf, size_t len);
 /* recv that also gives the message's arrival number from peer, for purge. */
 int weft__bootstrap_recv_mark(struct weft__bootstrap *bs, int peer, uint32_t tag, void *buf, size_t len,
 			      uint64_t *mark);

@@ -464,7 +464,9 @@ int weft__bootstrap_listen_port(const struct weft__bootstrap *bs)
 
 /* ------------------------------------------------------------ messages */
 
-static int bs_send(struct weft__bootstrap *bs, int peer, int cls, uint32_t tag, const void *buf, size_t len)
+/* any: whatever the bootstrap's status (weft__bootstrap_send_any). */
+static int bs_send_opt(struct weft__bootstrap *bs, int peer, int cls, uint32_t tag, const void *buf, size_t len,
+		       int any)
 {
 	if (peer < 0 || peer >= bs->nranks || (len && !buf)) {
 		WEFT_ERROR("bootstrap: send to rank %d of %d with %s buffer: invalid", peer, bs->nranks, buf ? "a" : "no");
@@ -475,7 +477,7 @@ static int bs_send(struct weft__bootstrap *bs, int peer, int cls, uint32_t tag, 
 			   len, peer, (unsigned long long)bs->p.max_msg);
 		return -EMSGSIZE;
 	}
-	int rc = weft__bootstrap_status(bs);
+	int rc = any ? 0 : weft__bootstrap_status(bs);
 	if (rc)
 		return rc;
 	struct peer *pe = &bs->peers[peer];
@@ -502,7 +504,7 @@ static int bs_send(struct weft__bootstrap *bs, int peer, int cls, uint32_t tag, 
 	if (!b)
 		return -ENOMEM;
 	pthread_mutex_lock(&bs->mu);
-	if (bs->status)
+	if (bs->status && !any)
 		rc = bs->status;
 	else if (pe->gone || pe->bye_rcvd)
 		rc = -WEFT_ERR_PEER;
@@ -517,6 +519,11 @@ static int bs_send(struct weft__bootstrap *bs, int peer, int cls, uint32_t tag, 
 	}
 	weft__bs_wake(bs);
 	return 0;
+}
+
+static int bs_send(struct weft__bootstrap *bs, int peer, int cls, uint32_t tag, const void *buf, size_t len)
+{
+	return bs_send_opt(bs, peer, cls, tag, buf, len, 0);
 }
 
 /* This thread's cancel scope (weft__bootstrap_cancel_begin). */
@@ -544,16 +551,23 @@ static int cancelled_locked(const struct weft__bootstrap *bs)
 	return 0;
 }
 
-static int bs_recv_mark(struct weft__bootstrap *bs, int peer, int cls, uint32_t tag, void *buf, size_t len,
-			uint64_t *mark);
+static int bs_recv_opt(struct weft__bootstrap *bs, int peer, int cls, uint32_t tag, void *buf, size_t len,
+		       uint64_t *mark, int any);
 
 static int bs_recv(struct weft__bootstrap *bs, int peer, int cls, uint32_t tag, void *buf, size_t len)
 {
-	return bs_recv_mark(bs, peer, cls, tag, buf, len, NULL);
+	return bs_recv_opt(bs, peer, cls, tag, buf, len, NULL, 0);
 }
 
 static int bs_recv_mark(struct weft__bootstrap *bs, int peer, int cls, uint32_t tag, void *buf, size_t len,
 			uint64_t *mark)
+{
+	return bs_recv_opt(bs, peer, cls, tag, buf, len, mark, 0);
+}
+
+/* any: whatever the bootstrap's status (weft__bootstrap_recv_any). */
+static int bs_recv_opt(struct weft__bootstrap *bs, int peer, int cls, uint32_t tag, void *buf, size_t len,
+		       uint64_t *mark, int any)
 {
 	if (peer < 0 || peer >= bs->nranks || (len && !buf)) {
 		WEFT_ERROR("bootstrap: recv from rank %d of %d with %s buffer: invalid", peer, bs->nranks, buf ? "a" : "no");
@@ -565,7 +579,7 @@ static int bs_recv_mark(struct weft__bootstrap *bs, int peer, int cls, uint32_t 
 	int rc = 0;
 	pthread_mutex_lock(&bs->mu);
 	for (;;) {
-		if ((rc = bs->status) != 0)
+		if (!any && (rc = bs->status) != 0)
 			break;
 		struct msg **pp = &pe->rq_head, *prev = NULL;
 		for (; *pp; prev = *pp, pp = &(*pp)->next)
@@ -589,7 +603,7 @@ static int bs_recv_mark(struct weft__bootstrap *bs, int peer, int cls, uint32_t 
 		pthread_cond_wait(&bs->cv, &bs->mu);
 	}
 	pthread_mutex_unlock(&bs->mu);
-	if (rc == -WEFT_ERR_PEER && !bs->status)
+	if (rc == -WEFT_ERR_PEER && !bs->status && !any)
 		WEFT_ERROR("bootstrap: recv from rank %d (tag %u): that rank has closed its bootstrap", peer, tag);
 	if (!m)
 		return rc;
@@ -619,6 +633,20 @@ int weft__bootstrap_recv(struct weft__bootstrap *bs, int peer, uint32_t tag, voi
 	if (!bs)
 		return -EINVAL;
 	return bs_recv(bs, peer, CLS_USER, tag, buf, len);
+}
+
+int weft__bootstrap_send_any(struct weft__bootstrap *bs, int peer, uint32_t tag, const void *buf, size_t len)
+{
+	if (!bs)
+		return -EINVAL;
+	return bs_send_opt(bs, peer, CLS_USER, tag, buf, len, 1);
+}
+
+int weft__bootstrap_recv_any(struct weft__bootstrap *bs, int peer, uint32_t tag, void *buf, size_t len)
+{
+	if (!bs)
+		return -EINVAL;
+	return bs_recv_opt(bs, peer, CLS_USER, tag, buf, len, NULL, 1);
 }
 
 int weft__bootstrap_recv_mark(struct weft__bootstrap *bs, int peer, uint32_t tag, void *buf, size_t len,

@@ -131,6 +131,23 @@ WEFT_API int weft_comm_create_from_env(weft_comm_t **comm);
 #define WEFT_SPLIT_NOCOLOR (-1)
 WEFT_API int weft_comm_split(weft_comm_t *comm, int color, int key, weft_comm_t **newcomm);
 
+/* Makes a new communicator of comm's ranks less the nexclude listed in
+ * exclude, in comm's order; also after a rank of comm died. Only the ranks
+ * that remain call it. They meet point to point over comm's bootstrap links
+ * among themselves, never through a collective of comm: each tells every
+ * other rank its list, the lists must be the same, and the first remaining
+ * rank hands the others the id of a new rendezvous. WEFT_SHRINK_ABORT aborts
+ * comm first (weft_comm_abort: calls pending on it return); without it a
+ * healthy comm stays usable. The new comm lives on when comm is destroyed.
+ * Errors: -EINVAL (a listed rank out of range, listed twice or the caller's
+ * own, unknown flags, remaining ranks whose lists differ), -WEFT_ERR_PEER (a
+ * rank the list keeps died or left), those of weft_comm_create.
+ * Thread safety: one thread per comm. Blocking: yes, until every remaining
+ * rank called it and the new comm is made; a rank the list keeps that is
+ * alive but never calls it is waited for until it leaves. */
+#define WEFT_SHRINK_ABORT 0x1
+WEFT_API int weft_comm_shrink(weft_comm_t *comm, const int *exclude, int nexclude, int flags, weft_comm_t **newcomm);
+
 /* Destroys a communicator and everything created from it. Accepts NULL.
  * Each connection is closed on both sides: destroy waits until every connected
  * peer has flushed its side too (closed its connection, destroyed its comm,
