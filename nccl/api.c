@@ -70,6 +70,11 @@ void wn_log(int level, const char *fmt, ...)
 	fprintf(stderr, "weft-nccl %s: %s\n", names[level < 0 ? 0 : level > 3 ? 3 : level], msg);
 }
 
+void wn_set_last_error(const char *msg)
+{
+	snprintf(last_err, sizeof(last_err), "%s", msg);
+}
+
 unsigned long wn_error_count(void)
 {
 	return n_errors;
@@ -148,7 +153,7 @@ int wn_map_op(ncclRedOp_t op, enum weft_redop *out)
 	return 0;
 }
 
-ncclResult_t wn_check_comm(const struct ncclComm *comm, const char *fn)
+ncclResult_t wn_check_comm(struct ncclComm *comm, const char *fn)
 {
 	if (!comm) {
 		WN_ERROR("%s: comm is NULL", fn);
@@ -159,8 +164,18 @@ ncclResult_t wn_check_comm(const struct ncclComm *comm, const char *fn)
 			 fn, (const void *)comm);
 		return ncclInvalidArgument;
 	}
+	/* A non-blocking init still running: the call waits for it, never fails. */
+	ncclResult_t r = wn_comm_wait(comm, fn);
+	if (r != ncclSuccess)
+		return r;
 	if (!comm->wc) {
-		WN_ERROR("%s: comm %p was finalized or failed to initialize", fn, (const void *)comm);
+		if (comm->state == WN_QUEUED)
+			WN_ERROR("%s: comm %p is initialized at the end of its group, which has not ended", fn,
+				 (void *)comm);
+		else if (comm->state == WN_FAILED && comm->why[0])
+			WN_ERROR("%s: comm %p failed to initialize: %s", fn, (void *)comm, comm->why);
+		else
+			WN_ERROR("%s: comm %p was finalized or failed to initialize", fn, (void *)comm);
 		return ncclInvalidUsage;
 	}
 	return ncclSuccess;
@@ -290,6 +305,8 @@ struct ncclComm *wn_comm_new(int rank, int nranks, const ncclConfig_t *config, i
 	c->blocking = 1;
 	pthread_mutex_init(&c->shadow_lock, NULL);
 	pthread_mutex_init(&c->op_lock, NULL);
+	pthread_mutex_init(&c->state_lock, NULL);
+	pthread_cond_init(&c->state_cv, NULL);
 	if (config) {
 		if (config->blocking != NCCL_CONFIG_UNDEF_INT)
 			c->blocking = config->blocking;
@@ -306,11 +323,13 @@ void wn_comm_free(struct ncclComm *comm)
 	comm->magic = 0;
 	pthread_mutex_destroy(&comm->shadow_lock);
 	pthread_mutex_destroy(&comm->op_lock);
+	pthread_mutex_destroy(&comm->state_lock);
+	pthread_cond_destroy(&comm->state_cv);
 	free(comm->premul);
 	free(comm);
 }
 
-static ncclResult_t check_config(const ncclConfig_t *config, const char *fn)
+ncclResult_t wn_check_config(const ncclConfig_t *config, const char *fn)
 {
 	if (!config)
 		return ncclSuccess;
@@ -329,30 +348,30 @@ static ncclResult_t check_config(const ncclConfig_t *config, const char *fn)
 	return ncclSuccess;
 }
 
-/* Creates the weft comm of an initialized ncclComm. */
-static ncclResult_t comm_connect(struct ncclComm *c, const struct weft_unique_id *id, const char *fn)
+int wn_comm_make(struct ncclComm *c, const struct weft_unique_id *id, const char *fn, weft_comm_t **wc)
 {
-	weft_comm_t *wc = NULL;
 	/* The rank's transports open on its own GPU (ncclCommInitAll makes the
 	 * ranks of several GPUs on threads of one process). */
 	int prev = wn_device_enter(c->device);
-	int rc = weft_comm_create(id, c->nranks, c->rank, &wc);
+	int rc = weft_comm_create(id, c->nranks, c->rank, wc);
 	wn_device_leave(prev);
 	if (rc != 0) {
-		WN_ERROR("%s: rank %d of %d: weft_comm_create failed: %s", fn, c->rank, c->nranks, weft_strerror(rc));
-		c->init_rc = wn_result(rc);
-		return c->init_rc;
+		char detail[256] = "";
+		weft_last_error(detail, sizeof(detail));
+		WN_ERROR("%s: rank %d of %d: weft_comm_create failed: %s%s%s", fn, c->rank, c->nranks, weft_strerror(rc),
+			 detail[0] ? ": " : "", detail);
+		return rc;
 	}
-	c->wc = wc;
 	WN_INFO("%s: rank %d of %d ready%s%s (device %d)", fn, c->rank, c->nranks, c->name[0] ? ", comm " : "",
 		c->name, c->device);
-	return ncclSuccess;
+	return 0;
 }
 
-static ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *id, int rank,
-			      const ncclConfig_t *config, int device, const char *fn)
+ncclResult_t wn_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *id, int rank, const ncclConfig_t *config,
+			  int device, const char *fn, int *wrc)
 {
 	ncclResult_t r;
+	*wrc = 0;
 	if (!out) {
 		WN_ERROR("%s: comm out-pointer is NULL", fn);
 		return ncclInvalidArgument;
@@ -364,7 +383,7 @@ static ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *i
 		WN_ERROR("%s: rank %d of %d is out of range", fn, rank, nranks);
 		return ncclInvalidArgument;
 	}
-	if ((r = check_config(config, fn)) != ncclSuccess)
+	if ((r = wn_check_config(config, fn)) != ncclSuccess)
 		return r;
 	struct ncclComm *c = wn_comm_new(rank, nranks, config, device);
 	if (!c) {
@@ -380,20 +399,31 @@ static ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *i
 			wn_comm_free(c);
 			return r;
 		}
+		c->state = WN_QUEUED;
 		*out = c;
 		return ncclSuccess;
 	}
-	if ((r = comm_connect(c, &wid, fn)) != ncclSuccess) {
-		wn_comm_free(c);
-		return r;
+	if (!c->blocking) {
+		/* The handle is the caller's now; ncclCommGetAsyncError says when it
+		 * is ready, and calls on it wait for that. */
+		*out = c;
+		return wn_init_start(c, &wid, fn);
 	}
+	weft_comm_t *wc = NULL;
+	if ((*wrc = wn_comm_make(c, &wid, fn, &wc)) != 0) {
+		wn_comm_free(c);
+		return wn_result(*wrc);
+	}
+	c->wc = wc;
 	*out = c;
 	return ncclSuccess;
 }
 
-ncclResult_t wn_comm_connect_deferred(struct ncclComm *c, const struct weft_unique_id *id)
+static ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *id, int rank,
+			      const ncclConfig_t *config, int device, const char *fn)
 {
-	return comm_connect(c, id, "ncclCommInitRank (group)");
+	int wrc;
+	return wn_init_rank(out, nranks, id, rank, config, device, fn, &wrc);
 }
 
 WN_API ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId)
@@ -508,59 +538,6 @@ WN_API ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devl
 }
 WN_ALIAS(ncclCommInitAll);
 
-/* ncclCommSplit: weft_comm_split, which orders a color's ranks by key, then
- * by parent rank, and meets them through a rendezvous of their own. */
-WN_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config)
-{
-	static const char fn[] = "ncclCommSplit";
-	if (newcomm)
-		*newcomm = NULL;
-	ncclResult_t r = wn_check_comm(comm, fn);
-	if (r != ncclSuccess)
-		return r;
-	if (!newcomm) {
-		WN_ERROR("%s: newcomm is NULL", fn);
-		return ncclInvalidArgument;
-	}
-	if (color < 0 && color != NCCL_SPLIT_NOCOLOR) {
-		WN_ERROR("%s: color %d is negative and not NCCL_SPLIT_NOCOLOR", fn, color);
-		return ncclInvalidArgument;
-	}
-	if ((r = check_config(config, fn)) != ncclSuccess)
-		return r;
-	if (wn_group_depth() > 0) {
-		WN_ERROR("%s: inside ncclGroupStart/End; weft splits outside groups only", fn);
-		return ncclInvalidUsage;
-	}
-	weft_comm_t *wc = NULL;
-	/* The new comm's transports open on the parent's GPU, as comm_connect's do. */
-	int prev = wn_device_enter(comm->device);
-	int rc = weft_comm_split(comm->wc, color == NCCL_SPLIT_NOCOLOR ? WEFT_SPLIT_NOCOLOR : color, key, &wc);
-	wn_device_leave(prev);
-	if (rc != 0) {
-		WN_ERROR("%s: weft_comm_split failed: %s", fn, weft_strerror(rc));
-		return wn_result(rc);
-	}
-	if (!wc)
-		return ncclSuccess; /* NCCL_SPLIT_NOCOLOR */
-	struct ncclComm *c = wn_comm_new(weft_comm_rank(wc), weft_comm_size(wc), config, comm->device);
-	if (!c) {
-		WN_ERROR("%s: out of memory", fn);
-		weft_comm_destroy(wc);
-		return ncclSystemError;
-	}
-	if (!config) {
-		c->blocking = comm->blocking;
-		memcpy(c->name, comm->name, sizeof(c->name));
-	}
-	c->wc = wc;
-	WN_INFO("%s: rank %d of %d ready%s%s (device %d)", fn, c->rank, c->nranks, c->name[0] ? ", comm " : "",
-		c->name, c->device);
-	*newcomm = c;
-	return ncclSuccess;
-}
-WN_ALIAS(ncclCommSplit);
-
 /* ------------------------------------------------------------ cliques */
 
 int wn_clique_make(struct ncclComm **comms, int n)
@@ -669,6 +646,9 @@ WN_API ncclResult_t ncclCommDestroy(ncclComm_t comm)
 		WN_ERROR("ncclCommDestroy: comm %p is not a live communicator of libweft_nccl", (void *)comm);
 		return ncclInvalidArgument;
 	}
+	/* A non-blocking init or a split from it still running: destroy waits. */
+	if (wn_comm_wait(comm, "ncclCommDestroy") != ncclSuccess)
+		return ncclInvalidArgument;
 	if (comm->clique)
 		return wn_result(clique_leave(comm, 0, comm->clique_total));
 	int rc = 0;
@@ -683,14 +663,8 @@ WN_API ncclResult_t ncclCommDestroy(ncclComm_t comm)
 }
 WN_ALIAS(ncclCommDestroy);
 
-WN_API ncclResult_t ncclCommAbort(ncclComm_t comm)
+void wn_comm_teardown(struct ncclComm *comm)
 {
-	if (!comm)
-		return ncclSuccess;
-	if (comm->magic != WN_COMM_MAGIC) {
-		WN_ERROR("ncclCommAbort: comm %p is not a live communicator of libweft_nccl", (void *)comm);
-		return ncclInvalidArgument;
-	}
 	wn_fallback_shadow_destroy(comm, 1);
 	if (comm->wc) {
 		/* Aborted first, so that destroy skips every flush and wait. */
@@ -701,6 +675,20 @@ WN_API ncclResult_t ncclCommAbort(ncclComm_t comm)
 	if (comm->clique)
 		clique_leave(comm, 1, comm->clique_total);
 	wn_comm_free(comm);
+}
+
+WN_API ncclResult_t ncclCommAbort(ncclComm_t comm)
+{
+	if (!comm)
+		return ncclSuccess;
+	if (comm->magic != WN_COMM_MAGIC) {
+		WN_ERROR("ncclCommAbort: comm %p is not a live communicator of libweft_nccl", (void *)comm);
+		return ncclInvalidArgument;
+	}
+	/* An init or split still running in the background: it ends there, and
+	 * frees the comm, without this call waiting for it. */
+	if (!wn_comm_abandon(comm))
+		wn_comm_teardown(comm);
 	return ncclSuccess;
 }
 WN_ALIAS(ncclCommAbort);
@@ -714,11 +702,22 @@ WN_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncEr
 			*asyncError = ncclInvalidArgument;
 		return ncclInvalidArgument;
 	}
-	if (!comm->wc) {
-		*asyncError = comm->init_rc ? (ncclResult_t)comm->init_rc : ncclSuccess;
+	pthread_mutex_lock(&comm->state_lock);
+	int st = comm->state;
+	weft_comm_t *wc = comm->wc;
+	pthread_mutex_unlock(&comm->state_lock);
+	if (st == WN_INIT || st == WN_QUEUED) {
+		*asyncError = ncclInProgress;
 		return ncclSuccess;
 	}
-	int rc = weft_comm_status(comm->wc);
+	if (!wc) {
+		*asyncError = comm->init_rc ? (ncclResult_t)comm->init_rc : ncclSuccess;
+		/* The reason was logged on the thread that ran the init. */
+		if (st == WN_FAILED && comm->why[0])
+			wn_set_last_error(comm->why);
+		return ncclSuccess;
+	}
+	int rc = weft_comm_status(wc);
 	if (rc != 0)
 		WN_ERROR("rank %d: communicator failed: %s", comm->rank, weft_strerror(rc));
 	*asyncError = wn_result(rc);

@@ -287,7 +287,8 @@ WN_ALIAS(ncclGroupStart);
 struct worker {
 	pthread_t th;
 	int started;
-	struct wn_init *init;  /* an init to run, or */
+	struct wn_init *init;  /* an init to run (its weft comm lands in wc), or */
+	weft_comm_t *wc;
 	struct ncclComm *comm; /* the comm whose queued ops to issue */
 	struct wn_op *ops;
 	size_t nops;
@@ -299,7 +300,8 @@ struct worker {
 static void *run_init(void *arg)
 {
 	struct worker *w = arg;
-	w->res = wn_comm_connect_deferred(w->init->comm, &w->init->id);
+	w->rc = wn_comm_make(w->init->comm, &w->init->id, "ncclCommInitRank (group)", &w->wc);
+	w->res = wn_result(w->rc);
 	return NULL;
 }
 
@@ -366,6 +368,72 @@ static ncclResult_t run_workers(struct worker *ws, size_t n, void *(*fn)(void *)
 	return r;
 }
 
+/* Runs a group's queued inits, one thread per rank, makes a clique of them
+ * and publishes each comm (those abandoned meanwhile are torn down). The
+ * comms are held (wn_comm_hold) by the caller. */
+static ncclResult_t run_inits(struct wn_init *inits, size_t ninits)
+{
+	ncclResult_t r = ncclSuccess;
+	struct worker *ws = calloc(ninits, sizeof(*ws));
+	if (!ws) {
+		WN_ERROR("ncclGroupEnd: out of memory");
+		for (size_t i = 0; i < ninits; i++)
+			wn_comm_publish(inits[i].comm, NULL, -ENOMEM);
+		return ncclSystemError;
+	}
+	for (size_t i = 0; i < ninits; i++)
+		ws[i].init = &inits[i];
+	r = run_workers(ws, ninits, run_init);
+	if (r == ncclSuccess && ninits > 1) {
+		struct ncclComm **cs = malloc(ninits * sizeof(*cs));
+		for (size_t i = 0; cs && i < ninits; i++)
+			cs[i] = inits[i].comm;
+		if (!cs || wn_clique_make(cs, (int)ninits) != 0)
+			WN_WARN("ncclGroupEnd: out of memory; destroy these %zu ranks from threads of their own", ninits);
+		free(cs);
+	}
+	for (size_t i = 0; i < ninits; i++)
+		wn_comm_publish(inits[i].comm, ws[i].rc == 0 ? ws[i].wc : NULL, ws[i].rc);
+	free(ws);
+	return r;
+}
+
+struct inits_job {
+	struct wn_init *inits;
+	size_t n;
+};
+
+static void *inits_main(void *arg)
+{
+	struct inits_job *j = arg;
+	run_inits(j->inits, j->n);
+	free(j->inits);
+	free(j);
+	return NULL;
+}
+
+/* A group of non-blocking inits only, with no calls queued: its inits run
+ * on a thread, and ncclGroupEnd returns ncclInProgress. Takes inits. */
+static ncclResult_t inits_start(struct wn_init *inits, size_t ninits)
+{
+	struct inits_job *j = malloc(sizeof(*j));
+	pthread_attr_t a;
+	pthread_t th;
+	if (j && pthread_attr_init(&a) == 0) {
+		*j = (struct inits_job){.inits = inits, .n = ninits};
+		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+		int rc = pthread_create(&th, &a, inits_main, j);
+		pthread_attr_destroy(&a);
+		if (rc == 0)
+			return ncclInProgress;
+	}
+	free(j);
+	WN_WARN("ncclGroupEnd: could not start a thread for the non-blocking inits; they run in this call");
+	ncclResult_t r = run_inits(inits, ninits);
+	free(inits);
+	return r;
+}
+
 WN_API ncclResult_t ncclGroupEnd(void)
 {
 	if (grp.depth <= 0) {
@@ -382,25 +450,14 @@ WN_API ncclResult_t ncclGroupEnd(void)
 
 	ncclResult_t r = ncclSuccess;
 	if (ninits) {
-		struct worker *ws = calloc(ninits, sizeof(*ws));
-		if (!ws) {
-			WN_ERROR("ncclGroupEnd: out of memory");
-			r = ncclSystemError;
-		} else {
-			for (size_t i = 0; i < ninits; i++)
-				ws[i].init = &inits[i];
-			r = run_workers(ws, ninits, run_init);
-			free(ws);
+		int nonblocking = nops == 0;
+		for (size_t i = 0; i < ninits; i++) {
+			wn_comm_hold(inits[i].comm, 1);
+			nonblocking = nonblocking && !inits[i].comm->blocking;
 		}
-		if (r == ncclSuccess && ninits > 1) {
-			struct ncclComm **cs = malloc(ninits * sizeof(*cs));
-			for (size_t i = 0; cs && i < ninits; i++)
-				cs[i] = inits[i].comm;
-			if (!cs || wn_clique_make(cs, (int)ninits) != 0)
-				WN_WARN("ncclGroupEnd: out of memory; destroy these %zu ranks from threads of their own",
-					ninits);
-			free(cs);
-		}
+		if (nonblocking)
+			return inits_start(inits, ninits);
+		r = run_inits(inits, ninits);
 	}
 	if (nops && r == ncclSuccess) {
 		/* One worker per distinct comm, in order of first appearance. */
@@ -598,8 +655,10 @@ WN_API ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
 		/* The comms of queued inits were handed out: they stay allocated,
 		 * never initialized, so every later use fails by name and
 		 * ncclCommDestroy frees them. */
-		for (size_t i = 0; i < grp.ninits; i++)
+		for (size_t i = 0; i < grp.ninits; i++) {
 			grp.inits[i].comm->init_rc = ncclInvalidUsage;
+			grp.inits[i].comm->state = WN_FAILED;
+		}
 		free(grp.inits);
 		free(grp.ops);
 		memset(&grp, 0, sizeof(grp));

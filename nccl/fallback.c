@@ -147,19 +147,6 @@ void wn_fallback_shadow_destroy(struct ncclComm *comm, int abort)
 
 /* ------------------------------------------------------------ refused */
 
-WN_API ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
-				   ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags)
-{
-	/* The result must be a weft communicator, which a real NCCL cannot make:
-	 * no fallback. ncclCommSplit covers the healthy case. */
-	if (newcomm)
-		*newcomm = NULL;
-	WN_ERROR("ncclCommShrink: not supported by weft (no fallback either); use ncclCommSplit with "
-		 "NCCL_SPLIT_NOCOLOR on the excluded ranks while they are alive");
-	return ncclInvalidUsage;
-}
-WN_ALIAS(ncclCommShrink);
-
 typedef ncclResult_t (*win_reg_fn)(ncclComm_t, void *, size_t, ncclWindow_t *, int);
 typedef ncclResult_t (*win_dereg_fn)(ncclComm_t, ncclWindow_t);
 

@@ -30,9 +30,20 @@ struct wn_premul {
 	const void *dev;       /* ncclScalarDevice: read when each call runs */
 };
 
+/* Where a comm's initialization stands (state, under state_lock). */
+enum wn_state {
+	WN_READY = 0, /* wc is set (NULL again after ncclCommFinalize) */
+	WN_QUEUED,    /* its init waits for the end of the group it was called in */
+	WN_INIT,      /* a thread of this library makes its weft comm (non-blocking) */
+	WN_FAILED,    /* the init failed: init_rc and why say how */
+};
+
+/* What ncclCommGetUniqueId made on a comm for ncclCommGrow. */
+enum wn_grow { WN_GROW_NONE = 0, WN_GROW_ISSUED, WN_GROW_USED };
+
 struct ncclComm {
 	unsigned magic;     /* WN_COMM_MAGIC while alive: catches stale and foreign handles */
-	weft_comm_t *wc;    /* NULL after ncclCommFinalize */
+	weft_comm_t *wc;    /* NULL after ncclCommFinalize; written under state_lock while refs > 0 */
 	int rank;
 	int nranks;
 	int device;         /* CUDA device recorded at init, -1 for none */
@@ -40,13 +51,27 @@ struct ncclComm {
 	char name[64];      /* config->commName, for log lines */
 	void *shadow;       /* the real NCCL's communicator (fallback), or NULL */
 	pthread_mutex_t shadow_lock;
-	int init_rc;        /* result of a grouped init, for ncclCommGetAsyncError */
+	int init_rc;        /* result of a failed grouped or non-blocking init, for ncclCommGetAsyncError */
 	struct wn_clique *clique; /* ranks of this process initialized in one group, or NULL */
 	int released;       /* destroyed by the application, waiting for its clique */
 	int clique_total;   /* length of clique->members */
 	pthread_mutex_t op_lock; /* guards premul and npremul */
 	struct wn_premul *premul;
 	int npremul;
+	/* Non-blocking initialization (async.c). Threads of this library that
+	 * use the struct in the background (an init, a split from it) or wait
+	 * for it hold refs; ncclCommAbort meanwhile only marks it abandoned, and
+	 * the last to leave tears it down. */
+	pthread_mutex_t state_lock;
+	pthread_cond_t state_cv; /* broadcast when state or busy change, or on abandon */
+	int state;               /* enum wn_state */
+	int refs;
+	int busy;                /* splits from this comm running in the background */
+	int abandoned;
+	char why[256];           /* the failed init's reason, for ncclGetLastError */
+	/* ncclCommGetUniqueId / ncclCommGrow (reshape.c); one thread per comm. */
+	int grow;                /* enum wn_grow */
+	struct weft_unique_id grow_id;
 };
 
 /* The pre-multiplied sum `op` names on comm, copied into *out (a queued call
@@ -87,14 +112,57 @@ unsigned long wn_error_count(void);
 
 /* weft's return code as an ncclResult_t (0 -> ncclSuccess). */
 ncclResult_t wn_result(int rc);
-/* A usable comm, or ncclInvalidArgument/ncclInvalidUsage with a message. */
-ncclResult_t wn_check_comm(const struct ncclComm *comm, const char *fn);
+/* A usable comm, or ncclInvalidArgument/ncclInvalidUsage with a message.
+ * Waits while a non-blocking init of comm, or a split from it, runs. */
+ncclResult_t wn_check_comm(struct ncclComm *comm, const char *fn);
 int wn_map_type(ncclDataType_t t, enum weft_datatype *out);
 int wn_map_op(ncclRedOp_t op, enum weft_redop *out);
 
 /* Creates the comm object of a rank; the weft comm is made by the caller. */
 struct ncclComm *wn_comm_new(int rank, int nranks, const ncclConfig_t *config, int device);
 void wn_comm_free(struct ncclComm *comm);
+/* What ncclCommAbort does to a comm no background thread uses: its shadow,
+ * its weft comm (aborted first, so nothing waits for peers), its clique, the
+ * struct. */
+void wn_comm_teardown(struct ncclComm *comm);
+/* Checks a config as every init, split, shrink and grow does (logged). */
+ncclResult_t wn_check_config(const ncclConfig_t *config, const char *fn);
+/* Makes comm's weft comm from id, on comm's device, into *wc: 0 or a weft
+ * code, logged with fn. Does not touch comm->wc. */
+int wn_comm_make(struct ncclComm *comm, const struct weft_unique_id *id, const char *fn, weft_comm_t **wc);
+/* ncclCommInitRankConfig's body: checks, creates the comm, and connects it
+ * now, at the group's end, or on a thread (config->blocking == 0). *wrc: the
+ * weft code of a failed connection, else 0. */
+ncclResult_t wn_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *id, int rank, const ncclConfig_t *config,
+			  int device, const char *fn, int *wrc);
+/* Sets the calling thread's last error (ncclGetLastError) without logging:
+ * a reason found and logged on another thread, handed over. */
+void wn_set_last_error(const char *msg);
+
+/* Non-blocking communicators (async.c). */
+/* Waits while comm's init or a split from it runs in the background. 0, or
+ * ncclInvalidArgument (logged) when comm was aborted meanwhile. */
+ncclResult_t wn_comm_wait(struct ncclComm *comm, const char *fn);
+/* Starts comm's init on a thread; returns ncclInProgress (or the init's own
+ * result when no thread could be started and it ran here). */
+ncclResult_t wn_init_start(struct ncclComm *comm, const struct weft_unique_id *id, const char *fn);
+/* A background thread begins using comm (holds a ref, state WN_INIT when
+ * init is set); wn_comm_publish or wn_comm_unref ends it. */
+void wn_comm_hold(struct ncclComm *comm, int init);
+/* Ends a background init: comm gets wc (0 = rc) or the failure, waiters
+ * wake; an abandoned comm is torn down instead, once its last user left. */
+void wn_comm_publish(struct ncclComm *comm, weft_comm_t *wc, int rc);
+/* Drops a ref; the last one of an abandoned comm tears it down. */
+void wn_comm_unref(struct ncclComm *comm);
+/* ncclCommAbort of a comm a background thread uses: marks it abandoned,
+ * aborts its weft comm and wakes its waiters. 1 when it did (the struct is
+ * the background's to free), 0 when no background thread holds it. */
+int wn_comm_abandon(struct ncclComm *comm);
+/* Runs a non-blocking ncclCommSplit: *newcomm is made (rank unknown until
+ * the split completes) and ncclInProgress returned; ncclSuccess for
+ * NCCL_SPLIT_NOCOLOR (*newcomm NULL). wcolor is weft's color. */
+ncclResult_t wn_split_start(struct ncclComm *parent, int wcolor, int key, const ncclConfig_t *config,
+			    ncclComm_t *newcomm);
 /* The CUDA device the calling thread has current: WEFT_NCCL_DEVICE, else the
  * application's CUDA runtime (when loaded), else -1. */
 int wn_current_device(void);
@@ -116,8 +184,6 @@ int wn_copy_to_host(void *dst, const void *src, size_t n, void *stream);
 int wn_group_depth(void);
 /* Queues a communicator initialization for the group's end (coll.c). */
 ncclResult_t wn_group_add_init(struct ncclComm *comm, const struct weft_unique_id *id);
-/* Runs a queued initialization: creates comm's weft comm (api.c). */
-ncclResult_t wn_comm_connect_deferred(struct ncclComm *comm, const struct weft_unique_id *id);
 
 /* Fallback (fallback.c). The real library's function `name`, loaded on first
  * use; NULL (and a logged reason naming `why`) when it cannot be used. */

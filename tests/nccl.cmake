@@ -24,6 +24,13 @@ if(TARGET weft_nccl AND TARGET weft-plugin-algo-host AND TARGET weft-plugin-ofi)
       WEFT_NCCL_FAKE="$<TARGET_FILE:weft-test-fakenccl>")
     add_dependencies(${_t} weft-plugin-algo-host weft-plugin-ofi weft-test-fakenccl)
   endforeach()
+  # Non-blocking communicators (test_nccl_async), ncclCommShrink after a rank
+  # died and ncclCommGrow (test_nccl_reshape): forked ranks as test_nccl's.
+  foreach(_t IN ITEMS test_nccl_async test_nccl_reshape)
+    weft_add_test(${_t} SOURCES ${_t}.c LABELS mp TIMEOUT 120 LIBS weft_nccl Threads::Threads
+      ENV WEFT_CORE_BOOTSTRAP_ADDR=127.0.0.1 WEFT_ALGO_HOST_TRANSPORT=ofi)
+    add_dependencies(${_t} weft-plugin-algo-host weft-plugin-ofi)
+  endforeach()
 endif()
 
 # weft-nccl-driver end to end: every collective it knows, checked values

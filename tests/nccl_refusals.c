@@ -152,8 +152,29 @@ static int c_split(struct nr_ctx *x)
 static int c_shrink(struct nr_ctx *x)
 {
 	ncclComm_t c = x->live;
-	NR_REFUSED(x, "ncclCommShrink", ncclCommShrink(x->live, NULL, 0, &c, NULL, NCCL_SHRINK_DEFAULT), "ncclCommShrink");
+	int bad[1] = {5};
+	NR_REFUSED(x, "ncclCommShrink excluding rank 5 of a one-rank comm",
+		   ncclCommShrink(x->live, bad, 1, &c, NULL, NCCL_SHRINK_DEFAULT), "is not a rank of the communicator");
 	return use_comm(x, "ncclCommShrink", c);
+}
+
+static int c_grow(struct nr_ctx *x)
+{
+	ncclComm_t c = x->live;
+	NR_REFUSED(x, "ncclCommGrow to as many ranks as the parent has", ncclCommGrow(x->live, 1, NULL, -1, &c, NULL),
+		   "does not exceed");
+	return use_comm(x, "ncclCommGrow", c);
+}
+
+static int c_comm_get_unique_id(struct nr_ctx *x)
+{
+	ncclUniqueId id;
+	memset(&id, 0x5a, sizeof(id));
+	NR_REFUSED(x, "ncclCommGetUniqueId(NULL)", ncclCommGetUniqueId(NULL, &id), "comm is NULL");
+	ncclComm_t c = x->live;
+	NR_REFUSED(x, "ncclCommGrow with the id a refused ncclCommGetUniqueId left", ncclCommGrow(NULL, 2, &id, 1, &c, NULL),
+		   "all zeros");
+	return use_comm(x, "ncclCommGrow", c);
 }
 
 static int c_premul(struct nr_ctx *x)
@@ -371,6 +392,8 @@ static const struct {
 	{"ncclCommDestroy", c_destroy_abort},
 	{"ncclCommFinalize", c_finalize},
 	{"ncclCommGetAsyncError", c_async_error},
+	{"ncclCommGetUniqueId", c_comm_get_unique_id},
+	{"ncclCommGrow", c_grow},
 	{"ncclCommInitAll", c_init_all},
 	{"ncclCommInitRank", c_init_rank},
 	{"ncclCommInitRankConfig", c_init_rank_config},

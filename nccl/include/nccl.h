@@ -172,7 +172,9 @@ NCCL_WEFT_DECL(ncclResult_t, ncclGetVersion, (int *version));
 NCCL_WEFT_DECL(ncclResult_t, ncclGetUniqueId, (ncclUniqueId *uniqueId));
 
 /* Communicator life cycle. Init blocks until every rank has arrived (inside
- * ncclGroupStart/End, until ncclGroupEnd). */
+ * ncclGroupStart/End, until ncclGroupEnd); with config->blocking = 0 it
+ * returns ncclInProgress at once, ncclCommGetAsyncError says when the comm
+ * is ready, and calls on it wait until then. */
 NCCL_WEFT_DECL(ncclResult_t, ncclCommInitRankConfig,
 	       (ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t *config));
 NCCL_WEFT_DECL(ncclResult_t, ncclCommInitRank, (ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank));
@@ -187,6 +189,15 @@ NCCL_WEFT_DECL(ncclResult_t, ncclCommShrink,
 		ncclConfig_t *config, int shrinkFlags));
 NCCL_WEFT_DECL(ncclResult_t, ncclCommInitRankScalable,
 	       (ncclComm_t *newcomm, int nranks, int myrank, int nId, ncclUniqueId *commIds, ncclConfig_t *config));
+/* NCCL 2.29's growing of a comm: one existing rank (the coordinator) makes
+ * an id on it and hands it to the new ranks; the existing ranks call
+ * ncclCommGrow with their comm, rank -1 and the id (coordinator) or NULL
+ * (the others), the new ranks with comm NULL, the id and their rank. An id
+ * serves one grow. */
+NCCL_WEFT_DECL(ncclResult_t, ncclCommGetUniqueId, (ncclComm_t comm, ncclUniqueId *uniqueId));
+NCCL_WEFT_DECL(ncclResult_t, ncclCommGrow,
+	       (ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId, int rank, ncclComm_t *newcomm,
+		ncclConfig_t *config));
 
 /* Errors. */
 NCCL_WEFT_DECL(const char *, ncclGetErrorString, (ncclResult_t result));

@@ -153,6 +153,10 @@ FAKE_COMM(ncclCommShrink,
 FAKE_COMM(ncclCommInitRankScalable,
 	  (ncclComm_t * newcomm, int nranks, int myrank, int nId, ncclUniqueId *ids, ncclConfig_t *config), NULL)
 FAKE_COMM(ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t *err), comm)
+FAKE_COMM(ncclCommGetUniqueId, (ncclComm_t comm, ncclUniqueId *id), comm)
+FAKE_COMM(ncclCommGrow,
+	  (ncclComm_t comm, int nranks, const ncclUniqueId *id, int rank, ncclComm_t *newcomm, ncclConfig_t *config),
+	  comm)
 FAKE_COMM(ncclCommCount, (const ncclComm_t comm, int *count), comm)
 FAKE_COMM(ncclCommCuDevice, (const ncclComm_t comm, int *device), comm)
 FAKE_COMM(ncclCommUserRank, (const ncclComm_t comm, int *rank), comm)
