@@ -210,6 +210,34 @@ static int add_params(char **buf, size_t *len, size_t *cap)
 	return rc;
 }
 
+/* A pack's agreement lines (weft_algo_ops.agreement), each its own item
+ * "pack <name> <key> = <value>". */
+static int add_agreement(const struct weft__plugin_entry *e, char ***items, int *ni)
+{
+	const struct weft_algo_ops *ops = e->ops;
+	if (e->state != WEFT_PLUGIN_LOADED || e->kind != WEFT_PLUGIN_ALGO_PACK || !e->name ||
+	    !WEFT_HAS_OP(ops, struct weft_algo_ops, agreement))
+		return 0;
+	const char *t = ops->agreement();
+	for (const char *l = t; l && *l;) {
+		const char *nl = strchr(l, '\n');
+		int ll = nl ? (int)(nl - l) : (int)strlen(l);
+		if (ll > 0) {
+			char **grown = realloc(*items, (size_t)(*ni + 1) * sizeof(**items));
+			if (!grown)
+				return -ENOMEM;
+			*items = grown;
+			if (asprintf(&grown[*ni], "pack %s %.*s\n", e->name, ll, l) < 0) {
+				grown[*ni] = NULL;
+				return -ENOMEM;
+			}
+			(*ni)++;
+		}
+		l = nl ? nl + 1 : NULL;
+	}
+	return 0;
+}
+
 char *weft__consist_text(void)
 {
 	char *buf = NULL;
@@ -236,6 +264,8 @@ char *weft__consist_text(void)
 		}
 		ni++;
 	}
+	for (int i = 0; rc == 0 && i < ne; i++)
+		rc = add_agreement(e[i], &items, &ni);
 	/* Search order may differ between hosts; the set may not. */
 	qsort(items, (size_t)ni, sizeof(*items), cmp_str);
 	for (int i = 0; rc == 0 && i < ni; i++)

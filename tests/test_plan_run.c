@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <weft/info.h>
 #include <weft/weft.h>
@@ -240,6 +241,58 @@ START_TEST(plan_check_reports_a_deadlock)
 }
 END_TEST
 
+/* Rank 1 offers an allreduce.json one byte longer than rank 0's, from
+ * another folder: creation must fail on both, naming the plan and both
+ * hashes. Each rank reads its own config, so the ranks meet through the
+ * root of the environment, not an id this process would have to make. */
+static int rank_differing_plans(int rank, int n, void *arg)
+{
+	(void)arg;
+	char path[512], text[1024];
+	snprintf(path, sizeof(path), "%s/rank%d.log", g_dir, rank);
+	RCHECK(freopen(path, "w", stderr), "cannot redirect stderr");
+	snprintf(text, sizeof(text), "[algo-plan]\nplans = %s/plans%d\n", g_dir, rank);
+	snprintf(path, sizeof(path), "%s/rank%d.conf", g_dir, rank);
+	FILE *f = fopen(path, "w");
+	RCHECK(f && fputs(text, f) >= 0 && fclose(f) == 0, "cannot write %s", path);
+	setenv("WEFT_CONFIG", path, 1);
+	weft_comm_t *comm = NULL;
+	int rc = weft_comm_create(NULL, n, rank, &comm);
+	RCHECK(rc == -WEFT_ERR_MISMATCH, "creation with different plans returned %d (%s)", rc, weft_strerror(rc));
+	return 0;
+}
+
+START_TEST(ranks_with_different_plans_fail_creation)
+{
+	char *src = wt_read_file(PLAN_DATA_DIR "/allreduce.json");
+	ck_assert_ptr_nonnull(src);
+	for (int r = 0; r < 2; r++) {
+		char dir[512], *longer = NULL;
+		snprintf(dir, sizeof(dir), "%s/plans%d", g_dir, r);
+		ck_assert_int_eq(mkdir(dir, 0700), 0);
+		ck_assert_int_ge(asprintf(&longer, "%s%s", src, r ? " " : ""), 0);
+		free(wt_write_file(dir, "allreduce.json", longer));
+		free(longer);
+	}
+	free(src);
+	char root[64];
+	snprintf(root, sizeof(root), "127.0.0.1:%d", wt_free_port());
+	setenv("WEFT_CORE_BOOTSTRAP_ROOT", root, 1);
+	setenv("WEFT_CORE_BOOTSTRAP_SECRET", "test-plan-run", 1);
+	ck_assert_int_eq(wt_fork_ranks(2, rank_differing_plans, NULL, PR_TIMEOUT_S), 0);
+	for (int r = 0; r < 2; r++) {
+		char path[512];
+		snprintf(path, sizeof(path), "%s/rank%d.log", g_dir, r);
+		char *log = wt_read_file(path);
+		ck_assert_ptr_nonnull(log);
+		ck_assert_msg(strstr(log, "ranks disagree: pack algo-plan plan allreduce is 'allreduce.json sha256 ") &&
+				      strstr(log, "' on rank 0 but 'allreduce.json sha256 "),
+			      "rank %d did not name the differing plan:\n%s", r, log);
+		free(log);
+	}
+}
+END_TEST
+
 int main(void)
 {
 	g_dir = wt_mkdtemp("plan-run");
@@ -251,6 +304,7 @@ int main(void)
 	tcase_add_loop_test(tc, plan_applies_the_calls_reduction, 0, 3);
 	tcase_add_test(tc, in_place_plan_refuses_out_of_place_calls);
 	tcase_add_test(tc, multicast_plans_refused_at_load);
+	tcase_add_test(tc, ranks_with_different_plans_fail_creation);
 	suite_add_tcase(s, tc);
 	TCase *tk = tcase_create("plan_check");
 	tcase_add_test(tk, plan_check_accepts_mscclpp_plans);

@@ -490,6 +490,12 @@ struct weft_algo_ops {
 	 * (docs/plugin-abi.md, section 8). */
 	int (*comm_setup)(const struct weft_algo_comm *ac, void **pack_state);
 	void (*comm_teardown)(void *pack_state);
+	/* ABI 0.3, optional: what else must agree across the ranks of a
+	 * communicator (algo-plan: each plan's file and SHA-256), as lines
+	 * "key = value"; valid while the pack is loaded. The core compares it
+	 * with the rest of the set-up at communicator creation, which fails on
+	 * every rank naming the first differing key. */
+	const char *(*agreement)(void);
 };
 
 /* ------------------------------------------------------------ descriptors */

@@ -642,9 +642,38 @@ static void add_folder(const char *dir, int prio)
 	free(names);
 }
 
+/* "plan <name> = <file> sha256 <hex>" per plan offered: the core's check at
+ * communicator creation then fails where ranks loaded different plans. */
+static char *wk_agree_text;
+
+static const char *wk_agreement(void)
+{
+	return wk_agree_text ? wk_agree_text : "";
+}
+
+static void build_agreement(void)
+{
+	size_t cap = (size_t)wk_nalgos * (WK_NAME_MAX + 2 * WP_MAX_NAME + 96) + 1, len = 0;
+	if (!(wk_agree_text = calloc(1, cap)))
+		return;
+	for (unsigned i = 0; i < wk_nalgos; i++) {
+		const struct wp_plan *p = wk_algos[i].plan;
+		const char *b = strrchr(p->file, '/');
+		char hex[65];
+		for (int k = 0; k < 32; k++)
+			snprintf(hex + 2 * k, 3, "%02x", p->sha256[k]);
+		int n = snprintf(wk_agree_text + len, cap - len, "plan %s = %.*s sha256 %s\n", wk_algos[i].name,
+				 WP_MAX_NAME, b ? b + 1 : p->file, hex);
+		if (n < 0 || (size_t)n >= cap - len)
+			break;
+		len += (size_t)n;
+	}
+}
+
 static const struct weft_algo_ops wk_ops = {
 	.size = sizeof(struct weft_algo_ops),
 	.algos = wk_list,
+	.agreement = wk_agreement,
 };
 
 static const struct weft_plugin_desc wk_desc = {
@@ -682,5 +711,6 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 	free(dirs);
 	if (!wk_nalgos)
 		WK_LOG(WEFT_LOG_WARN, "no plan of %s could be offered (see above)", prm.plans);
+	build_agreement();
 	return wk_descs;
 }
