@@ -91,6 +91,7 @@ static const struct weft_prim_api prim_api = {
 	.mem_port_id = weft_mem_port_id,
 	.rmem_port_id = weft_rmem_port_id,
 	.rsem_port_id = weft_rsem_port_id,
+	.comm_progress = weft_comm_progress,
 };
 
 const struct weft_prim_api *weft__coll_prim_api(void)

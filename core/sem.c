@@ -274,6 +274,18 @@ static int spin_wait(weft_sem_t *sem, uint64_t value)
 	}
 }
 
+WEFT_API int weft_comm_progress(weft_comm_t *comm)
+{
+	if (!comm)
+		return -EINVAL;
+	int rc = weft__comm_status(comm);
+	if (rc == 0)
+		rc = weft__comm_progress(comm);
+	if (rc == 0)
+		sync_with_progress(comm);
+	return rc;
+}
+
 /* The token is written by a transport (a peer's RMA write, landed by a
  * progress call here or by the NIC), so the wait keeps every transport of the
  * comm progressing and watches the comm's status between polls. */

@@ -6,6 +6,7 @@ if(TARGET weft-plugin-algo-plan AND TARGET weft-plugin-shm AND TARGET weft-plan-
   weft_add_test(test_plan_run SOURCES test_plan_run.c LABELS mp TIMEOUT 300)
   target_compile_definitions(test_plan_run PRIVATE
     PLAN_DATA_DIR="${CMAKE_CURRENT_SOURCE_DIR}/data/mscclpp-0.9-plans"
+    PLAN_OWN_DIR="${PROJECT_SOURCE_DIR}/plugins/algo-plan/plans"
     PLAN_CHECK_BIN="$<TARGET_FILE:weft-plan-check>"
     WEFT_INFO_BIN="$<TARGET_FILE:weft-info>")
   add_dependencies(test_plan_run weft-plugin-algo-plan weft-plugin-shm weft-plan-check weft-info)

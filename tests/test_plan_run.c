@@ -28,6 +28,7 @@ static struct weft_unique_id g_id;
 static const char *g_plan;   /* algorithm name of the plan under test */
 static const char *g_coll;   /* its collective */
 static enum weft_redop g_op; /* allreduce's reduction */
+static int g_inplace;        /* what the plan declares */
 static char *g_dir;
 
 static const char *const mscclpp_plans[] = {
@@ -37,9 +38,9 @@ static const char *const mscclpp_plans[] = {
 static const char *const multicast_plans[] = {"allreduce_pipeline", "reduce_nvls", "reduce_nvls_pipeline"};
 
 /* Chunk counts of these plans divide these element counts (int32, 16-byte
- * alignment, up to 16 chunks); the last crosses the interpreter's 64 KiB
- * reduction block and grows the pack's areas twice. */
-static const size_t pr_counts[] = {64, 4096, 65536 + 3 * 64};
+ * alignment, up to 16 chunks, 3 ranks); the last crosses the interpreter's
+ * 64 KiB reduction block and grows the pack's areas twice. */
+static const size_t pr_counts[] = {192, 192 * 21, 192 * 343};
 
 static int32_t pr_val(int call, int r, size_t i)
 {
@@ -50,11 +51,18 @@ static int32_t pr_val(int call, int r, size_t i)
 	return (int32_t)(x % 41) - 20;
 }
 
-static int32_t pr_ref(int call, int n, size_t i)
+/* The element rank `rank` must hold at out[e] after the call, from every
+ * rank's inputs pr_val(call, r, index). */
+static int32_t pr_want(int call, int rank, int n, size_t count, size_t e)
 {
-	int32_t acc = pr_val(call, 0, i);
+	if (!strcmp(g_coll, "allgather"))
+		return pr_val(call, (int)(e / count), e % count);
+	if (!strcmp(g_coll, "alltoall"))
+		return pr_val(call, (int)(e / count), (size_t)rank * count + e % count);
+	size_t at = !strcmp(g_coll, "reducescatter") ? (size_t)rank * count + e : e;
+	int32_t acc = pr_val(call, 0, at);
 	for (int r = 1; r < n; r++) {
-		int32_t v = pr_val(call, r, i);
+		int32_t v = pr_val(call, r, at);
 		switch (g_op) {
 		case WEFT_PROD: acc = (int32_t)((uint32_t)acc * (uint32_t)v); break;
 		case WEFT_MIN: acc = v < acc ? v : acc; break;
@@ -65,28 +73,31 @@ static int32_t pr_ref(int call, int n, size_t i)
 	return acc;
 }
 
-static int run_allreduce(weft_comm_t *comm, int rank, int n, int call, size_t count, int32_t *buf)
+/* One call of the plan's collective, count elements per block, in place
+ * as the plan declares: allreduce in one buffer, allgather from the rank's
+ * block of the output. */
+static int run_coll(weft_comm_t *comm, int rank, int n, int call, size_t count, int32_t *in, int32_t *out)
 {
-	for (size_t i = 0; i < count; i++)
-		buf[i] = pr_val(call, rank, i);
-	ROK(weft_allreduce(buf, buf, count, WEFT_INT32, g_op, comm, NULL));
-	for (size_t i = 0; i < count; i++)
-		RCHECK(buf[i] == pr_ref(call, n, i), "%s, %zu elements: element %zu is %d, want %d", g_plan, count, i,
-		       buf[i], pr_ref(call, n, i));
-	return 0;
-}
-
-static int run_allgather(weft_comm_t *comm, int rank, int n, int call, size_t count, int32_t *buf)
-{
-	memset(buf, 0xa5, count * (size_t)n * 4);
-	for (size_t i = 0; i < count; i++)
-		buf[(size_t)rank * count + i] = pr_val(call, rank, i);
-	ROK(weft_allgather(buf + (size_t)rank * count, buf, count, WEFT_INT32, comm, NULL));
-	for (int r = 0; r < n; r++)
-		for (size_t i = 0; i < count; i++)
-			RCHECK(buf[(size_t)r * count + i] == pr_val(call, r, i),
-			       "%s, %zu elements: rank %d's element %zu is %d, want %d", g_plan, count, r, i,
-			       buf[(size_t)r * count + i], pr_val(call, r, i));
+	int ag = !strcmp(g_coll, "allgather"), rs = !strcmp(g_coll, "reducescatter"), a2a = !strcmp(g_coll, "alltoall");
+	size_t nin = rs || a2a ? count * (size_t)n : count, nout = ag || a2a ? count * (size_t)n : count;
+	memset(out, 0xa5, nout * 4 + 64);
+	int32_t *send = !g_inplace ? in : ag ? out + (size_t)rank * count : out;
+	for (size_t i = 0; i < nin; i++)
+		send[i] = pr_val(call, rank, i);
+	int rc;
+	if (ag)
+		rc = weft_allgather(send, out, count, WEFT_INT32, comm, NULL);
+	else if (rs)
+		rc = weft_reduce_scatter(send, out, count, WEFT_INT32, g_op, comm, NULL);
+	else if (a2a)
+		rc = weft_alltoall(send, out, count, WEFT_INT32, comm, NULL);
+	else
+		rc = weft_allreduce(send, out, count, WEFT_INT32, g_op, comm, NULL);
+	RCHECK(rc == 0, "%s, %zu elements: %s", g_plan, count, weft_strerror(rc));
+	for (size_t e = 0; e < nout; e++)
+		RCHECK(out[e] == pr_want(call, rank, n, count, e), "%s, %zu elements: element %zu is %d, want %d",
+		       g_plan, count, e, out[e], pr_want(call, rank, n, count, e));
+	RCHECK(((unsigned char *)out)[nout * 4] == 0xa5, "%s: wrote past the output", g_plan);
 	return 0;
 }
 
@@ -94,42 +105,103 @@ static int rank_main(int rank, int n, void *arg)
 {
 	(void)arg;
 	weft_comm_t *comm = NULL;
-	int32_t *buf = malloc(pr_counts[2] * 4 * (size_t)n);
-	RCHECK(buf, "out of memory");
+	size_t max = pr_counts[2] * 4 * (size_t)n + 64;
+	int32_t *in = malloc(max), *out = malloc(max);
+	RCHECK(in && out, "out of memory");
 	ROK(weft_comm_create(&g_id, n, rank, &comm));
 	for (int call = 0; call < 3; call++) {
-		int rc = !strcmp(g_coll, "allgather") ? run_allgather(comm, rank, n, call, pr_counts[call], buf)
-						      : run_allreduce(comm, rank, n, call, pr_counts[call], buf);
-		if (rc)
-			return rc;
+		if (run_coll(comm, rank, n, call, pr_counts[call], in, out))
+			return 1;
 		char want[96];
 		snprintf(want, sizeof(want), "algo-plan/%s", g_plan);
 		const char *algo = weft_info_last_algorithm(comm);
 		RCHECK(algo && !strcmp(algo, want), "the call was served by %s, not %s", algo ? algo : "(none)", want);
 	}
 	ROK(weft_comm_destroy(comm));
-	free(buf);
+	free(in);
+	free(out);
 	return 0;
 }
 
 /* A config that offers the test data's plans and requires one of them. */
-static void use_plan(const char *plan, const char *coll)
+static void use_plan_in(const char *dir, const char *plan, const char *coll, const char *transport)
 {
 	char text[1024];
-	snprintf(text, sizeof(text), "[algo-plan]\nplans = %s\n[algorithm]\nrequire algo-plan/%s when coll=%s\n",
-		 PLAN_DATA_DIR, plan, coll);
+	static const struct {
+		const char *plan, *weft;
+	} colls[] = {{"reducescatter", "reduce_scatter"}};
+	const char *wc = coll;
+	for (size_t i = 0; i < sizeof(colls) / sizeof(colls[0]); i++)
+		if (!strcmp(coll, colls[i].plan))
+			wc = colls[i].weft;
+	snprintf(text, sizeof(text), "[algo-plan]\nplans = %s\n[algorithm]\nrequire algo-plan/%s when coll=%s\n%s%s%s",
+		 dir, plan, wc, transport ? "[transport]\nuse " : "", transport ? transport : "", transport ? "\n" : "");
 	char *conf = wt_write_file(g_dir, "plan.conf", text);
 	ck_assert_int_eq(setenv("WEFT_CONFIG", conf, 1), 0);
 	free(conf);
 	g_plan = plan;
 	g_coll = coll;
+	g_inplace = !strcmp(dir, PLAN_DATA_DIR);
+}
+
+static void use_plan(const char *plan, const char *coll)
+{
+	use_plan_in(PLAN_DATA_DIR, plan, coll, NULL);
+}
+
+static void fork_n(int n)
+{
+	ck_assert_int_eq(weft_get_unique_id(&g_id), 0);
+	ck_assert_msg(wt_fork_ranks(n, rank_main, NULL, PR_TIMEOUT_S) == 0, "%s: a rank failed (see above)", g_plan);
 }
 
 static void fork_ranks(void)
 {
-	ck_assert_int_eq(weft_get_unique_id(&g_id), 0);
-	ck_assert_msg(wt_fork_ranks(2, rank_main, NULL, PR_TIMEOUT_S) == 0, "%s: a rank failed (see above)", g_plan);
+	fork_n(2);
 }
+
+/* The project's own plans (plugins/algo-plan/plans, tools/plangen.py):
+ * memory-channel plans over shm, port-channel plans over ofi and ucx. */
+static const char *const own_plans[] = {
+	"allgather_ring_2r_ll_mem", "allgather_ring_2r_simple_mem", "allgather_ring_4r_ll_mem",
+	"allgather_ring_4r_simple_mem", "allgather_ring_8r_ll_mem", "allgather_ring_8r_simple_mem",
+	"allreduce_oneshot_2r_ll_mem", "allreduce_oneshot_2r_ll_port", "allreduce_oneshot_2r_simple_mem",
+	"allreduce_oneshot_2r_simple_port", "allreduce_oneshot_3r_ll_mem", "allreduce_oneshot_3r_ll_port",
+	"allreduce_oneshot_3r_simple_mem", "allreduce_oneshot_3r_simple_port", "allreduce_oneshot_4r_ll_mem",
+	"allreduce_oneshot_4r_ll_port", "allreduce_oneshot_4r_simple_mem", "allreduce_oneshot_4r_simple_port",
+	"allreduce_oneshot_8r_ll_mem", "allreduce_oneshot_8r_ll_port", "allreduce_oneshot_8r_simple_mem",
+	"allreduce_oneshot_8r_simple_port", "allreduce_ring_2r_ll_mem", "allreduce_ring_2r_ll_port",
+	"allreduce_ring_2r_simple_mem", "allreduce_ring_2r_simple_port", "allreduce_ring_3r_ll_mem",
+	"allreduce_ring_3r_ll_port", "allreduce_ring_3r_simple_mem", "allreduce_ring_3r_simple_port",
+	"allreduce_ring_4r_ll_mem", "allreduce_ring_4r_ll_port", "allreduce_ring_4r_simple_mem",
+	"allreduce_ring_4r_simple_port", "allreduce_ring_8r_ll_mem", "allreduce_ring_8r_ll_port",
+	"allreduce_ring_8r_simple_mem", "allreduce_ring_8r_simple_port", "alltoall_ring_2r_ll_mem",
+	"alltoall_ring_2r_simple_mem", "alltoall_ring_4r_ll_mem", "alltoall_ring_4r_simple_mem",
+	"alltoall_ring_8r_ll_mem", "alltoall_ring_8r_simple_mem", "reducescatter_ring_2r_ll_mem",
+	"reducescatter_ring_2r_simple_mem", "reducescatter_ring_4r_ll_mem", "reducescatter_ring_4r_simple_mem",
+	"reducescatter_ring_8r_ll_mem", "reducescatter_ring_8r_simple_mem",
+};
+#define N_OWN ((int)(sizeof(own_plans) / sizeof(own_plans[0])))
+
+static void run_own(const char *plan, const char *transport)
+{
+	char coll[32];
+	snprintf(coll, sizeof(coll), "%.*s", (int)strcspn(plan, "_"), plan);
+	int n = atoi(strstr(plan, "r_") - 1);
+	g_op = WEFT_SUM;
+	use_plan_in(PLAN_OWN_DIR, plan, coll, transport);
+	fork_n(n);
+}
+
+/* Each plan once: a memory plan over shm, a port plan over ofi (tcp) or ucx
+ * (tcp), alternating so that each runs LL and Simple, ring and one-shot. */
+START_TEST(own_plan_runs)
+{
+	const char *plan = own_plans[_i];
+	int port = strstr(plan, "_port") != NULL;
+	run_own(plan, !port ? NULL : (_i / 4) % 2 ? "ucx" : "ofi");
+}
+END_TEST
 
 START_TEST(mscclpp_plan_runs_over_shm)
 {
@@ -306,6 +378,10 @@ int main(void)
 	tcase_add_test(tc, multicast_plans_refused_at_load);
 	tcase_add_test(tc, ranks_with_different_plans_fail_creation);
 	suite_add_tcase(s, tc);
+	TCase *to = tcase_create("own");
+	tcase_set_timeout(to, PR_TIMEOUT_S + 30);
+	tcase_add_loop_test(to, own_plan_runs, 0, N_OWN);
+	suite_add_tcase(s, to);
 	TCase *tk = tcase_create("plan_check");
 	tcase_add_test(tk, plan_check_accepts_mscclpp_plans);
 	tcase_add_test(tk, plan_check_reports_a_deadlock);

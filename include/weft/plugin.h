@@ -390,6 +390,9 @@ struct weft_prim_api {
 	int (*mem_port_id)(const weft_mem_t *mem, uint32_t *id);
 	int (*rmem_port_id)(const weft_rmem_t *rmem, uint32_t *id);
 	int (*rsem_port_id)(const weft_rsem_t *rsem, uint32_t *id);
+	/* ABI 0.3: weft_comm_progress, for packs that poll tokens or landed
+	 * data from a host thread instead of waiting in sem_wait. */
+	int (*comm_progress)(weft_comm_t *comm);
 };
 
 /* ABI 0.3: one transport that reaches a peer, with what it can do. */

@@ -244,6 +244,13 @@ WEFT_API int weft_sem_create(weft_comm_t *comm, weft_sem_t **sem);
 WEFT_API int weft_sem_destroy(weft_sem_t *sem); /* accepts NULL */
 /* Current token value. Blocking: no. */
 WEFT_API uint64_t weft_sem_value(const weft_sem_t *sem);
+/* Progresses every transport of comm once, without blocking, and returns 0
+ * or the error that broke the comm. For host threads that poll what a
+ * transport lands (weft_sem_value, a put's data) instead of waiting in
+ * weft_sem_wait, which progresses on its own: a transport with manual
+ * progress (ofi's tcp) lands nothing until someone calls it.
+ * Thread safety: any thread. */
+WEFT_API int weft_comm_progress(weft_comm_t *comm);
 /* Waits until the token is >= value. Spins briefly, then sleeps between polls, so
  * more ranks than cores still progress. No timeout: returns -WEFT_ERR_PEER when a
  * peer of the comm dies, -WEFT_ERR_ABORTED after weft_comm_abort. */

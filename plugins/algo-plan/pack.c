@@ -67,6 +67,7 @@ struct wk_peer {
 	uint64_t *sent[WP_CHAN_KINDS];
 	weft_rmem_t *rmem[WP_BUF_KINDS];
 	char *map[WP_BUF_KINDS]; /* the peer's areas mapped here, or NULL */
+	int dirty;               /* puts posted on the port connection since its last flush */
 };
 
 struct wk_comm {
@@ -170,6 +171,7 @@ static int env_put(void *ctx, uint32_t chan, uint32_t rbuf, uint64_t dst_off, en
 		     (src == WP_BUF_SCRATCH ? scratch_half(c, (uint32_t)c->rank) : 0);
 	if (rb->rank != peer)
 		return -EINVAL;
+	p->dirty = 1;
 	return c->pr->put(c->peers[peer].conn[WP_CHAN_PORT], p->rmem[view_area(c, rb->type)], d,
 			  c->area[view_area(c, src)].mem, s, len);
 }
@@ -200,7 +202,25 @@ static int env_flush(void *ctx, uint32_t chan)
 	struct wk_comm *c = ctx;
 	uint32_t peer, k;
 	wp_chan_pair(c->plan, (uint32_t)c->rank, WP_CHAN_PORT, chan, &peer, &k);
+	c->peers[peer].dirty = 0;
 	return c->pr->flush(c->peers[peer].conn[WP_CHAN_PORT]);
+}
+
+/* A put is only sure to land once flushed or followed by a signal, and LL
+ * packets are followed by neither: when every threadblock waits, the puts
+ * posted since are flushed, so the packets a peer polls for arrive. */
+static int flush_dirty(struct wk_comm *c)
+{
+	for (int q = 0; q < c->n; q++) {
+		struct wk_peer *p = &c->peers[q];
+		if (!p->dirty)
+			continue;
+		p->dirty = 0;
+		int rc = c->pr->flush(p->conn[WP_CHAN_PORT]);
+		if (rc)
+			return rc;
+	}
+	return 0;
 }
 
 /* ----------------------------------------------------------------- setup */
@@ -438,8 +458,16 @@ static int wk_supports(void *state, const struct weft_coll_args *a)
 static int idle(struct wk_comm *c, unsigned *spins)
 {
 	unsigned s = ++*spins;
-	if (s % 64 == 0) {
-		int rc = c->pr->comm_status(c->comm);
+	if (s == 1) {
+		int rc = flush_dirty(c);
+		if (rc)
+			return rc;
+	}
+	/* Tokens and packets a transport with manual progress lands need
+	 * this thread to progress it (sem_wait would, polling does not). */
+	if (s % 16 == 0) {
+		int rc = WEFT_HAS_OP(c->pr, struct weft_prim_api, comm_progress) ? c->pr->comm_progress(c->comm)
+										 : c->pr->comm_status(c->comm);
 		if (rc)
 			return rc;
 	}
