@@ -19,8 +19,6 @@
 #include "interp.h"
 #include "plan.h"
 
-enum coll { C_ALLREDUCE, C_ALLGATHER, C_REDUCESCATTER, C_ALLTOALL, C_OTHER };
-
 struct simrank {
 	char *buf[WP_BUF_KINDS]; /* views of the call: input and output may share an area */
 	char *in_area, *out_area, *scratch;
@@ -35,7 +33,8 @@ struct simrank {
 
 struct sim {
 	const struct wp_plan *plan;
-	enum coll coll;
+	enum weft_collective coll;
+	int known; /* coll is one the pack serves: results are checked */
 	uint32_t n;
 	struct simrank *r;
 };
@@ -44,31 +43,6 @@ struct simctx {
 	struct sim *s;
 	uint32_t rank;
 };
-
-static enum coll coll_of(const char *name)
-{
-	if (!strcmp(name, "allreduce"))
-		return C_ALLREDUCE;
-	if (!strcmp(name, "allgather"))
-		return C_ALLGATHER;
-	if (!strcmp(name, "reducescatter"))
-		return C_REDUCESCATTER;
-	if (!strcmp(name, "alltoall"))
-		return C_ALLTOALL;
-	return C_OTHER;
-}
-
-/* Rank-local sizes of a call moving `unit` bytes per rank block. */
-static void sizes_of(enum coll c, uint32_t n, uint64_t unit, uint64_t *in, uint64_t *out)
-{
-	*in = *out = unit;
-	if (c == C_ALLGATHER)
-		*out = unit * n;
-	else if (c == C_REDUCESCATTER)
-		*in = unit * n;
-	else if (c == C_ALLTOALL)
-		*in = *out = unit * n;
-}
 
 static char *scratch_at(struct sim *s, uint32_t rank, enum wp_buf t)
 {
@@ -139,7 +113,7 @@ static int sim_alloc(struct sim *s, uint64_t unit)
 		free(r->in_area);
 		free(r->out_area);
 		free(r->scratch);
-		sizes_of(s->coll, s->n, unit, &r->in, &r->out);
+		wp_call_bytes(s->coll, s->n, unit, &r->in, &r->out);
 		r->scratch_len = wp_scratch_bytes(s->plan, i, r->in, r->out);
 		r->in_area = calloc(1, r->in + 16);
 		r->out_area = calloc(1, r->out + 16);
@@ -148,9 +122,9 @@ static int sim_alloc(struct sim *s, uint64_t unit)
 			return -ENOMEM;
 		r->buf[WP_BUF_INPUT] = r->in_area;
 		r->buf[WP_BUF_OUTPUT] = r->out_area;
-		if (s->plan->inplace && s->coll == C_ALLGATHER)
+		if (s->plan->inplace && s->coll == WEFT_COLL_ALLGATHER)
 			r->buf[WP_BUF_INPUT] = r->out_area + i * r->in;
-		else if (s->plan->inplace && s->coll == C_REDUCESCATTER)
+		else if (s->plan->inplace && s->coll == WEFT_COLL_REDUCE_SCATTER)
 			r->buf[WP_BUF_OUTPUT] = r->in_area + i * r->out;
 		else if (s->plan->inplace)
 			r->buf[WP_BUF_OUTPUT] = r->in_area;
@@ -162,7 +136,9 @@ static int sim_init(struct sim *s, const struct wp_plan *plan)
 {
 	memset(s, 0, sizeof(*s));
 	s->plan = plan;
-	s->coll = coll_of(plan->collective);
+	/* An unknown collective runs as allreduce's sizes (one block in, one
+	 * out), unchecked. */
+	s->known = wp_collective(plan->collective, &s->coll) == 0;
 	s->n = plan->nranks;
 	if (!(s->r = calloc(s->n, sizeof(*s->r))))
 		return -ENOMEM;
@@ -267,16 +243,16 @@ static int sim_call(struct sim *s, struct simctx *ctx, uint32_t flag, uint64_t s
 	for (uint32_t i = 0; i < s->n; i++)
 		wp_run_fini(&s->r[i].run);
 	/* Compare with the definition. */
-	uint64_t ne = out_bytes / 4, blk = s->coll == C_ALLTOALL ? in_bytes / 4 / s->n : 0;
-	for (uint32_t i = 0; i < s->n && !rc && s->coll != C_OTHER; i++) {
+	uint64_t ne = out_bytes / 4, blk = s->coll == WEFT_COLL_ALLTOALL ? in_bytes / 4 / s->n : 0;
+	for (uint32_t i = 0; i < s->n && !rc && s->known; i++) {
 		const int32_t *out = (const int32_t *)(const void *)s->r[i].buf[WP_BUF_OUTPUT];
 		for (uint64_t e = 0; e < ne; e++) {
 			int64_t want = 0;
-			if (s->coll == C_ALLREDUCE || s->coll == C_REDUCESCATTER) {
-				uint64_t at = s->coll == C_ALLREDUCE ? e : i * ne + e;
+			if (s->coll == WEFT_COLL_ALLREDUCE || s->coll == WEFT_COLL_REDUCE_SCATTER) {
+				uint64_t at = s->coll == WEFT_COLL_ALLREDUCE ? e : i * ne + e;
 				for (uint32_t q = 0; q < s->n; q++)
 					want += ref_in[q * (in_bytes / 4) + at];
-			} else if (s->coll == C_ALLGATHER) {
+			} else if (s->coll == WEFT_COLL_ALLGATHER) {
 				want = ref_in[e];
 			} else {
 				uint64_t q = e / blk;
@@ -305,15 +281,7 @@ static uint64_t pick_unit(struct sim *s, uint64_t min)
 	for (uint64_t u = p->buffer_alignment; u <= (64u << 20); u += p->buffer_alignment) {
 		if (u < min)
 			u = (min + p->buffer_alignment - 1) / p->buffer_alignment * p->buffer_alignment;
-		int ok = 1;
-		for (uint32_t i = 0; i < s->n && ok; i++) {
-			uint64_t in, out;
-			sizes_of(s->coll, s->n, u, &in, &out);
-			uint64_t msg = s->coll == C_ALLGATHER ? out : in;
-			ok = !wp_sizes_ok(p, i, in, out, err, sizeof(err)) && msg >= p->min_message_size &&
-			     msg <= p->max_message_size;
-		}
-		if (ok)
+		if (!wp_call_fits(p, s->coll, u, err, sizeof(err)))
 			return u;
 	}
 	return 0;
@@ -331,7 +299,7 @@ static int check_file(const char *file)
 	struct sim s;
 	struct simctx *ctx = calloc(p->nranks, sizeof(*ctx));
 	rc = ctx ? sim_init(&s, p) : -ENOMEM;
-	if (!rc && s.coll == C_OTHER)
+	if (!rc && !s.known)
 		printf("%s: collective '%s' has no reference here: checked for deadlocks only\n", file, p->collective);
 	static const uint64_t mins[] = {1, 200u << 10};
 	uint32_t flag = 0;

@@ -123,6 +123,53 @@ int wp_sizes_ok(const struct wp_plan *plan, uint32_t rank, uint64_t in, uint64_t
 	return -EINVAL;
 }
 
+int wp_collective(const char *name, enum weft_collective *c)
+{
+	static const struct {
+		const char *name;
+		enum weft_collective c;
+	} map[] = {{"allreduce", WEFT_COLL_ALLREDUCE},
+		   {"allgather", WEFT_COLL_ALLGATHER},
+		   {"reducescatter", WEFT_COLL_REDUCE_SCATTER},
+		   {"alltoall", WEFT_COLL_ALLTOALL}};
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (!strcmp(name, map[i].name)) {
+			*c = map[i].c;
+			return 0;
+		}
+	return -ENOTSUP;
+}
+
+void wp_call_bytes(enum weft_collective c, uint32_t nranks, uint64_t block, uint64_t *in, uint64_t *out)
+{
+	*in = *out = block;
+	if (c == WEFT_COLL_ALLGATHER)
+		*out = block * nranks;
+	else if (c == WEFT_COLL_REDUCE_SCATTER)
+		*in = block * nranks;
+	else if (c == WEFT_COLL_ALLTOALL)
+		*in = *out = block * nranks;
+}
+
+int wp_call_fits(const struct wp_plan *plan, enum weft_collective c, uint64_t block, char *err, size_t errlen)
+{
+	uint64_t in, out;
+	wp_call_bytes(c, plan->nranks, block, &in, &out);
+	uint64_t msg = c == WEFT_COLL_ALLGATHER ? out : in;
+	if (msg < plan->min_message_size || msg > plan->max_message_size) {
+		snprintf(err, errlen, "%s: a message of %llu bytes is outside the plan's range %llu..%llu", plan->file,
+			 (unsigned long long)msg, (unsigned long long)plan->min_message_size,
+			 (unsigned long long)plan->max_message_size);
+		return -EINVAL;
+	}
+	for (uint32_t r = 0; r < plan->nranks; r++) {
+		int rc = wp_sizes_ok(plan, r, in, out, err, errlen);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 uint64_t wp_scratch_bytes(const struct wp_plan *plan, uint32_t rank, uint64_t in, uint64_t out)
 {
 	const struct wp_rank *rk = &plan->ranks[rank];

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <weft/plugin.h>
 #include <weft/weft.h>
 
 #include "plan.h"
@@ -95,6 +96,21 @@ struct wp_run {
 	size_t tmp_len;
 	char err[256];
 };
+
+/* The weft collective a plan's "collective" names: 0, or -ENOTSUP for one
+ * the pack does not serve. */
+int wp_collective(const char *name, enum weft_collective *c);
+
+/* A rank's input and output bytes for a call of `block` bytes per rank
+ * block: allgather's output and reduce-scatter's input hold one block per
+ * rank, alltoall's both. */
+void wp_call_bytes(enum weft_collective c, uint32_t nranks, uint64_t block, uint64_t *in, uint64_t *out);
+
+/* Whether the plan runs a call of `block` bytes per rank block: every
+ * rank's sizes divide into its chunks (wp_sizes_ok) and the message size
+ * (the input's; the output's for allgather, as MSCCL++ counts it) lies in
+ * the plan's range. 0 or -EINVAL with why in err. */
+int wp_call_fits(const struct wp_plan *plan, enum weft_collective c, uint64_t block, char *err, size_t errlen);
 
 /* Bytes of scratch the rank needs for the call (both halves of a double
  * scratch buffer) and where this call's half starts. */

@@ -85,38 +85,6 @@ struct wk_comm {
 	int broken;
 };
 
-/* The collective a plan names, as weft's. */
-static int coll_of(const char *name, enum weft_collective *c)
-{
-	static const struct {
-		const char *name;
-		enum weft_collective c;
-	} map[] = {{"allreduce", WEFT_COLL_ALLREDUCE},
-		   {"allgather", WEFT_COLL_ALLGATHER},
-		   {"reducescatter", WEFT_COLL_REDUCE_SCATTER},
-		   {"alltoall", WEFT_COLL_ALLTOALL}};
-	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
-		if (!strcmp(name, map[i].name)) {
-			*c = map[i].c;
-			return 0;
-		}
-	return -ENOTSUP;
-}
-
-/* Per-rank sizes of a call: allgather's output and reduce-scatter's input
- * hold a block per rank, alltoall's both. */
-static void call_sizes(const struct weft_coll_args *a, int n, uint64_t *in, uint64_t *out)
-{
-	uint64_t b = (uint64_t)a->count * weft_kit_datatype_size(a->dtype);
-	*in = *out = b;
-	if (a->coll == WEFT_COLL_ALLGATHER)
-		*out = b * (uint64_t)n;
-	else if (a->coll == WEFT_COLL_REDUCE_SCATTER)
-		*in = b * (uint64_t)n;
-	else if (a->coll == WEFT_COLL_ALLTOALL)
-		*in = *out = b * (uint64_t)n;
-}
-
 static int is_inplace(const struct weft_coll_args *a, int rank)
 {
 	size_t b = a->count * weft_kit_datatype_size(a->dtype);
@@ -441,16 +409,8 @@ static int wk_supports(void *state, const struct weft_coll_args *a)
 		return -ENOTSUP;
 	if (is_inplace(a, c->rank) != !!c->plan->inplace)
 		return -ENOTSUP; /* a plan serves the in-place mode it declares, and only that */
-	uint64_t in, out;
-	call_sizes(a, c->n, &in, &out);
-	uint64_t msg = a->coll == WEFT_COLL_ALLGATHER ? out : in;
-	if (msg < c->plan->min_message_size || msg > c->plan->max_message_size)
-		return -ENOTSUP;
 	char err[256];
-	for (int r = 0; r < c->n; r++)
-		if (wp_sizes_ok(c->plan, (uint32_t)r, in, out, err, sizeof(err)))
-			return -ENOTSUP;
-	return 0;
+	return wp_call_fits(c->plan, a->coll, (uint64_t)a->count * es, err, sizeof(err)) ? -ENOTSUP : 0;
 }
 
 /* Every threadblock waits: a short spin, then yielding, then short sleeps,
@@ -529,7 +489,7 @@ static int wk_execute(void *state, const struct weft_coll_args *a)
 	struct wk_comm *c = state;
 	if (c->broken)
 		return c->broken;
-	call_sizes(a, c->n, &c->in, &c->out);
+	wp_call_bytes(a->coll, (uint32_t)c->n, (uint64_t)a->count * weft_kit_datatype_size(a->dtype), &c->in, &c->out);
 	if (++c->flag == 0)
 		c->flag = 1; /* 0 is the flag of never-written scratch */
 	int rc = areas_fit(c);
@@ -587,7 +547,7 @@ static void add_plan(const char *path, int prio)
 		return;
 	}
 	enum weft_collective coll;
-	if (coll_of(p->collective, &coll)) {
+	if (wp_collective(p->collective, &coll)) {
 		WK_LOG(WEFT_LOG_WARN, "%s: collective '%s' is not one the pack serves (allreduce, allgather, "
 				      "reducescatter, alltoall); plan not offered", path, p->collective);
 		wp_plan_free(p);
