@@ -230,8 +230,37 @@ void wp_run_fini(struct wp_run *r)
 {
 	free(r->tbs);
 	free(r->tmp);
+	free(r->sigs);
 	r->tbs = NULL;
 	r->tmp = NULL;
+	r->sigs = NULL;
+}
+
+static int defer_signal(struct wp_run *r, enum wp_chan kind, uint32_t chan)
+{
+	if (r->nsigs == r->sigcap) {
+		uint32_t cap = r->sigcap ? 2 * r->sigcap : 16;
+		struct wp_sig *g = realloc(r->sigs, cap * sizeof(*g));
+		if (!g)
+			return -ENOMEM;
+		r->sigs = g;
+		r->sigcap = cap;
+	}
+	r->sigs[r->nsigs++] = (struct wp_sig){kind, chan};
+	return 0;
+}
+
+static int send_signals(struct wp_run *r)
+{
+	const struct wp_env *e = r->env;
+	int rc = 0;
+	for (uint32_t i = 0; i < r->nsigs && !rc; i++)
+		if ((rc = e->signal(e->ctx, r->sigs[i].kind, r->sigs[i].chan)))
+			snprintf(r->err, sizeof(r->err), "%s: rank %u: signalling %s channel %u: %s", r->plan->file,
+				 r->rank_id, r->sigs[i].kind == WP_CHAN_PORT ? "port" : "memory", r->sigs[i].chan,
+				 weft_kit_strerror(rc));
+	r->nsigs = 0;
+	return rc;
 }
 
 /* The byte range of an op's reference in a pipeline step: at offset within
@@ -335,7 +364,7 @@ static int port_put_op(struct wp_run *r, uint32_t tb, const struct wp_op *op, ui
 		uint32_t ch = chan_of(r, tb, op, i);
 		int rc = ds.len ? e->port_put(e->ctx, ch, rbuf_index(r, tb, op, d), ds.off, s->type, ss.off, ds.len) : 0;
 		if (!rc && op->kind != WP_OP_PUT)
-			rc = e->signal(e->ctx, WP_CHAN_PORT, ch);
+			rc = defer_signal(r, WP_CHAN_PORT, ch);
 		if (!rc && op->kind == WP_OP_PWSF)
 			rc = e->flush(e->ctx, ch);
 		if (rc)
@@ -543,7 +572,7 @@ static int run_op(struct wp_run *r, uint32_t tb, const struct wp_op *op, uint64_
 	case WP_OP_RLXSIGNAL:
 		for (uint32_t i = 0; i < op->nchan_ids; i++) {
 			uint32_t ch = chan_of(r, tb, op, i);
-			if ((rc = e->signal(e->ctx, op->chan, ch)))
+			if ((rc = defer_signal(r, op->chan, ch)))
 				return fail(r, tb, op, rc, "signalling channel %u: %s", ch, weft_kit_strerror(rc));
 		}
 		return 1;
@@ -659,6 +688,9 @@ int wp_run_step(struct wp_run *r)
 			return rc;
 		any |= rc;
 	}
+	int rc = send_signals(r);
+	if (rc)
+		return rc;
 	if (r->ndone == r->rank->ntbs)
 		return 1;
 	return any ? 0 : -EAGAIN;

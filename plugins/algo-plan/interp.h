@@ -94,6 +94,12 @@ struct wp_run {
 	uint32_t nchunks;
 	char *tmp; /* reduction block */
 	size_t tmp_len;
+	/* Signals raised during the current pass, sent when it ends. */
+	struct wp_sig {
+		enum wp_chan kind;
+		uint32_t chan;
+	} *sigs;
+	uint32_t nsigs, sigcap;
 	char err[256];
 };
 
@@ -129,7 +135,9 @@ int wp_run_init(struct wp_run *r, const struct wp_plan *plan, uint32_t rank, con
 void wp_run_fini(struct wp_run *r);
 
 /* One pass over the rank's threadblocks, each running until it waits or
- * ends. Returns 1 when every threadblock has ended, 0 when some op ran,
+ * ends; the signals they raise go out when the pass ends, in order, so a
+ * peer never sees a signal while a sibling threadblock still has stores of
+ * the pass to make (the interleaving weft-plan-check checks). Returns 1 when every threadblock has ended, 0 when some op ran,
  * -EAGAIN when every unfinished one is waiting, another negative errno on
  * failure (r->err says where). */
 int wp_run_step(struct wp_run *r);
