@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* algo-plan running plans on host buffers, as an operator would use it: a
  * config names the plans folder and a `require` rule hands the collective to
- * one plan; forked ranks over shm run it three times at growing sizes on
+ * one plan; forked ranks over shm run it four times at growing and shrinking sizes on
  * random data and compare with a reference, and weft_info_last_algorithm
  * must name the plan. Covered: MSCCL++ 0.9's 8 plans without multicast
  * (tests/data/mscclpp-0.9-plans, unchanged), the reductions besides sum on
@@ -38,9 +38,12 @@ static const char *const mscclpp_plans[] = {
 static const char *const multicast_plans[] = {"allreduce_pipeline", "reduce_nvls", "reduce_nvls_pipeline"};
 
 /* Chunk counts of these plans divide these element counts (int32, 16-byte
- * alignment, up to 16 chunks, 3 ranks); the last crosses the interpreter's
- * 64 KiB reduction block and grows the pack's areas twice. */
-static const size_t pr_counts[] = {192, 192 * 21, 192 * 343};
+ * alignment, up to 16 chunks, 3 ranks). Calls grow and shrink: the pack's
+ * areas grow twice, and LL calls of different sizes follow each other; the
+ * largest crosses the interpreter's 64 KiB reduction block. */
+static const size_t pr_counts[] = {192 * 21, 192, 192 * 343, 192 * 5};
+#define PR_CALLS ((int)(sizeof(pr_counts) / sizeof(pr_counts[0])))
+#define PR_MAX_COUNT (192 * 343)
 
 static int32_t pr_val(int call, int r, size_t i)
 {
@@ -105,11 +108,11 @@ static int rank_main(int rank, int n, void *arg)
 {
 	(void)arg;
 	weft_comm_t *comm = NULL;
-	size_t max = pr_counts[2] * 4 * (size_t)n + 64;
+	size_t max = PR_MAX_COUNT * 4 * (size_t)n + 64;
 	int32_t *in = malloc(max), *out = malloc(max);
 	RCHECK(in && out, "out of memory");
 	ROK(weft_comm_create(&g_id, n, rank, &comm));
-	for (int call = 0; call < 3; call++) {
+	for (int call = 0; call < PR_CALLS; call++) {
 		if (run_coll(comm, rank, n, call, pr_counts[call], in, out))
 			return 1;
 		char want[96];

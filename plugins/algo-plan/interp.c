@@ -320,13 +320,20 @@ static int pkts_ready(const char *p, uint64_t npkts, uint32_t flag)
 	return 1;
 }
 
-static void pkts_read(const char *p, char *data, uint64_t npkts)
+/* The data of packets pkts_ready found; each word's flag is checked again
+ * as it is read, so packets overwritten in between (a peer that ran ahead
+ * of what the plan allows) fail the call instead of giving wrong data. */
+static int pkts_read(const char *p, char *data, uint64_t npkts, uint32_t flag)
 {
 	const uint64_t *w = (const uint64_t *)(const void *)p;
 	for (uint64_t i = 0; i < 2 * npkts; i++) {
-		uint32_t d = (uint32_t)__atomic_load_n(&w[i], __ATOMIC_ACQUIRE);
+		uint64_t v = __atomic_load_n(&w[i], __ATOMIC_ACQUIRE);
+		if ((uint32_t)(v >> 32) != flag)
+			return -EPROTO;
+		uint32_t d = (uint32_t)v;
 		memcpy(data + 4 * i, &d, 4);
 	}
+	return 0;
 }
 
 static void pkts_write(char *p, const char *data, uint64_t npkts, uint32_t flag)
@@ -431,7 +438,8 @@ static int packet_reduce_op(struct wp_run *r, uint32_t tb, const struct wp_op *o
 		uint64_t n = npk - p < blk ? npk - p : blk;
 		for (uint32_t i = 1; i < op->nsrc; i++) {
 			const char *pk = scratch + 2 * step_span(r, &op->src[i], op, 0, UINT64_MAX).off + 16 * p;
-			pkts_read(pk, i == 1 ? acc : in, n);
+			if (pkts_read(pk, i == 1 ? acc : in, n, flag))
+				return fail(r, tb, op, -EPROTO, "packets changed while read: a peer ran ahead");
 			if (i > 1)
 				weft_kit_reduce(r->call.dtype, r->call.op, acc, in, 8 * n / es);
 		}
@@ -515,7 +523,8 @@ static int packet_op(struct wp_run *r, uint32_t tb, const struct wp_op *op)
 		char *pk = local_buf(r, WP_BUF_SCRATCH) + 2 * s.off;
 		if (!pkts_ready(pk, s.len / 8, flag))
 			return 0;
-		pkts_read(pk, local_buf(r, op->dst[0].type) + d.off, s.len / 8);
+		if (pkts_read(pk, local_buf(r, op->dst[0].type) + d.off, s.len / 8, flag))
+			return fail(r, tb, op, -EPROTO, "packets changed while read: a peer ran ahead");
 		return 1;
 	}
 	default:

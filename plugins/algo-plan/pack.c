@@ -80,6 +80,10 @@ struct wk_comm {
 	struct wp_state st;
 	struct wk_area area[WP_BUF_KINDS];
 	uint64_t in, out; /* sizes of the current call */
+	/* Every rank's area capacities, which every rank computes alike from
+	 * the calls: so all grow (and swap) at the same call, and each knows
+	 * where a peer's second scratch half starts. */
+	uint64_t (*caps)[WP_BUF_KINDS];
 	uint32_t flag;
 	char **rbuf;
 	int broken;
@@ -119,9 +123,14 @@ static uint64_t view_off(const struct wk_comm *c, uint32_t rank, enum wp_buf t)
 	return 0;
 }
 
+/* Even calls use the second half of a double scratch area, at half its
+ * capacity: fixed while the area lasts, so calls of different sizes never
+ * share packet slots, as halves cut at each call's own size would. */
 static uint64_t scratch_half(const struct wk_comm *c, uint32_t rank)
 {
-	return wp_scratch_half(c->plan, rank, c->in, c->out, c->flag);
+	if (!c->plan->double_scratch || (c->flag & 1))
+		return 0;
+	return c->caps[rank][WP_BUF_SCRATCH] / 2;
 }
 
 /* ------------------------------------------------------------ environment */
@@ -307,6 +316,7 @@ static void wk_teardown(void *state)
 	for (int t = 0; t < WP_BUF_KINDS; t++)
 		area_free(c, &c->area[t]);
 	free(c->peers);
+	free(c->caps);
 	free(c->rbuf);
 	wp_state_fini(&c->st);
 	free(c);
@@ -324,7 +334,7 @@ static int wk_setup(const struct weft_algo_comm *ac, void **state, const struct 
 	c->rank = ac->rank;
 	c->n = ac->nranks;
 	int rc = -ENOMEM;
-	if (!(c->peers = calloc((size_t)c->n, sizeof(*c->peers))) ||
+	if (!(c->peers = calloc((size_t)c->n, sizeof(*c->peers))) || !(c->caps = calloc((size_t)c->n, sizeof(*c->caps))) ||
 	    !(c->rbuf = calloc(c->plan->ranks[c->rank].nrbufs + 1, sizeof(char *))))
 		goto out;
 	if ((rc = wp_state_init(&c->st, c->plan, (uint32_t)c->rank)))
@@ -347,17 +357,24 @@ out:
 	return 0;
 }
 
-/* Grows the three areas to what a call of these sizes needs, the same
- * decision on every rank (the sizes follow from the call), and swaps them
- * anew with every related peer, mapping where the memory channel's
- * transport can. */
+/* Grows the three areas to what a call of these sizes needs on any rank,
+ * the same decision on every rank (the sizes follow from the call), and
+ * swaps them anew with every related peer, mapping where the memory
+ * channel's transport can. */
 static int areas_fit(struct wk_comm *c)
 {
 	const struct weft_prim_api *pr = c->pr;
-	uint64_t need[WP_BUF_KINDS] = {c->in, c->out, wp_scratch_bytes(c->plan, (uint32_t)c->rank, c->in, c->out)};
-	int grow = 0;
-	for (int t = 0; t < WP_BUF_KINDS; t++)
-		grow |= need[t] > c->area[t].cap || !c->area[t].p;
+	int grow = !c->area[0].p;
+	for (int r = 0; r < c->n; r++) {
+		uint64_t need[WP_BUF_KINDS] = {c->in, c->out, wp_scratch_bytes(c->plan, (uint32_t)r, c->in, c->out)};
+		for (int t = 0; t < WP_BUF_KINDS; t++) {
+			uint64_t cap = c->caps[r][t] > 4096 ? c->caps[r][t] : 4096;
+			while (cap < need[t])
+				cap *= 2;
+			grow |= cap != c->caps[r][t];
+			c->caps[r][t] = cap;
+		}
+	}
 	if (!grow)
 		return 0;
 	for (int q = 0; q < c->n; q++)
@@ -367,9 +384,7 @@ static int areas_fit(struct wk_comm *c)
 			c->peers[q].map[t] = NULL;
 		}
 	for (int t = 0; t < WP_BUF_KINDS; t++) {
-		uint64_t cap = c->area[t].cap > 4096 ? c->area[t].cap : 4096;
-		while (cap < need[t])
-			cap *= 2;
+		uint64_t cap = c->caps[c->rank][t];
 		area_free(c, &c->area[t]);
 		struct wk_area *a = &c->area[t];
 		a->cap = cap;
