@@ -19,6 +19,7 @@
 #include <nccl.h>
 
 #include "nccl_refusals.h"
+#include "nccl_check.h"
 #include "testlib.h"
 
 #define JOB_TIMEOUT 120
@@ -274,13 +275,6 @@ END_TEST
 /* ------------------------------------------------------------ forked jobs */
 
 static ncclUniqueId g_id;
-
-#define NOK(call) \
-	do { \
-		ncclResult_t r_ = (call); \
-		RCHECK(r_ == ncclSuccess, "%s returned %d (%s; last error: %s)", #call, (int)r_, \
-		       ncclGetErrorString(r_), ncclGetLastError(NULL)); \
-	} while (0)
 
 static uint64_t mix64(uint64_t x)
 {

@@ -17,18 +17,12 @@
 
 #include <nccl.h>
 
+#include "nccl_check.h"
 #include "testlib.h"
 
 #define JOB_TIMEOUT 60
 
 static ncclUniqueId g_id;
-
-#define NOK(call)                                                                                    \
-	do {                                                                                         \
-		ncclResult_t r_ = (call);                                                            \
-		RCHECK(r_ == ncclSuccess, "%s returned %d (%s; last error: %s)", #call, (int)r_,     \
-		       ncclGetErrorString(r_), ncclGetLastError(NULL));                              \
-	} while (0)
 
 static double now_s(void)
 {
