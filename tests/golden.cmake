@@ -4,7 +4,7 @@
 # between machines. The files list every plugin of a full build, so the tests
 # exist only where all of them are built (the main build of CI).
 # Regenerate after an intended change: tests/golden/golden.sh <weft-info> <conf> <mode> --update
-set(_golden_plugins algo-gpu algo-host ib nvlink ofi shm ucx xgmi)
+set(_golden_plugins algo-gpu algo-host algo-plan ib nvlink ofi shm ucx xgmi)
 set(_golden_all TRUE)
 foreach(p IN LISTS _golden_plugins)
   if(NOT TARGET weft-plugin-${p})
