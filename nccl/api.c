@@ -770,6 +770,20 @@ WN_ALIAS(ncclCommCuDevice);
 
 typedef int (*cuda_malloc_fn)(void **, size_t);
 typedef int (*cuda_free_fn)(void *);
+typedef const char *(*cuda_error_name_fn)(int);
+
+/* The runtime's name of a CUDA error (cudaErrorMemoryAllocation), through the
+ * application's libcudart as every CUDA call here; its number where none is. */
+static const char *cuda_error_name(int err)
+{
+	static __thread char buf[32];
+	cuda_error_name_fn f = (cuda_error_name_fn)dlsym(RTLD_DEFAULT, "cudaGetErrorName");
+	const char *s = f ? f(err) : NULL;
+	if (s)
+		return s;
+	snprintf(buf, sizeof(buf), "CUDA error %d", err);
+	return buf;
+}
 
 WN_API ncclResult_t ncclMemAlloc(void **ptr, size_t size)
 {
@@ -789,7 +803,7 @@ WN_API ncclResult_t ncclMemAlloc(void **ptr, size_t size)
 	void *p = NULL;
 	int err = m(&p, size);
 	if (err != 0) {
-		WN_ERROR("ncclMemAlloc: cudaMalloc(%zu) failed with CUDA error %d", size, err);
+		WN_ERROR("ncclMemAlloc: cudaMalloc(%zu) failed: %s", size, cuda_error_name(err));
 		return ncclUnhandledCudaError;
 	}
 	*ptr = p;
@@ -808,7 +822,7 @@ WN_API ncclResult_t ncclMemFree(void *ptr)
 	}
 	int err = f(ptr);
 	if (err != 0) {
-		WN_ERROR("ncclMemFree: cudaFree failed with CUDA error %d", err);
+		WN_ERROR("ncclMemFree: cudaFree failed: %s", cuda_error_name(err));
 		return ncclUnhandledCudaError;
 	}
 	return ncclSuccess;
@@ -851,7 +865,7 @@ int wn_copy_to_host(void *dst, const void *src, size_t n, void *stream)
 	if (err == 0)
 		err = sync(stream);
 	if (err != 0) {
-		WN_ERROR("reading a device scalar for host buffers failed with CUDA error %d", err);
+		WN_ERROR("reading a device scalar for host buffers failed: %s", cuda_error_name(err));
 		return -WEFT_ERR_TRANSPORT;
 	}
 	return 0;

@@ -119,7 +119,7 @@ void *wn_fallback_shadow(struct ncclComm *comm)
 	ncclComm_t real = NULL;
 	ncclResult_t r = init(&real, comm->nranks, id, comm->rank);
 	if (r != ncclSuccess) {
-		WN_ERROR("fallback: the real ncclCommInitRank failed: %d", (int)r);
+		WN_ERROR("fallback: the real ncclCommInitRank failed: %s", ncclGetErrorString(r));
 		return NULL;
 	}
 	pthread_mutex_lock(&comm->shadow_lock);

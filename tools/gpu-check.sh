@@ -172,7 +172,7 @@ PY
 # buffers (algo-gpu's *-hier), and the transport's put bandwidth (the
 # ceiling). Then through shm on one namespace with nvlink forbidden.
 xh_pair() { # tp args...: rank 0 in namespace a, rank 1 in b; rank 0's output
-	local tp=$1 i
+	local tp=$1 i r=0 pid=()
 	shift
 	for i in 0 1; do
 		ip netns exec "${xh_ns[i]}" env RANK=$i WORLD_SIZE=2 WEFT_CORE_BOOTSTRAP_ROOT="${xh_addr[0]}:29461" \
@@ -180,10 +180,19 @@ xh_pair() { # tp args...: rank 0 in namespace a, rank 1 in b; rank 0's output
 			WEFT_OFI_ADDR="${xh_addr[i]}" WEFT_UCX_NET_DEVICES="${xh_veth[i]}" \
 			WEFT_CONFIG="$logs/xh-$tp.conf" timeout "${WEFT_XH_TIMEOUT:-120}" "$bdir/bin/weft-perf" "$@" \
 			>"$logs/xh-rank$i.out" 2>&1 &
+		pid[i]=$!
 	done
-	wait
+	for i in 0 1; do
+		wait "${pid[i]}" || { echo "xhost: rank $i exited $?"; r=1; }
+	done
 	cat "$logs/xh-rank0.out"
 	grep -i "error" "$logs/xh-rank1.out" | head -5
+	# Errors are for errors (issue 30 item 5): a run that succeeded logs none.
+	if ((r == 0)) && grep -h "^weft [0-9]* error " "$logs"/xh-rank[01].out; then
+		echo "xhost: the run succeeded but logged the error lines above"
+		r=1
+	fi
+	return $r
 }
 
 do_xhost() {

@@ -625,8 +625,7 @@ int wag_hx_coll(struct wag_hx *x, const struct wag_hier_layout *l, const struct 
 {
 	if (a->coll == WEFT_COLL_SENDRECV)
 		return wag_hx_sendrecv(x, (const struct weft_p2p_op *)a->sendbuf, a->count, u);
-	int reducing = a->coll == WEFT_COLL_ALLREDUCE || a->coll == WEFT_COLL_REDUCE_SCATTER ||
-		       a->coll == WEFT_COLL_REDUCE;
+	int reducing = weft_kit_coll_reduces(a->coll);
 	struct wag_hier_plan plan;
 	uint64_t tmp = 0;
 	int rc = wag_hx_plan(l, (int)a->coll, a->count, a->root, how, &plan, &tmp);

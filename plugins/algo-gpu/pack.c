@@ -349,7 +349,7 @@ static int supports_kind(void *state, const struct weft_coll_args *a, enum wag_k
 	struct wag_ctx *c = state;
 	if (!c->mesh || a->mem_type != WEFT_MEM_CUDA || !wag_esize(a->dtype))
 		return -ENOTSUP;
-	int reducing = a->coll == WEFT_COLL_ALLREDUCE || a->coll == WEFT_COLL_REDUCE_SCATTER || a->coll == WEFT_COLL_REDUCE;
+	int reducing = weft_kit_coll_reduces(a->coll);
 	if (reducing && !reducible(a->dtype, a->op))
 		return -ENOTSUP;
 	/* A device scalar of this call's device, or the host value. */

@@ -156,7 +156,7 @@ int wag_xh_supports(struct wag_ctx *c, const struct weft_coll_args *a)
 	}
 	if (!wag_esize(a->dtype))
 		return -ENOTSUP;
-	int reducing = a->coll == WEFT_COLL_ALLREDUCE || a->coll == WEFT_COLL_REDUCE_SCATTER || a->coll == WEFT_COLL_REDUCE;
+	int reducing = weft_kit_coll_reduces(a->coll);
 	if (reducing && ((int)a->op < 0 || a->op >= WEFT_REDOP_COUNT))
 		return -ENOTSUP;
 	if (reducing && a->op == WEFT_PREMUL_SUM && a->scalar_mem != WEFT_MEM_HOST && a->scalar_mem != WEFT_MEM_CUDA)
