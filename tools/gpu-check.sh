@@ -388,10 +388,13 @@ do_plugin_check() {
 	for k in declares dtypes-ops sizes groups abort peer-killed device; do kinds+=(--check "*$k"); done
 	WEFT_REQUIRE_GPU=1 "$t" --np 2 "${kinds[@]}" "$bdir/lib/weft/libweft-algo-gpu.so" || r=1
 	# The copy-engine algorithms start at 256 MiB or more, past the edges the
-	# checker calls at: checked again from 16 MiB, as the GPU tests do.
-	WEFT_REQUIRE_GPU=1 WEFT_ALGO_GPU_CE_ALLREDUCE_MIN=16M WEFT_ALGO_GPU_CE_REDUCE_SCATTER_MIN=16M \
-		WEFT_ALGO_GPU_CE_ALLGATHER_MIN=16M WEFT_ALGO_GPU_CE_BROADCAST_MIN=16M WEFT_ALGO_GPU_CE_ALLTOALL_MIN=16M \
-		"$t" --np 2 --check '*-ce/*' "$bdir/lib/weft/libweft-algo-gpu.so" || r=1
+	# checker calls at: checked again from 1 MiB (from 16 MiB, dtypes-ops ran
+	# past the checker's 100 s a check).
+	kinds=()
+	for k in declares dtypes-ops sizes groups abort peer-killed device; do kinds+=(--check "*-ce/$k"); done
+	WEFT_REQUIRE_GPU=1 WEFT_ALGO_GPU_CE_ALLREDUCE_MIN=1M WEFT_ALGO_GPU_CE_REDUCE_SCATTER_MIN=1M \
+		WEFT_ALGO_GPU_CE_ALLGATHER_MIN=1M WEFT_ALGO_GPU_CE_BROADCAST_MIN=1M WEFT_ALGO_GPU_CE_ALLTOALL_MIN=1M \
+		"$t" --np 2 "${kinds[@]}" "$bdir/lib/weft/libweft-algo-gpu.so" || r=1
 	return $r
 }
 
