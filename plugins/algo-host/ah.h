@@ -52,8 +52,10 @@ extern const struct weft_core_api *ah_core;
 struct ah_params {
 	size_t chunk, scratch, small_max, direct_min, cached_min, cached_max;
 	size_t oneshot_push_max, nt_min, rsag_push_min;
+	size_t rd_max, bruck_max, halving_max, tree_min;
 	uint64_t poll_us;
-	int map, pull, nudge, cached_oversub, rsag_push_always;
+	int map, pull, nudge, cached_oversub, rsag_push_always, numa;
+	int many_ranks;
 	const char *transport;
 };
 extern const struct weft_kit_param ah_param_rows[];
@@ -116,6 +118,13 @@ struct ah_ctx {
 	char *temp;       /* one chunk, for our own input when it would be overwritten */
 	void *premul;     /* this rank's scaled input of a pre-multiplied sum (grows, kept) */
 	size_t premul_len;
+	void *work;       /* the log-step algorithms' own buffer (grows, kept; see ah_work) */
+	size_t work_len;
+	/* The log-step algorithms' numbering (see ah_place_ready): vr[v] is the
+	 * rank numbered v, rv[r] rank r's number. placed: -1 not yet agreed. */
+	int *vr, *rv;
+	int placed;
+	int numa;         /* parameter numa */
 	struct ah_peer *peers;
 	int broken;       /* a transfer failed half-way: channels are out of step */
 	int map;          /* parameter map: copy straight into peers' mapped scratch */
@@ -218,6 +227,41 @@ int ah_pull_run(struct ah_ctx *c, uint64_t rounds, ah_fill_fn fill, ah_plan_fn c
 
 /* The algorithms (algos.c) and the table of them. */
 extern const struct weft_algo *const ah_algos[];
-void ah_algos_configure(uint64_t small_max);
+void ah_algos_configure(const struct ah_params *p);
+
+/* Shared by the algorithms of algos.c and logstep.c. The context of a call,
+ * its peers connected (*rc: 0, or why not), the call numbered. */
+struct ah_ctx *ah_ready_ctx(void *state, const struct weft_coll_args *a, int *rc);
+/* A pre-multiplied sum: scales this rank's input where the sum then reads
+ * it, and runs run on it as a plain sum (see algos.c). */
+int ah_premul_then(void *state, const struct weft_coll_args *a,
+		   int (*run)(void *state, const struct weft_coll_args *a));
+/* The pack's supports op and setup, shared by every algorithm. */
+int ah_supports(void *state, const struct weft_coll_args *a);
+int ah_setup(const struct weft_algo_comm *ac, void **state);
+/* c->work, grown to at least bytes (kept for later calls); NULL: out of
+ * memory (logged). */
+void *ah_work(struct ah_ctx *c, size_t bytes);
+/* Agrees, the first time, on c->vr and c->rv: every rank's NUMA node
+ * (place.c; rank order where parameter numa is 0) goes to every rank, which
+ * numbers the ranks node by node. Collective the first time. */
+int ah_place_ready(struct ah_ctx *c);
+
+/* The log-step algorithms (logstep.c), chosen from many_ranks up. */
+extern struct weft_algo ah_algo_rd, ah_algo_bruck, ah_algo_halving, ah_algo_bcast_tree, ah_algo_reduce_tree;
+
+/* The reductions every algorithm serves, the pre-multiplied sum included
+ * (ah_premul_then). */
+#define AH_REDOPS                                                                                        \
+	((1u << WEFT_SUM) | (1u << WEFT_PROD) | (1u << WEFT_MIN) | (1u << WEFT_MAX) | (1u << WEFT_AVG) | \
+	 (1u << WEFT_PREMUL_SUM))
+
+#define AH_ALGO_INIT(nm, cl, prio, fn)                                                                 \
+	{                                                                                              \
+		.size = sizeof(struct weft_algo), .name = nm, .coll = cl, .min_bytes = 0, .max_bytes = 0, \
+		.min_ranks = 1, .max_ranks = 0, .mem_types = 1u << WEFT_MEM_HOST, .priority = prio,    \
+		.setup = ah_setup, .supports = ah_supports, .execute = fn, .teardown = NULL,           \
+		.redops = AH_REDOPS,                                                                   \
+	}
 
 #endif

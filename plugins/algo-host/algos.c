@@ -68,7 +68,7 @@ static void reduce_ordered(struct ah_ctx *c, enum weft_datatype t, enum weft_red
 	weft_kit_finish(t, op, dst, n, c->nranks);
 }
 
-static struct ah_ctx *ready_ctx(void *state, const struct weft_coll_args *a, int *rc)
+struct ah_ctx *ah_ready_ctx(void *state, const struct weft_coll_args *a, int *rc)
 {
 	struct ah_ctx *c = state;
 	*rc = c->broken ? c->broken : ah_ensure_all(c);
@@ -232,7 +232,7 @@ static int pl_rs_consume(void *arg, struct ah_ctx *c, uint64_t t)
 
 /* ------------------------------------------------------------ supports */
 
-static int ah_supports(void *state, const struct weft_coll_args *a)
+int ah_supports(void *state, const struct weft_coll_args *a)
 {
 	if (a->mem_type != WEFT_MEM_HOST || !esize(a->dtype))
 		return -ENOTSUP;
@@ -247,8 +247,8 @@ static int ah_supports(void *state, const struct weft_coll_args *a)
  * sum then reads it (the output itself for allreduce and on reduce's root,
  * else a buffer of the context's), and the algorithm runs a plain sum on it,
  * in its usual order. */
-static int premul_then(void *state, const struct weft_coll_args *a,
-		       int (*run)(void *state, const struct weft_coll_args *a))
+int ah_premul_then(void *state, const struct weft_coll_args *a,
+		   int (*run)(void *state, const struct weft_coll_args *a))
 {
 	struct ah_ctx *c = state;
 	size_t es = esize(a->dtype);
@@ -277,7 +277,7 @@ static int premul_then(void *state, const struct weft_coll_args *a,
 }
 
 /* Every algorithm runs on the pack's per-communicator context. */
-static int ah_setup(const struct weft_algo_comm *ac, void **state)
+int ah_setup(const struct weft_algo_comm *ac, void **state)
 {
 	if (ac->size < offsetof(struct weft_algo_comm, pack_state) + sizeof(ac->pack_state) || !ac->pack_state)
 		return -EINVAL;
@@ -337,9 +337,9 @@ static int os_pull_consume_fn(void *arg, struct ah_ctx *c, uint64_t t)
 static int allreduce_oneshot(void *state, const struct weft_coll_args *a)
 {
 	if (a->op == WEFT_PREMUL_SUM)
-		return premul_then(state, a, allreduce_oneshot);
+		return ah_premul_then(state, a, allreduce_oneshot);
 	int rc;
-	struct ah_ctx *c = ready_ctx(state, a, &rc);
+	struct ah_ctx *c = ah_ready_ctx(state, a, &rc);
 	if (rc)
 		return rc;
 	struct os_plan o = {.a = a, .es = esize(a->dtype)};
@@ -354,9 +354,9 @@ static int allreduce_oneshot(void *state, const struct weft_coll_args *a)
 static int allreduce_rsag(void *state, const struct weft_coll_args *a)
 {
 	if (a->op == WEFT_PREMUL_SUM)
-		return premul_then(state, a, allreduce_rsag);
+		return ah_premul_then(state, a, allreduce_rsag);
 	int rc;
-	struct ah_ctx *c = ready_ctx(state, a, &rc);
+	struct ah_ctx *c = ah_ready_ctx(state, a, &rc);
 	if (rc)
 		return rc;
 	size_t es = esize(a->dtype), cel = c->chunk / es;
@@ -392,9 +392,9 @@ static int allreduce_rsag(void *state, const struct weft_coll_args *a)
 static int reduce_scatter_direct(void *state, const struct weft_coll_args *a)
 {
 	if (a->op == WEFT_PREMUL_SUM)
-		return premul_then(state, a, reduce_scatter_direct);
+		return ah_premul_then(state, a, reduce_scatter_direct);
 	int rc;
-	struct ah_ctx *c = ready_ctx(state, a, &rc);
+	struct ah_ctx *c = ah_ready_ctx(state, a, &rc);
 	if (rc)
 		return rc;
 	size_t es = esize(a->dtype), cel = c->chunk / es;
@@ -408,7 +408,7 @@ static int reduce_scatter_direct(void *state, const struct weft_coll_args *a)
 static int allgather_direct(void *state, const struct weft_coll_args *a)
 {
 	int rc;
-	struct ah_ctx *c = ready_ctx(state, a, &rc);
+	struct ah_ctx *c = ah_ready_ctx(state, a, &rc);
 	if (rc)
 		return rc;
 	size_t es = esize(a->dtype), cel = c->chunk / es;
@@ -466,7 +466,7 @@ static int bcast_plan_fn(void *arg, struct ah_ctx *c, uint64_t t)
 static int broadcast_flat(void *state, const struct weft_coll_args *a)
 {
 	int rc;
-	struct ah_ctx *c = ready_ctx(state, a, &rc);
+	struct ah_ctx *c = ah_ready_ctx(state, a, &rc);
 	if (rc)
 		return rc;
 	struct root_plan b = {.a = a, .es = esize(a->dtype)};
@@ -506,9 +506,9 @@ static int reduce_consume_fn(void *arg, struct ah_ctx *c, uint64_t t)
 static int reduce_flat(void *state, const struct weft_coll_args *a)
 {
 	if (a->op == WEFT_PREMUL_SUM)
-		return premul_then(state, a, reduce_flat);
+		return ah_premul_then(state, a, reduce_flat);
 	int rc;
-	struct ah_ctx *c = ready_ctx(state, a, &rc);
+	struct ah_ctx *c = ah_ready_ctx(state, a, &rc);
 	if (rc)
 		return rc;
 	struct root_plan b = {.a = a, .es = esize(a->dtype)};
@@ -539,7 +539,7 @@ static int a2a_plan_fn(void *arg, struct ah_ctx *c, uint64_t t)
 static int alltoall_direct(void *state, const struct weft_coll_args *a)
 {
 	int rc;
-	struct ah_ctx *c = ready_ctx(state, a, &rc);
+	struct ah_ctx *c = ah_ready_ctx(state, a, &rc);
 	if (rc)
 		return rc;
 	struct root_plan b = {.a = a, .es = esize(a->dtype)};
@@ -662,28 +662,7 @@ out_free:
 
 /* ----------------------------------------------------------- the table */
 
-#define AH_ALGO(var, nm, cl, prio, fn)                                                  \
-	static struct weft_algo var = {                                                 \
-		.size = sizeof(struct weft_algo),                                       \
-		.name = nm,                                                             \
-		.coll = cl,                                                             \
-		.min_bytes = 0,                                                         \
-		.max_bytes = 0,                                                         \
-		.min_ranks = 1,                                                         \
-		.max_ranks = 0,                                                         \
-		.mem_types = 1u << WEFT_MEM_HOST,                                       \
-		.priority = prio,                                                       \
-		.setup = ah_setup,                                                      \
-		.supports = ah_supports,                                                \
-		.execute = fn,                                                          \
-		.teardown = NULL,                                                       \
-		.redops = AH_REDOPS,                                                    \
-	}
-
-/* Every reduction, the pre-multiplied sum included (premul_then). */
-#define AH_REDOPS                                                                         \
-	((1u << WEFT_SUM) | (1u << WEFT_PROD) | (1u << WEFT_MIN) | (1u << WEFT_MAX) | (1u << WEFT_AVG) | \
-	 (1u << WEFT_PREMUL_SUM))
+#define AH_ALGO(var, nm, cl, prio, fn) static struct weft_algo var = AH_ALGO_INIT(nm, cl, prio, fn)
 
 AH_ALGO(algo_oneshot, "allreduce-oneshot", WEFT_COLL_ALLREDUCE, 20, allreduce_oneshot);
 AH_ALGO(algo_rsag, "allreduce-rsag", WEFT_COLL_ALLREDUCE, 10, allreduce_rsag);
@@ -695,19 +674,36 @@ AH_ALGO(algo_a2a, "alltoall-direct", WEFT_COLL_ALLTOALL, 10, alltoall_direct);
 AH_ALGO(algo_p2p, "sendrecv-direct", WEFT_COLL_SENDRECV, 10, sendrecv_direct);
 
 const struct weft_algo *const ah_algos[] = {
-	&algo_oneshot, &algo_rsag, &algo_allgather, &algo_rs, &algo_bcast, &algo_reduce, &algo_a2a, &algo_p2p, NULL,
+	&algo_oneshot, &algo_rsag, &algo_allgather, &algo_rs, &algo_bcast, &algo_reduce, &algo_a2a, &algo_p2p,
+	&ah_algo_rd, &ah_algo_bruck, &ah_algo_halving, &ah_algo_bcast_tree, &ah_algo_reduce_tree, NULL,
 };
 
-void ah_algos_configure(uint64_t small_max)
+/* A log-step algorithm serves from many_ranks ranks up, sizes up to max (or
+ * from min); a limit of 0 (or many_ranks 0) turns it off. */
+static void logstep_range(struct weft_algo *a, int many_ranks, uint64_t min, uint64_t max, int off)
+{
+	a->min_ranks = many_ranks > 0 ? many_ranks : 1;
+	a->min_bytes = min;
+	a->max_bytes = max;
+	if (many_ranks <= 0 || off)
+		a->mem_types = 0;
+}
+
+void ah_algos_configure(const struct ah_params *p)
 {
 	/* The one-shot allreduce serves sizes up to small_max / (ranks - 1): each
 	 * rank reads and reduces every peer's input. 0 turns it off. */
-	if (small_max == 0) {
+	if (p->small_max == 0) {
 		algo_oneshot.mem_types = 0;
 	} else {
-		algo_oneshot.max_bytes = small_max;
-		algo_oneshot.max_peer_bytes = small_max;
+		algo_oneshot.max_bytes = p->small_max;
+		algo_oneshot.max_peer_bytes = p->small_max;
 	}
+	logstep_range(&ah_algo_rd, p->many_ranks, 0, p->rd_max, p->rd_max == 0);
+	logstep_range(&ah_algo_bruck, p->many_ranks, 0, p->bruck_max, p->bruck_max == 0);
+	logstep_range(&ah_algo_halving, p->many_ranks, 0, p->halving_max, p->halving_max == 0);
+	logstep_range(&ah_algo_bcast_tree, p->many_ranks, p->tree_min, 0, 0);
+	logstep_range(&ah_algo_reduce_tree, p->many_ranks, p->tree_min, 0, 0);
 }
 
 /* ----------------------------------------------------------- the plugin */
@@ -761,6 +757,18 @@ const struct weft_kit_param ah_param_rows[] = {
 			"Apply rsag_push_min also where every rank has a CPU (slower there; for tests)."),
 	WEFT_KIT_P_BOOL("pull", struct ah_params, pull, "1",
 			"Where every pair of ranks maps each other's scratch, allreduce and allgather publish each chunk once in the rank's own slot and peers read it there; 0 always pushes."),
+	WEFT_KIT_P_INT("many_ranks", struct ah_params, many_ranks, "8", 0, 1 << 20,
+		       "Smallest rank count the log-step algorithms (allreduce-rd, allgather-bruck, reduce-scatter-halving, broadcast-tree, reduce-tree) serve, and are chosen at by default within their sizes; 0 turns them off."),
+	WEFT_KIT_P_SIZE("rd_max", struct ah_params, rd_max, "16K", 0, SIZE_MAX,
+			"Largest allreduce that allreduce-rd (recursive doubling) serves; 0 turns it off."),
+	WEFT_KIT_P_SIZE("bruck_max", struct ah_params, bruck_max, "64K", 0, SIZE_MAX,
+			"Largest allgather (bytes of the whole output) that allgather-bruck serves; 0 turns it off."),
+	WEFT_KIT_P_SIZE("halving_max", struct ah_params, halving_max, "64K", 0, SIZE_MAX,
+			"Largest reduce-scatter (bytes of the whole input) that reduce-scatter-halving (recursive halving) serves; 0 turns it off."),
+	WEFT_KIT_P_SIZE("tree_min", struct ah_params, tree_min, "16K", 0, SIZE_MAX,
+			"Smallest broadcast and reduce that broadcast-tree and reduce-tree (pipelined binomial trees) serve."),
+	WEFT_KIT_P_BOOL("numa", struct ah_params, numa, "1",
+			"Number the ranks of the log-step algorithms NUMA node by NUMA node (hwloc), so that their first steps stay within a node; 0: rank order."),
 	WEFT_KIT_P_STRING("transport", struct ah_params, transport, NULL, NULL,
 			  "Transport the pack connects through (e.g. ofi); unset lets the core choose per peer."),
 };
@@ -778,6 +786,6 @@ WEFT_PLUGIN_EXPORT const struct weft_plugin_desc *const *weft_plugin_init(const 
 		AH_LOG(WEFT_LOG_ERROR, "the pack declines to load");
 		return NULL;
 	}
-	ah_algos_configure(p.small_max);
+	ah_algos_configure(&p);
 	return ah_descs;
 }

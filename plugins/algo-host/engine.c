@@ -75,6 +75,8 @@ static int read_params(struct ah_ctx *c)
 	c->oneshot_push_max = p.oneshot_push_max;
 	c->nt_min = p.nt_min;
 	c->nudge = p.nudge;
+	c->numa = p.numa;
+	c->placed = -1;
 	uint64_t chunk = p.chunk, scratch = p.scratch;
 	const char *tp = p.transport;
 	uint64_t want = chunk;
@@ -155,6 +157,9 @@ static void ctx_free(struct ah_ctx *c)
 	ah_free_area(c, c->scratch_base, c->scratch_tp);
 	free(c->temp);
 	free(c->premul);
+	free(c->work);
+	free(c->vr);
+	free(c->rv);
 	free(c->transport);
 	free(c->peers);
 	free(c->tx_src);
