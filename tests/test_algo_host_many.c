@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* algo-host's log-step algorithms (allreduce-rd, allgather-bruck,
- * reduce-scatter-halving, broadcast-tree, reduce-tree), each forced by an
- * [algorithm] require rule, at 3, 5, 6, 8, 12 and 16 forked ranks over shm:
+ * alltoall-bruck, reduce-scatter-halving, broadcast-tree, reduce-tree), each
+ * forced by an [algorithm] require rule, at 3, 5, 6, 8, 12 and 16 forked
+ * ranks over shm:
  * every type and reduction, in place and out of place, odd counts, small
  * chunks so that messages span many of them and slots are reused. Inputs
  * are small integers whose results are exact in every type whatever the
@@ -156,22 +157,29 @@ static int reducing(weft_comm_t *comm, int rank, int n, struct call *c, int k)
 	return bad;
 }
 
-/* Allgather and broadcast: copies, checked byte for byte. */
+/* Byte j of rank r's block for rank q (alltoall; q is 0 otherwise). */
+static unsigned char cbyte(size_t j, int r, int q, int k)
+{
+	return (unsigned char)(j * 7 + (size_t)r * 31 + (size_t)q * 17 + (size_t)k);
+}
+
+/* Allgather, alltoall and broadcast: copies, checked byte for byte. */
 static int copying(weft_comm_t *comm, int rank, int n, struct call *c, int k)
 {
 	size_t es = weft_kit_datatype_size(c->t), bytes = c->count * es;
-	int ag = !strcmp(c->what, "allgather");
-	size_t out_b = ag ? bytes * (size_t)n : bytes;
-	unsigned char *in = malloc(bytes + GUARD), *out = malloc(out_b + GUARD);
+	int ag = !strcmp(c->what, "allgather"), a2a = !strcmp(c->what, "alltoall");
+	size_t in_b = a2a ? bytes * (size_t)n : bytes, out_b = ag || a2a ? bytes * (size_t)n : bytes;
+	unsigned char *in = malloc(in_b + GUARD), *out = malloc(out_b + GUARD);
 	if (!in || !out)
 		return bad_call(rank, c, "out of memory", 0);
 	memset(out, 0xa5, out_b);
 	memset(out + out_b, 0x5a, GUARD);
 	unsigned char *src = c->inplace ? (ag ? out + (size_t)rank * bytes : out) : in;
-	for (size_t i = 0; i < bytes; i++)
-		src[i] = (unsigned char)(i * 7 + (size_t)rank * 31 + (size_t)k);
+	for (size_t i = 0; i < in_b; i++)
+		src[i] = cbyte(i % bytes, rank, a2a ? (int)(i / bytes) : 0, k);
 	int rc = ag ? weft_allgather(src, out, c->count, c->t, comm, NULL)
-		    : weft_broadcast(src, out, c->count, c->t, c->root, comm, NULL);
+		 : a2a ? weft_alltoall(src, out, c->count, c->t, comm, NULL)
+		       : weft_broadcast(src, out, c->count, c->t, c->root, comm, NULL);
 	int bad = 0;
 	if (rc)
 		bad = bad_call(rank, c, weft_strerror(rc), 0);
@@ -180,9 +188,8 @@ static int copying(weft_comm_t *comm, int rank, int n, struct call *c, int k)
 	else if (!guard_ok(out + out_b))
 		bad = bad_call(rank, c, "bytes after the output changed", 0);
 	for (size_t i = 0; !bad && i < out_b; i++) {
-		int r = ag ? (int)(i / bytes) : c->root;
-		size_t j = ag ? i % bytes : i;
-		if (out[i] != (unsigned char)(j * 7 + (size_t)r * 31 + (size_t)k))
+		int r = ag || a2a ? (int)(i / bytes) : c->root;
+		if (out[i] != cbyte(i % bytes, r, a2a ? rank : 0, k))
 			bad = bad_call(rank, c, "wrong byte", i);
 	}
 	free(in);
@@ -198,6 +205,7 @@ static const char *const reducers[][2] = {
 static const char *const copiers[][2] = {
 	{"allgather-bruck", "allgather"},
 	{"broadcast-tree", "broadcast"},
+	{"alltoall-bruck", "alltoall"},
 };
 
 static int matrix(weft_comm_t *comm, int rank, int n)
@@ -217,7 +225,7 @@ static int matrix(weft_comm_t *comm, int rank, int n)
 							return bad;
 					}
 	static const enum weft_datatype ctypes[] = {WEFT_INT8, WEFT_FLOAT16, WEFT_FLOAT32, WEFT_FLOAT64};
-	for (size_t a = 0; a < 2; a++)
+	for (size_t a = 0; a < 3; a++)
 		for (size_t t = 0; t < 4; t++)
 			for (size_t s = 0; s < 3; s++)
 				for (int ip = 0; ip < 2; ip++, k++) {
@@ -236,8 +244,8 @@ static int matrix(weft_comm_t *comm, int rank, int n)
 				if ((bad = reducing(comm, rank, n, &c, k)))
 					return bad;
 			}
-			for (size_t a = 0; a < 2; a++) {
-				size_t cnt = !strcmp(copiers[a][1], "allgather") ? count / (size_t)n + 1 : count;
+			for (size_t a = 0; a < 3; a++) {
+				size_t cnt = !strcmp(copiers[a][1], "broadcast") ? count : count / (size_t)n + 1;
 				struct call c = {copiers[a][0], copiers[a][1], WEFT_FLOAT32, WEFT_SUM, cnt, ip, k % n};
 				if ((bad = copying(comm, rank, n, &c, k)))
 					return bad;
@@ -306,7 +314,8 @@ int main(void)
 				    "require algo-host/allgather-bruck when coll=allgather\n"
 				    "require algo-host/reduce-scatter-halving when coll=reduce_scatter\n"
 				    "require algo-host/broadcast-tree when coll=broadcast\n"
-				    "require algo-host/reduce-tree when coll=reduce\n";
+				    "require algo-host/reduce-tree when coll=reduce\n"
+				    "require algo-host/alltoall-bruck when coll=alltoall\n";
 	if (write(fd, rules, sizeof(rules) - 1) != (ssize_t)(sizeof(rules) - 1))
 		return 1;
 	close(fd);
@@ -320,6 +329,7 @@ int main(void)
 	setenv("WEFT_ALGO_HOST_RD_MAX", "1G", 1);
 	setenv("WEFT_ALGO_HOST_BRUCK_MAX", "1G", 1);
 	setenv("WEFT_ALGO_HOST_HALVING_MAX", "1G", 1);
+	setenv("WEFT_ALGO_HOST_A2A_BRUCK_MAX", "1G", 1);
 	setenv("WEFT_ALGO_HOST_TREE_MIN", "0", 1);
 	setenv("WEFT_ALGO_HOST_CHUNK", "4160", 1);
 	setenv("WEFT_ALGO_HOST_SCRATCH", "12480", 1);

@@ -52,7 +52,7 @@ extern const struct weft_core_api *ah_core;
 struct ah_params {
 	size_t chunk, scratch, small_max, direct_min, cached_min, cached_max;
 	size_t oneshot_push_max, nt_min, rsag_push_min;
-	size_t rd_max, bruck_max, halving_max, tree_min;
+	size_t rd_max, bruck_max, a2a_bruck_max, halving_max, tree_min;
 	uint64_t poll_us;
 	int map, pull, nudge, cached_oversub, rsag_push_always, numa;
 	int many_ranks;
@@ -248,7 +248,8 @@ void *ah_work(struct ah_ctx *c, size_t bytes);
 int ah_place_ready(struct ah_ctx *c);
 
 /* The log-step algorithms (logstep.c), chosen from many_ranks up. */
-extern struct weft_algo ah_algo_rd, ah_algo_bruck, ah_algo_halving, ah_algo_bcast_tree, ah_algo_reduce_tree;
+extern struct weft_algo ah_algo_rd, ah_algo_bruck, ah_algo_a2a_bruck, ah_algo_halving, ah_algo_bcast_tree,
+	ah_algo_reduce_tree;
 
 /* The reductions every algorithm serves, the pre-multiplied sum included
  * (ah_premul_then). */

@@ -675,7 +675,7 @@ AH_ALGO(algo_p2p, "sendrecv-direct", WEFT_COLL_SENDRECV, 10, sendrecv_direct);
 
 const struct weft_algo *const ah_algos[] = {
 	&algo_oneshot, &algo_rsag, &algo_allgather, &algo_rs, &algo_bcast, &algo_reduce, &algo_a2a, &algo_p2p,
-	&ah_algo_rd, &ah_algo_bruck, &ah_algo_halving, &ah_algo_bcast_tree, &ah_algo_reduce_tree, NULL,
+	&ah_algo_rd, &ah_algo_bruck, &ah_algo_a2a_bruck, &ah_algo_halving, &ah_algo_bcast_tree, &ah_algo_reduce_tree, NULL,
 };
 
 /* A log-step algorithm serves from many_ranks ranks up, sizes up to max (or
@@ -701,6 +701,7 @@ void ah_algos_configure(const struct ah_params *p)
 	}
 	logstep_range(&ah_algo_rd, p->many_ranks, 0, p->rd_max, p->rd_max == 0);
 	logstep_range(&ah_algo_bruck, p->many_ranks, 0, p->bruck_max, p->bruck_max == 0);
+	logstep_range(&ah_algo_a2a_bruck, p->many_ranks, 0, p->a2a_bruck_max, p->a2a_bruck_max == 0);
 	logstep_range(&ah_algo_halving, p->many_ranks, 0, p->halving_max, p->halving_max == 0);
 	logstep_range(&ah_algo_bcast_tree, p->many_ranks, p->tree_min, 0, 0);
 	logstep_range(&ah_algo_reduce_tree, p->many_ranks, p->tree_min, 0, 0);
@@ -758,11 +759,13 @@ const struct weft_kit_param ah_param_rows[] = {
 	WEFT_KIT_P_BOOL("pull", struct ah_params, pull, "1",
 			"Where every pair of ranks maps each other's scratch, allreduce and allgather publish each chunk once in the rank's own slot and peers read it there; 0 always pushes."),
 	WEFT_KIT_P_INT("many_ranks", struct ah_params, many_ranks, "8", 0, 1 << 20,
-		       "Smallest rank count the log-step algorithms (allreduce-rd, allgather-bruck, reduce-scatter-halving, broadcast-tree, reduce-tree) serve, and are chosen at by default within their sizes; 0 turns them off."),
+		       "Smallest rank count the log-step algorithms (allreduce-rd, allgather-bruck, alltoall-bruck, reduce-scatter-halving, broadcast-tree, reduce-tree) serve, and are chosen at by default within their sizes; 0 turns them off."),
 	WEFT_KIT_P_SIZE("rd_max", struct ah_params, rd_max, "16K", 0, SIZE_MAX,
 			"Largest allreduce that allreduce-rd (recursive doubling) serves; 0 turns it off."),
 	WEFT_KIT_P_SIZE("bruck_max", struct ah_params, bruck_max, "64K", 0, SIZE_MAX,
 			"Largest allgather (bytes of the whole output) that allgather-bruck serves; 0 turns it off."),
+	WEFT_KIT_P_SIZE("a2a_bruck_max", struct ah_params, a2a_bruck_max, "16K", 0, SIZE_MAX,
+			"Largest alltoall (bytes of the whole input) that alltoall-bruck serves; 0 turns it off."),
 	WEFT_KIT_P_SIZE("halving_max", struct ah_params, halving_max, "64K", 0, SIZE_MAX,
 			"Largest reduce-scatter (bytes of the whole input) that reduce-scatter-halving (recursive halving) serves; 0 turns it off."),
 	WEFT_KIT_P_SIZE("tree_min", struct ah_params, tree_min, "16K", 0, SIZE_MAX,

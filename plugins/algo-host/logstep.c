@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* algo-host: log-step algorithms for many ranks on one host, over the push
- * engine (ah_run): recursive-doubling allreduce, Bruck allgather,
+ * engine (ah_run): recursive-doubling allreduce, Bruck allgather and alltoall,
  * recursive-halving reduce-scatter, pipelined binomial-tree broadcast and
  * reduce. Ranks are numbered NUMA node by NUMA node (place.c); a reduction
  * combines contiguous groups of that numbering, the lower group first, so
@@ -270,6 +270,108 @@ static int allgather_bruck(void *state, const struct weft_coll_args *a)
 		else if (dst != in)
 			memmove(dst, in, blk);
 	}
+	return 0;
+}
+
+/* Bruck's alltoall: the blocks start rotated (position i holds the block for
+ * the rank numbered i above this one); in step k every block whose position
+ * has bit k set goes to the rank 2^k above, packed into one span, and what
+ * the rank 2^k below sends takes those positions. After ceil(log2 n) steps
+ * position i holds the block from the rank i below. Every block moves up to
+ * log2 n times: for small blocks, where each round's handoff costs more than
+ * the copies. */
+
+struct ba {
+	size_t blk, chunk;
+	char *tmp, *pack;
+	int v, n, steps;
+	uint64_t start[33];
+};
+
+static int ba_step(const struct ba *b, uint64_t t, uint64_t *j)
+{
+	int k = 0;
+	while (t >= b->start[k + 1])
+		k++;
+	*j = t - b->start[k];
+	return k;
+}
+
+/* Blocks whose position has bit k set, of n. */
+static int ba_count(int n, int k)
+{
+	int cnt = 0;
+	for (int i = 0; i < n; i++)
+		cnt += (i >> k) & 1;
+	return cnt;
+}
+
+static int ba_plan_fn(void *arg, struct ah_ctx *c, uint64_t t)
+{
+	struct ba *b = arg;
+	uint64_t j;
+	int k = ba_step(b, t, &j), d = 1 << k;
+	size_t off, m = piece((size_t)ba_count(b->n, k) * b->blk, b->chunk, j, &off);
+	if (!m)
+		return 0;
+	if (j == 0) /* the step's first round: what it sends is final now */
+		for (int i = 0, x = 0; i < b->n; i++)
+			if ((i >> k) & 1)
+				memcpy(b->pack + (size_t)x++ * b->blk, b->tmp + (size_t)i * b->blk, b->blk);
+	int to = c->vr[(b->v + d) % b->n], from = c->vr[(b->v - d + b->n) % b->n];
+	c->tx_src[to] = b->pack + off;
+	c->tx_bytes[to] = m;
+	c->rx_bytes[from] = m;
+	return 0;
+}
+
+static int ba_consume_fn(void *arg, struct ah_ctx *c, uint64_t t)
+{
+	struct ba *b = arg;
+	uint64_t j;
+	int k = ba_step(b, t, &j), d = 1 << k;
+	size_t off, m = piece((size_t)ba_count(b->n, k) * b->blk, b->chunk, j, &off);
+	if (!m)
+		return 0;
+	const char *x = c->rx_ptr[c->vr[(b->v - d + b->n) % b->n]];
+	/* Packed block x of the span goes to the x-th position with bit k set. */
+	for (size_t o = off; o < off + m;) {
+		size_t xb = o / b->blk, within = o - xb * b->blk;
+		size_t len = b->blk - within < off + m - o ? b->blk - within : off + m - o;
+		int i = 0;
+		for (size_t seen = 0;; i++)
+			if (((i >> k) & 1) && seen++ == xb)
+				break;
+		memcpy(b->tmp + (size_t)i * b->blk + within, x + (o - off), len);
+		o += len;
+	}
+	return 0;
+}
+
+static int alltoall_bruck(void *state, const struct weft_coll_args *a)
+{
+	int rc;
+	struct ah_ctx *c = ls_ctx(state, a, &rc);
+	if (rc)
+		return rc;
+	int n = c->nranks;
+	size_t blk = a->count * weft_kit_datatype_size(a->dtype);
+	const char *in = a->sendbuf;
+	char *out = a->recvbuf;
+	if (!blk)
+		return 0;
+	struct ba b = {.blk = blk, .chunk = c->chunk, .n = n, .v = c->rv[c->rank], .steps = ceil_log2(n)};
+	if (!(b.tmp = ah_work(c, 2 * (size_t)n * blk)))
+		return -ENOMEM;
+	b.pack = b.tmp + (size_t)n * blk;
+	for (int i = 0; i < n; i++)
+		memcpy(b.tmp + (size_t)i * blk, in + (size_t)c->vr[(b.v + i) % n] * blk, blk);
+	for (int k = 0; k < b.steps; k++)
+		b.start[k + 1] = b.start[k] + div_up((size_t)ba_count(n, k) * blk, b.chunk);
+	if ((rc = ah_run(c, b.start[b.steps], ba_plan_fn, ba_consume_fn, &b)))
+		return rc;
+	for (int i = 0; i < n; i++)
+		memcpy(out + (size_t)c->vr[(b.v - i + n) % n] * blk, b.tmp + (size_t)i * blk, blk);
 	return 0;
 }
 
@@ -609,6 +711,7 @@ static int reduce_tree(void *state, const struct weft_coll_args *a)
 
 struct weft_algo ah_algo_rd = AH_ALGO_INIT("allreduce-rd", WEFT_COLL_ALLREDUCE, 30, allreduce_rd);
 struct weft_algo ah_algo_bruck = AH_ALGO_INIT("allgather-bruck", WEFT_COLL_ALLGATHER, 30, allgather_bruck);
+struct weft_algo ah_algo_a2a_bruck = AH_ALGO_INIT("alltoall-bruck", WEFT_COLL_ALLTOALL, 30, alltoall_bruck);
 struct weft_algo ah_algo_halving =
 	AH_ALGO_INIT("reduce-scatter-halving", WEFT_COLL_REDUCE_SCATTER, 30, reduce_scatter_halving);
 struct weft_algo ah_algo_bcast_tree = AH_ALGO_INIT("broadcast-tree", WEFT_COLL_BROADCAST, 30, broadcast_tree);
