@@ -3,6 +3,7 @@
  * status, progress of its transports, and the abort flags device waits poll. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -84,24 +85,68 @@ void weft__backoff_init(struct weft__backoff *b, unsigned max_us)
 	b->max_us = max_us ? max_us : 1000;
 }
 
-void weft__backoff_wait(struct weft__backoff *b)
+/* Within the yield window: yields and returns 1. */
+static int backoff_yield(struct weft__backoff *b)
 {
 	if (b->spin_until_ns == UINT64_MAX)
 		b->spin_until_ns = mono_ns() + WEFT__SPIN_NS;
 	if (b->spin_until_ns != 0) {
 		if (mono_ns() < b->spin_until_ns) {
 			sched_yield();
-			return;
+			return 1;
 		}
 		b->spin_until_ns = 0;
 	}
-	struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)b->sleep_us * 1000};
-	nanosleep(&ts, NULL);
+	return 0;
+}
+
+static void backoff_grow(struct weft__backoff *b)
+{
 	if (b->sleep_us < b->max_us) {
 		b->sleep_us *= 2;
 		if (b->sleep_us > b->max_us)
 			b->sleep_us = b->max_us;
 	}
+}
+
+void weft__backoff_wait(struct weft__backoff *b)
+{
+	if (backoff_yield(b))
+		return;
+	struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)b->sleep_us * 1000};
+	nanosleep(&ts, NULL);
+	backoff_grow(b);
+}
+
+#define WEFT__WAIT_FDS 16
+
+void weft__comm_backoff_wait(weft_comm_t *comm, struct weft__backoff *b)
+{
+	if (backoff_yield(b))
+		return;
+	int fds[WEFT__WAIT_FDS], n = 0;
+	for (int i = 0; i < comm->ntp && n < WEFT__WAIT_FDS; i++) {
+		struct weft__tp *tp = &comm->tp[i];
+		if (!WEFT__TP_HAS(tp, wait_fds) || !tp->ops->wait_fds)
+			continue;
+		pthread_mutex_lock(&tp->lock);
+		int k = tp->ops->wait_fds(tp->tc, fds + n, WEFT__WAIT_FDS - n);
+		pthread_mutex_unlock(&tp->lock);
+		if (k == -EAGAIN)
+			return; /* progress is due: the caller's loop makes it */
+		if (k > 0)
+			n += k < WEFT__WAIT_FDS - n ? k : WEFT__WAIT_FDS - n;
+	}
+	if (n == 0) {
+		weft__backoff_wait(b);
+		return;
+	}
+	struct pollfd pfd[WEFT__WAIT_FDS];
+	for (int i = 0; i < n; i++)
+		pfd[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
+	struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)b->sleep_us * 1000};
+	ppoll(pfd, (nfds_t)n, &ts, NULL);
+	backoff_grow(b);
 }
 
 /* --------------------------------------------------------------- progress */

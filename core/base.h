@@ -227,6 +227,9 @@ struct weft__backoff {
 };
 void weft__backoff_init(struct weft__backoff *b, unsigned max_us);
 void weft__backoff_wait(struct weft__backoff *b);
+/* weft__backoff_wait for a rank waiting on comm: past the yield window it
+ * sleeps in poll() on the transports' wait_fds, where they have any. */
+void weft__comm_backoff_wait(weft_comm_t *comm, struct weft__backoff *b);
 
 /* Status of the comm (0 healthy, else the error that broke it). */
 int weft__comm_status(const weft_comm_t *comm);

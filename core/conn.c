@@ -791,7 +791,7 @@ static int wait_step(weft_conn_t *conn, struct weft__backoff *b)
 			   weft_strerror(rc));
 		return rc;
 	}
-	weft__backoff_wait(b);
+	weft__comm_backoff_wait(conn->comm, b);
 	return 0;
 }
 

@@ -92,9 +92,9 @@ static void *proxy_main(void *arg)
 			weft__backoff_init(&idle, 1000);
 			weft__backoff_init(&busy, 50);
 		} else if (pending) {
-			weft__backoff_wait(&busy);
+			weft__comm_backoff_wait(comm, &busy);
 		} else {
-			weft__backoff_wait(&idle);
+			weft__comm_backoff_wait(comm, &idle);
 		}
 	}
 	return NULL;

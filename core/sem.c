@@ -321,7 +321,7 @@ WEFT_API int weft_sem_wait(weft_sem_t *sem, uint64_t value)
 		}
 		if (token_load(sem->token) >= value)
 			return 0;
-		weft__backoff_wait(&b);
+		weft__comm_backoff_wait(comm, &b);
 	}
 }
 
@@ -378,7 +378,7 @@ WEFT_API int weft_sem_wait_any(weft_sem_t *const *sems, const uint64_t *values, 
 		if (rc != 0)
 			return rc;
 		if (!spinning && first_ready(sems, values, n) < 0)
-			weft__backoff_wait(&b);
+			weft__comm_backoff_wait(comm, &b);
 	}
 }
 

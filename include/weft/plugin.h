@@ -263,6 +263,14 @@ struct weft_transport_ops {
 	uint32_t caps;
 	/* Optional staging ops, for GPU transports (NULL: none). */
 	const struct weft_tp_stage_ops *stage; /* ABI 0.3 */
+	/* ABI 0.3, optional: descriptors that turn readable when traffic arrives
+	 * that only this side's progress completes (a peer's put on a provider
+	 * with manual progress), so that a waiting rank sleeps in poll() on them
+	 * and wakes for the traffic instead of at its next timer tick. Writes at
+	 * most max into fds and returns how many (0: none now); -EAGAIN when
+	 * progress is due now and blocking could miss an event (fi_trywait and
+	 * ucp_worker_arm say so). Called under the transport's lock. */
+	int (*wait_fds)(void *tc, int *fds, int max);
 };
 
 /* ------------------------------------------------------- algorithm packs */

@@ -448,10 +448,21 @@ static int dom_open(struct ofi_ctx *ctx, struct ofi_dom *d, const char *prov, co
 		rc = ofi_errno("fi_av_open", rc);
 		goto err_close;
 	}
-	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_CONTEXT, .wait_obj = FI_WAIT_NONE};
-	if ((rc = fi_cq_open(d->domain, &cq_attr, &d->cq, NULL)) < 0) {
-		rc = ofi_errno("fi_cq_open", rc);
-		goto err_close;
+	/* With a descriptor to wait on, a waiting rank wakes when a peer's
+	 * traffic arrives instead of at its next timer tick: with manual progress
+	 * (tcp;ofi_rxm) a large put completes only when its target progresses.
+	 * A provider without one gets the timer alone. */
+	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_CONTEXT, .wait_obj = FI_WAIT_FD};
+	d->wait_fd = -1;
+	if (fi_cq_open(d->domain, &cq_attr, &d->cq, NULL) == 0) {
+		if (fi_control(&d->cq->fid, FI_GETWAIT, &d->wait_fd) != 0)
+			d->wait_fd = -1;
+	} else {
+		cq_attr.wait_obj = FI_WAIT_NONE;
+		if ((rc = fi_cq_open(d->domain, &cq_attr, &d->cq, NULL)) < 0) {
+			rc = ofi_errno("fi_cq_open", rc);
+			goto err_close;
+		}
 	}
 	OFI_DBG("opened provider=%s fabric=%s domain=%s mr_mode=0x%llx chunk=%zu signal=%s delivery_complete=%d "
 		"cuda=%d",
@@ -703,6 +714,7 @@ static const struct weft_transport_ops ofi_ops = {
 	.signal = ofi_signal,
 	.flush = ofi_flush,
 	.progress = ofi_progress,
+	.wait_fds = ofi_wait_fds,
 	.describe = ofi_describe,
 	.probe = ofi_probe,
 	.ep_describe = ofi_ep_describe,

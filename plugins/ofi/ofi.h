@@ -76,6 +76,7 @@ struct ofi_dom {
 	struct fid_domain *domain;
 	struct fid_av *av;
 	struct fid_cq *cq;
+	int wait_fd;       /* the CQ's FI_WAIT_FD descriptor, -1 where it has none */
 	struct fid_ep *ep; /* NULL until the first connection needs it (ofi_dom_ep_ensure) */
 	uint64_t mr_mode;
 	size_t chunk;       /* largest single write: max_msg_size (and max_order_waw_size when ordered) */
@@ -152,6 +153,7 @@ int ofi_put(void *ep, void *rmh, uint64_t roff, void *mh, uint64_t loff, size_t 
 int ofi_signal(void *ep, void *rmh, uint64_t roff, uint64_t value);
 int ofi_flush(void *ep);
 int ofi_progress(void *tc);
+int ofi_wait_fds(void *tc, int *fds, int max);
 int ofi_ep_describe(void *ep, char *buf, size_t len);
 /* Frees ops orphaned by disconnect; only after their domains' endpoints are closed. */
 void ofi_free_orphans(struct ofi_ctx *ctx);

@@ -278,6 +278,29 @@ static int dom_progress(struct ofi_ctx *ctx, struct ofi_dom *d)
 	return ret;
 }
 
+int ofi_wait_fds(void *tc, int *fds, int max)
+{
+	struct ofi_ctx *ctx = tc;
+	int n = 0;
+	if (!ctx)
+		return -EINVAL;
+	for (struct ofi_ep *ep = ctx->eps; ep; ep = ep->next)
+		if (ep->unposted)
+			return -EAGAIN; /* posting them is progress's */
+	for (int k = 0; k < ctx->ndoms && n < max; k++) {
+		struct ofi_dom *d = &ctx->doms[k];
+		if (d->wait_fd < 0 || !d->cq)
+			continue;
+		struct fid *f = &d->cq->fid;
+		int rc = fi_trywait(d->fabric, &f, 1);
+		if (rc == -FI_EAGAIN)
+			return -EAGAIN;
+		if (rc == 0)
+			fds[n++] = d->wait_fd;
+	}
+	return n;
+}
+
 int ofi_progress(void *tc)
 {
 	struct ofi_ctx *ctx = tc;

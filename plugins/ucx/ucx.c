@@ -169,6 +169,10 @@ static int context_create(const struct ucx_settings *s, size_t est_eps, ucp_cont
 	/* RMA for puts; AMO64 for the token, which is one atomic swap so the peer
 	 * never sees it half-written (a tcp put may land in pieces). */
 	p.features = UCP_FEATURE_RMA | UCP_FEATURE_AMO64;
+	/* WAKEUP: a waiting rank sleeps on the worker's descriptor and wakes
+	 * for a peer's traffic, which puts emulated over active messages (tcp,
+	 * shared memory without cma) need this side's progress to land. */
+	p.features |= UCP_FEATURE_WAKEUP;
 	p.request_size = ucx_request_size();
 	p.mt_workers_shared = 0;
 	p.name = "weft";
@@ -372,6 +376,8 @@ int ucx_worker_ensure(struct ucx_ctx *ctx)
 		rc = -WEFT_ERR_TRANSPORT;
 		goto err_release_addr;
 	}
+	if (ucp_worker_get_efd(ctx->worker, &ctx->efd) != UCS_OK)
+		ctx->efd = -1; /* a wait then sleeps on the core's timer */
 	UCX_DBG("rank %d: worker created, address %zu bytes", ctx->rank, ctx->addrlen);
 	return 0;
 
@@ -580,6 +586,7 @@ static const struct weft_transport_ops ucx_ops = {
 	.signal = ucx_signal,
 	.flush = ucx_flush,
 	.progress = ucx_progress,
+	.wait_fds = ucx_wait_fds,
 	.describe = ucx_describe,
 	.probe = ucx_probe,
 	.ep_describe = ucx_ep_describe,

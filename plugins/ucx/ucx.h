@@ -97,6 +97,7 @@ struct ucx_ctx {
 	struct ucx_rmh *rmhs;       /* every imported region, to drop an ep's keys at disconnect */
 	int nregions;               /* live registrations, for close's sanity check */
 	bool peer_gone;             /* an endpoint was torn down after its peer's process ended */
+	int efd;                    /* the worker's event descriptor (ucp_worker_get_efd), -1 if none */
 };
 
 /* A local registration. */
@@ -161,6 +162,7 @@ int ucx_put(void *ep, void *rmh, uint64_t roff, void *mh, uint64_t loff, size_t 
 int ucx_signal(void *ep, void *rmh, uint64_t roff, uint64_t value);
 int ucx_flush(void *ep);
 int ucx_progress(void *tc);
+int ucx_wait_fds(void *tc, int *fds, int max);
 int ucx_ep_describe(void *ep, char *buf, size_t len);
 /* Size of the plugin's part of every UCP request (UCP_PARAM_FIELD_REQUEST_SIZE). */
 size_t ucx_request_size(void);

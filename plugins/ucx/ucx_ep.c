@@ -399,6 +399,25 @@ static void reap_closing(struct ucx_ctx *ctx)
 	}
 }
 
+int ucx_wait_fds(void *tc, int *fds, int max)
+{
+	struct ucx_ctx *ctx = tc;
+	if (!ctx)
+		return -EINVAL;
+	if (!ctx->worker || ctx->efd < 0 || max < 1)
+		return 0;
+	for (struct ucx_ep *ep = ctx->eps; ep; ep = ep->next)
+		if (ep->sig_head || ep->zombies)
+			return -EAGAIN; /* queued work that progress advances, not the network */
+	ucs_status_t st = ucp_worker_arm(ctx->worker);
+	if (st == UCS_ERR_BUSY)
+		return -EAGAIN;
+	if (st != UCS_OK)
+		return 0;
+	fds[0] = ctx->efd;
+	return 1;
+}
+
 int ucx_progress(void *tc)
 {
 	struct ucx_ctx *ctx = tc;
