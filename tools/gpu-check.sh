@@ -12,6 +12,11 @@
 #              machine's libfabric and UCX versions
 #   xhost      cross-host figures: 2 namespaces over veth, ofi and ucx tcp, host against
 #              device buffers and the put ceiling; shm with nvlink forbidden
+#              (XH_TPS, XH_COLLS narrow it; with XH_TPS the shm part is left out)
+#   xconf      weft-plugin-check on ofi and ucx across 2 namespaces, GPU required
+#              (CUDA buffers through staging)
+#   xtorch     tests/torch/weft_torch_check.py across 2 namespaces (torchrun per
+#              namespace), 1 and 2 ranks a host, over ofi then ucx
 #   bench      weft-gpu-bench: nvlink put bandwidth and ping-pong latency, then the
 #              same figures through the public API: weft-perf --op pingpong|put
 #              --mem cuda (libweft-perf-gpu.so)
@@ -32,7 +37,7 @@
 # A tree built elsewhere at the same path can be run without the build stage, and
 # so can a build packed by tools/gpu-carry.sh into .gpubuild/ (carried to the device
 # machine): its recorded paths are linked to it here, and the build stage is skipped.
-# Usage: tools/gpu-check.sh [build] [test] [hier] [xhost] [plugin-check] [bench] [algo-bench] [perf] [sweep] [record] [ce-diag] [nccl] [torch]
+# Usage: tools/gpu-check.sh [build] [test] [hier] [xhost] [xconf] [xtorch] [plugin-check] [bench] [algo-bench] [perf] [sweep] [record] [ce-diag] [nccl] [torch]
 set -uo pipefail
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$src" || exit
@@ -195,8 +200,8 @@ xh_pair() { # tp args...: rank 0 in namespace a, rank 1 in b; rank 0's output
 	return $r
 }
 
-do_xhost() {
-	local tp r=0 sizes=(-b 16M -e 256M -f 2 -w 3 -n 10)
+# Two simulated hosts: network namespaces joined by a veth pair.
+xh_up() {
 	xh_ns=(wxbencha wxbenchb) xh_veth=(wxba wxbb) xh_addr=(10.251.7.1 10.251.7.2)
 	ip netns delete "${xh_ns[0]}" 2>/dev/null
 	ip netns delete "${xh_ns[1]}" 2>/dev/null
@@ -207,11 +212,22 @@ do_xhost() {
 			ip -n "${xh_ns[i]}" link set "${xh_veth[i]}" up && ip -n "${xh_ns[i]}" link set lo up || return 1
 	done
 	sleep 2
-	for tp in ofi ucx; do
+}
+
+xh_down() {
+	ip netns delete "${xh_ns[0]}"
+	ip netns delete "${xh_ns[1]}"
+}
+
+# XH_TPS and XH_COLLS narrow the run (default: ofi ucx; allreduce allgather).
+do_xhost() {
+	local tp c r=0 sizes=(-b 16M -e 256M -f 2 -w 3 -n 10)
+	xh_up || return 1
+	for tp in ${XH_TPS:-ofi ucx}; do
 		printf '[transport]\nrequire %s when peer=other-host\n' "$tp" >"$logs/xh-$tp.conf"
 		echo "=== $tp: put bandwidth (host memory)"
 		xh_pair "$tp" --op put --transport "$tp" --mem host "${sizes[@]}" || r=1
-		for c in allreduce allgather; do
+		for c in ${XH_COLLS:-allreduce allgather}; do
 			echo "=== $tp: $c, host buffers"
 			xh_pair "$tp" --collective "$c" --mem host "${sizes[@]}" || r=1
 			echo "=== $tp: $c, device buffers"
@@ -221,8 +237,8 @@ do_xhost() {
 		xh_pair "$tp" --collective allreduce --mem host -b 1K -e 64K -f 4 -w 5 -n 50 || r=1
 		xh_pair "$tp" --collective allreduce --mem cuda -b 1K -e 64K -f 4 -w 5 -n 50 || r=1
 	done
-	ip netns delete "${xh_ns[0]}"
-	ip netns delete "${xh_ns[1]}"
+	xh_down
+	[[ -n ${XH_TPS:-} ]] && return $r
 	printf '[transport]\nforbid nvlink\n' >"$logs/xh-shm.conf"
 	echo "=== shm, nvlink forbidden: allreduce, host buffers, then device buffers"
 	WEFT_CONFIG="$logs/xh-shm.conf" "$bdir/bin/weft-perf" --np 2 --collective allreduce --mem host -b 16M -e 256M -f 2 \
@@ -232,6 +248,49 @@ do_xhost() {
 	return $r
 }
 
+
+# The transport conformance checks across two namespaces, CUDA buffers
+# included: neither tcp provider registers device memory, so those go
+# through staging. A GPU is required, so a skipped CUDA check fails.
+do_xconf() {
+	local tp r=0 t="$bdir/bin/weft-plugin-check"
+	for tp in ofi ucx; do
+		WEFT_REQUIRE_GPU=1 timeout "${WEFT_XCONF_TIMEOUT:-150}" "$t" --np 2 --hosts 2 --hosts-mode netns \
+			"$bdir/lib/weft/libweft-$tp.so" || r=1
+	done
+	return $r
+}
+
+# PyTorch across two simulated hosts: one torchrun per namespace (--nnodes
+# 2), libweft_nccl preloaded, the bootstrap, the rendezvous and the network
+# transport on the veth addresses; 1 rank a host, then 2 (NVLink inside).
+do_xtorch() {
+	local tp n i r=0 pid=()
+	xh_up || return 1
+	for tp in ${XH_TPS:-ofi ucx}; do
+		printf '[transport]\nrequire %s when peer=other-host\n' "$tp" >"$logs/xh-$tp.conf"
+		for n in 1 2; do
+			echo "=== torch over $tp: 2 hosts x $n rank(s)"
+			for i in 0 1; do
+				ip netns exec "${xh_ns[i]}" env WEFT_CORE_BOOTSTRAP_ADDR="${xh_addr[i]}" \
+					WEFT_OFI_ADDR="${xh_addr[i]}" WEFT_OFI_IFACE="${xh_veth[i]}" \
+					WEFT_UCX_NET_DEVICES="${xh_veth[i]}" NCCL_SOCKET_IFNAME="${xh_veth[i]}" \
+					MASTER_ADDR="${xh_addr[0]}" WEFT_CONFIG="$logs/xh-$tp.conf" WEFT_NCCL_LOG=info \
+					LD_PRELOAD="$bdir/lib/libweft_nccl.so.2" timeout "${WEFT_TORCH_STAGE_TIMEOUT:-180}" \
+					python3 -m torch.distributed.run --nnodes 2 --node-rank "$i" --nproc-per-node "$n" \
+					--master-addr "${xh_addr[0]}" --master-port 29541 "$src/tests/torch/weft_torch_check.py" \
+					>"$logs/xtorch-$tp-$n-host$i.out" 2>&1 &
+				pid[i]=$!
+			done
+			for i in 0 1; do
+				wait "${pid[i]}" || { echo "xtorch: $tp, host $i exited $?"; r=1; }
+			done
+			grep -h "FAIL\|passed\|failed\|Error" "$logs/xtorch-$tp-$n-host"[01].out | tail -8
+		done
+	done
+	xh_down
+	return $r
+}
 
 # Each command runs even when one before it failed; WEFT_PERF_GPU_ARGS adds
 # flags to the two weft-perf runs (e.g. -b 1M -e 1G -f 4 for a size sweep).
@@ -410,6 +469,8 @@ for s in "${stages[@]}"; do
 	test) stage test do_test ;;
 	hier) stage hier do_hier ;;
 	xhost) stage xhost do_xhost ;;
+	xconf) stage xconf do_xconf ;;
+	xtorch) stage xtorch do_xtorch ;;
 	bench) stage bench do_bench ;;
 	algo-bench) stage algo-bench do_algo_bench ;;
 	perf) stage perf do_perf ;;
