@@ -11,6 +11,7 @@
 
 #include <weft/kit.h>
 
+#include "geom.h"
 #include "interp.h"
 
 #define WP_TMP_BYTES (64u << 10)
@@ -38,6 +39,36 @@ uint32_t wp_pair_count(const struct wp_plan *plan, uint32_t a, uint32_t b, enum 
 {
 	uint32_t x = count_to(plan, a, b, kind), y = count_to(plan, b, a, kind);
 	return x > y ? x : y;
+}
+
+/* Whether rank a's plan reaches b (a channel or a remote buffer). */
+int wp_reaches(const struct wp_plan *p, uint32_t a, uint32_t b)
+{
+	const struct wp_rank *r = &p->ranks[a];
+	for (int k = 0; k < WP_CHAN_KINDS; k++)
+		for (uint32_t i = 0; i < r->peers[k].n; i++)
+			if (r->peers[k].v[i] == b)
+				return 1;
+	for (uint32_t i = 0; i < r->nrbufs; i++)
+		if (r->rbufs[i].rank == b)
+			return 1;
+	return 0;
+}
+
+/* Whether the pair needs a channel kind: channels of it, or a remote
+ * buffer either side reaches through it. */
+int wp_pair_needs(const struct wp_plan *p, uint32_t a, uint32_t b, enum wp_chan kind)
+{
+	if (wp_pair_count(p, a, b, kind))
+		return 1;
+	for (int side = 0; side < 2; side++) {
+		const struct wp_rank *r = &p->ranks[side ? b : a];
+		uint32_t other = side ? a : b;
+		for (uint32_t i = 0; i < r->nrbufs; i++)
+			if (r->rbufs[i].rank == other && (r->rbufs[i].access & (1u << kind)))
+				return 1;
+	}
+	return 0;
 }
 
 int wp_state_init(struct wp_state *st, const struct wp_plan *plan, uint32_t rank)
@@ -70,36 +101,10 @@ void wp_state_fini(struct wp_state *st)
 }
 
 /* ------------------------------------------------------------- geometry */
-/* The size the chunks of a rank divide, and how many: the input's, or the
- * output's when the rank has no input chunks (getSizeAndChunks). */
+/* geom.h holds the arithmetic, shared with the device interpreter. */
 static void rank_geometry(const struct wp_rank *rk, uint64_t in, uint64_t out, uint64_t *size, uint32_t *n)
 {
-	if (rk->chunks[WP_BUF_INPUT]) {
-		*size = in;
-		*n = rk->chunks[WP_BUF_INPUT];
-	} else {
-		*size = out;
-		*n = rk->chunks[WP_BUF_OUTPUT];
-	}
-}
-
-/* Where slice index of slices starts in size bytes, in whole alignment
- * units, the first (units % slices) slices one unit longer (calcOffset). */
-static uint64_t slice_off(uint64_t align, uint64_t size, uint64_t index, uint64_t slices)
-{
-	uint64_t units = size / align, each = units / slices, rem = units % slices;
-	return (index * each + (index < rem ? index : rem)) * align;
-}
-
-static void ref_range(const struct wp_run *r, const struct wp_buff *b, const struct wp_op *op, uint64_t *off,
-		      uint64_t *len)
-{
-	uint64_t align = r->plan->buffer_alignment;
-	uint64_t begin = slice_off(align, r->rank_size, b->index, r->nchunks);
-	uint64_t size = slice_off(align, r->rank_size, (uint64_t)b->index + b->size, r->nchunks) - begin;
-	uint64_t s0 = slice_off(align, size, op->tbg_id, op->tbg_size);
-	*off = begin + s0;
-	*len = slice_off(align, size, (uint64_t)op->tbg_id + 1, op->tbg_size) - s0;
+	wp_geom_rank(rk->chunks[WP_BUF_INPUT], rk->chunks[WP_BUF_OUTPUT], in, out, size, n);
 }
 
 int wp_sizes_ok(const struct wp_plan *plan, uint32_t rank, uint64_t in, uint64_t out, char *err, size_t errlen)
@@ -272,11 +277,9 @@ struct span {
 static struct span step_span(const struct wp_run *r, const struct wp_buff *b, const struct wp_op *op, uint64_t at,
 			     uint64_t unit)
 {
-	uint64_t off, len;
-	ref_range(r, b, op, &off, &len);
-	struct span s = {off + at, 0};
-	if (at < len)
-		s.len = len - at < unit ? len - at : unit;
+	struct span s;
+	wp_step_span(r->plan->buffer_alignment, r->rank_size, r->nchunks, b->index, b->size, op->tbg_id, op->tbg_size,
+		     at, unit, &s.off, &s.len);
 	return s;
 }
 
@@ -635,13 +638,9 @@ static int run_op(struct wp_run *r, uint32_t tb, const struct wp_op *op, uint64_
 	}
 }
 
-/* Steps of a pipeline: num_chunks of the largest chunk, unit_size bytes at
- * a time (the executor's nIterations). */
 static uint64_t pipeline_steps(const struct wp_run *r, const struct wp_op *op)
 {
-	uint64_t a = r->plan->buffer_alignment, units = r->rank_size / a;
-	uint64_t chunk = (units + r->nchunks - 1) / r->nchunks * a;
-	return ((uint64_t)op->num_chunks * chunk + op->unit_size - 1) / op->unit_size;
+	return wp_pipeline_steps(r->plan->buffer_alignment, r->rank_size, r->nchunks, op->num_chunks, op->unit_size);
 }
 
 /* Runs threadblock tb until it waits or ends: 1 ran something, 0 waits,

@@ -64,6 +64,12 @@ void wp_chan_pair(const struct wp_plan *plan, uint32_t rank, enum wp_chan kind, 
 		  uint32_t *k);
 uint32_t wp_pair_count(const struct wp_plan *plan, uint32_t a, uint32_t b, enum wp_chan kind);
 
+/* Whether rank a's plan reaches rank b (a channel or a remote buffer), and
+ * whether the pair needs a channel kind: channels of it, or a remote buffer
+ * either side reaches through it. */
+int wp_reaches(const struct wp_plan *plan, uint32_t a, uint32_t b);
+int wp_pair_needs(const struct wp_plan *plan, uint32_t a, uint32_t b, enum wp_chan kind);
+
 int wp_state_init(struct wp_state *st, const struct wp_plan *plan, uint32_t rank);
 void wp_state_fini(struct wp_state *st);
 

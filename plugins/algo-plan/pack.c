@@ -17,10 +17,44 @@
 #include <weft/kit.h>
 #include <weft/plugin.h>
 
+#include "devpack.h"
+#include "geom.h"
 #include "interp.h"
 #include "plan.h"
 
 static const struct weft_core_api *wk_core;
+
+#ifdef WP_HAVE_CUDA
+#define WP_DEVICE_MEM_TYPES (1u << WEFT_MEM_CUDA)
+#else
+/* Built without CUDA: device buffers are never offered to the plans. */
+#define WP_DEVICE_MEM_TYPES 0u
+int wpd_viable(const struct weft_algo_comm *ac, const struct wp_plan *plan, const char *name)
+{
+	(void)ac, (void)plan, (void)name;
+	return 0;
+}
+int wpd_setup(const struct weft_algo_comm *ac, const struct wp_plan *plan, enum weft_collective coll,
+	      const char *name, struct wpd_comm **out)
+{
+	(void)ac, (void)plan, (void)coll, (void)name, (void)out;
+	return -ENOTSUP;
+}
+int wpd_supports(struct wpd_comm *d, const struct weft_coll_args *a)
+{
+	(void)d, (void)a;
+	return -ENOTSUP;
+}
+int wpd_execute(struct wpd_comm *d, const struct weft_coll_args *a)
+{
+	(void)d, (void)a;
+	return -ENOTSUP;
+}
+void wpd_teardown(struct wpd_comm *d)
+{
+	(void)d;
+}
+#endif
 
 #define WK_LOG(level, ...) wk_core->log(wk_core->self, (level), __VA_ARGS__)
 #define WK_MAX_PLANS 256
@@ -87,6 +121,8 @@ struct wk_comm {
 	uint32_t flag;
 	char **rbuf;
 	int broken;
+	int host_ok;          /* every rank's plan can run on host buffers here */
+	struct wpd_comm *dev; /* the device half (devpack.c); NULL: host buffers only */
 };
 
 static int is_inplace(const struct weft_coll_args *a, int rank)
@@ -100,27 +136,18 @@ static int is_inplace(const struct weft_coll_args *a, int rank)
 	return s == r;
 }
 
-/* Where rank's view of a buffer starts in its area: in place, the input of
- * an allgather is the rank's block of the output, the output of a
+/* Where rank's view of a buffer starts in its area (geom.h): in place, the
+ * input of an allgather is the rank's block of the output, the output of a
  * reduce-scatter the rank's block of the input, otherwise they coincide. */
 static enum wp_buf view_area(const struct wk_comm *c, enum wp_buf t)
 {
-	if (!c->plan->inplace || t == WP_BUF_SCRATCH)
-		return t;
-	if (c->wa->algo.coll == WEFT_COLL_REDUCE_SCATTER)
-		return WP_BUF_INPUT;
-	return WP_BUF_OUTPUT;
+	return (enum wp_buf)wp_view_area(c->plan->inplace, c->wa->algo.coll == WEFT_COLL_REDUCE_SCATTER, (int)t);
 }
 
 static uint64_t view_off(const struct wk_comm *c, uint32_t rank, enum wp_buf t)
 {
-	if (!c->plan->inplace || t == WP_BUF_SCRATCH)
-		return 0;
-	if (c->wa->algo.coll == WEFT_COLL_ALLGATHER && t == WP_BUF_INPUT)
-		return (uint64_t)rank * c->in;
-	if (c->wa->algo.coll == WEFT_COLL_REDUCE_SCATTER && t == WP_BUF_OUTPUT)
-		return (uint64_t)rank * c->out;
-	return 0;
+	return rank * wp_view_stride(c->plan->inplace, c->wa->algo.coll == WEFT_COLL_ALLGATHER,
+				     c->wa->algo.coll == WEFT_COLL_REDUCE_SCATTER, (int)t, c->in, c->out);
 }
 
 /* Even calls use the second half of a double scratch area, at half its
@@ -201,36 +228,6 @@ static int flush_dirty(struct wk_comm *c)
 }
 
 /* ----------------------------------------------------------------- setup */
-/* Whether rank a's plan reaches b (a channel or a remote buffer). */
-static int reaches(const struct wp_plan *p, uint32_t a, uint32_t b)
-{
-	const struct wp_rank *r = &p->ranks[a];
-	for (int k = 0; k < WP_CHAN_KINDS; k++)
-		for (uint32_t i = 0; i < r->peers[k].n; i++)
-			if (r->peers[k].v[i] == b)
-				return 1;
-	for (uint32_t i = 0; i < r->nrbufs; i++)
-		if (r->rbufs[i].rank == b)
-			return 1;
-	return 0;
-}
-
-/* Whether the pair needs a channel kind: channels of it, or a remote
- * buffer either side reaches through it. */
-static int pair_needs(const struct wp_plan *p, uint32_t a, uint32_t b, enum wp_chan kind)
-{
-	if (wp_pair_count(p, a, b, kind))
-		return 1;
-	for (int side = 0; side < 2; side++) {
-		const struct wp_rank *r = &p->ranks[side ? b : a];
-		uint32_t other = side ? a : b;
-		for (uint32_t i = 0; i < r->nrbufs; i++)
-			if (r->rbufs[i].rank == other && (r->rbufs[i].access & (1u << kind)))
-				return 1;
-	}
-	return 0;
-}
-
 static const char *mappable_route(const struct weft_algo_comm *ac, int peer)
 {
 	const struct weft_algo_peer *ap = weft_algo_peer_at(ac, peer);
@@ -246,7 +243,7 @@ static int peer_setup(struct wk_comm *c, const struct weft_algo_comm *ac, int q)
 	struct wk_peer *p = &c->peers[q];
 	uint32_t me = (uint32_t)c->rank;
 	int rc;
-	if (pair_needs(c->plan, me, (uint32_t)q, WP_CHAN_MEMORY)) {
+	if (wp_pair_needs(c->plan, me, (uint32_t)q, WP_CHAN_MEMORY)) {
 		const char *tp = mappable_route(ac, q);
 		if (!tp) {
 			WK_LOG(WEFT_LOG_INFO, "%s: memory channels to rank %d need a transport that maps host memory "
@@ -257,7 +254,7 @@ static int peer_setup(struct wk_comm *c, const struct weft_algo_comm *ac, int q)
 		if ((rc = pr->connect(c->comm, q, tp, &p->conn[WP_CHAN_MEMORY])))
 			return rc;
 	}
-	if (pair_needs(c->plan, me, (uint32_t)q, WP_CHAN_PORT)) {
+	if (wp_pair_needs(c->plan, me, (uint32_t)q, WP_CHAN_PORT)) {
 		if ((rc = pr->connect(c->comm, q, NULL, &p->conn[WP_CHAN_PORT])))
 			return rc;
 	}
@@ -294,6 +291,7 @@ static void wk_teardown(void *state)
 	if (!c)
 		return;
 	const struct weft_prim_api *pr = c->pr;
+	wpd_teardown(c->dev);
 	for (int q = 0; c->peers && q < c->n; q++) {
 		struct wk_peer *p = &c->peers[q];
 		for (int t = 0; t < WP_BUF_KINDS; t++)
@@ -322,6 +320,43 @@ static void wk_teardown(void *state)
 	free(c);
 }
 
+/* Whether this rank's memory channels reach every peer through a transport
+ * that maps host memory. */
+static int host_viable(const struct wk_comm *c, const struct weft_algo_comm *ac)
+{
+	for (int q = 0; q < c->n; q++)
+		if (q != c->rank && wp_pair_needs(c->plan, (uint32_t)c->rank, (uint32_t)q, WP_CHAN_MEMORY) &&
+		    !mappable_route(ac, q)) {
+			WK_LOG(WEFT_LOG_INFO, "%s: memory channels to rank %d need a transport that maps host memory "
+					      "(shm); none reaches it: host buffers go to other algorithms",
+			       c->wa->name, q);
+			return 0;
+		}
+	return 1;
+}
+
+/* The ranks agree which halves serve: host buffers where every rank's
+ * memory channels map host memory, device buffers where every rank can run
+ * the device interpreter; with neither, the plan declines the comm. */
+static int agree_halves(struct wk_comm *c, const struct weft_algo_comm *ac, unsigned *both)
+{
+	unsigned mine = (unsigned)host_viable(c, ac) | (wpd_viable(ac, c->plan, c->wa->name) ? 2u : 0u);
+	unsigned *all = calloc((size_t)c->n, sizeof(*all));
+	if (!all)
+		return -ENOMEM;
+	int rc = c->pr->comm_allgather(c->comm, &mine, all, sizeof(mine));
+	*both = 3;
+	for (int r = 0; r < c->n && !rc; r++)
+		*both &= all[r];
+	free(all);
+	if (!rc && !*both) {
+		WK_LOG(WEFT_LOG_INFO, "%s: neither host nor device buffers can be served on every rank of this "
+				      "communicator: the plan is not used on it", c->wa->name);
+		rc = -ENOTSUP;
+	}
+	return rc;
+}
+
 static int wk_setup(const struct weft_algo_comm *ac, void **state, const struct wk_algo *wa)
 {
 	struct wk_comm *c = calloc(1, sizeof(*c));
@@ -334,20 +369,23 @@ static int wk_setup(const struct weft_algo_comm *ac, void **state, const struct 
 	c->rank = ac->rank;
 	c->n = ac->nranks;
 	int rc = -ENOMEM;
+	unsigned both = 0;
 	if (!(c->peers = calloc((size_t)c->n, sizeof(*c->peers))) || !(c->caps = calloc((size_t)c->n, sizeof(*c->caps))) ||
 	    !(c->rbuf = calloc(c->plan->ranks[c->rank].nrbufs + 1, sizeof(char *))))
 		goto out;
-	if ((rc = wp_state_init(&c->st, c->plan, (uint32_t)c->rank)))
+	if ((rc = wp_state_init(&c->st, c->plan, (uint32_t)c->rank)) || (rc = agree_halves(c, ac, &both)))
 		goto out;
+	c->host_ok = both & 1;
 	for (int q = 0; q < c->n; q++) {
 		if (q == c->rank)
 			continue;
-		c->peers[q].related = reaches(c->plan, (uint32_t)c->rank, (uint32_t)q) ||
-				      reaches(c->plan, (uint32_t)q, (uint32_t)c->rank);
-		if (c->peers[q].related && (rc = peer_setup(c, ac, q)))
+		c->peers[q].related = wp_reaches(c->plan, (uint32_t)c->rank, (uint32_t)q) ||
+				      wp_reaches(c->plan, (uint32_t)q, (uint32_t)c->rank);
+		if (c->host_ok && c->peers[q].related && (rc = peer_setup(c, ac, q)))
 			goto out;
 	}
-	rc = 0;
+	if (both & 2)
+		rc = wpd_setup(ac, c->plan, wa->algo.coll, wa->name, &c->dev);
 out:
 	if (rc) {
 		wk_teardown(c);
@@ -417,7 +455,12 @@ static int areas_fit(struct wk_comm *c)
 static int wk_supports(void *state, const struct weft_coll_args *a)
 {
 	struct wk_comm *c = state;
-	if (a->mem_type != WEFT_MEM_HOST || !weft_kit_reduce_supported(a->dtype, WEFT_SUM))
+	if (a->mem_type == WEFT_MEM_CUDA) {
+		if (!c->dev || is_inplace(a, c->rank) != !!c->plan->inplace)
+			return -ENOTSUP;
+		return wpd_supports(c->dev, a);
+	}
+	if (a->mem_type != WEFT_MEM_HOST || !c->host_ok || !weft_kit_reduce_supported(a->dtype, WEFT_SUM))
 		return -ENOTSUP;
 	size_t es = weft_kit_datatype_size(a->dtype);
 	if (c->plan->buffer_alignment % es)
@@ -504,12 +547,23 @@ static int wk_execute(void *state, const struct weft_coll_args *a)
 	struct wk_comm *c = state;
 	if (c->broken)
 		return c->broken;
+	int rc;
+	if (a->mem_type == WEFT_MEM_CUDA || !c->host_ok) {
+		rc = c->dev && a->mem_type == WEFT_MEM_CUDA ? wpd_execute(c->dev, a) : -ENOTSUP;
+		/* Refused before anything ran (a call the plan does not serve,
+		 * areas that cannot grow while a graph is captured): the
+		 * communicator's later calls are not affected. */
+		if (rc == -ENOTSUP || rc == -EBUSY)
+			return rc;
+		goto out;
+	}
 	wp_call_bytes(a->coll, (uint32_t)c->n, (uint64_t)a->count * weft_kit_datatype_size(a->dtype), &c->in, &c->out);
 	if (++c->flag == 0)
 		c->flag = 1; /* 0 is the flag of never-written scratch */
-	int rc = areas_fit(c);
+	rc = areas_fit(c);
 	if (!rc)
 		rc = run_call(c, a);
+out:
 	if (rc) {
 		int known = rc == -WEFT_ERR_PEER || rc == -WEFT_ERR_ABORTED || rc == -ETIMEDOUT;
 		WK_LOG(known ? WEFT_LOG_INFO : WEFT_LOG_ERROR,
@@ -589,7 +643,7 @@ static void add_plan(const char *path, int prio)
 		.coll = coll,
 		.min_ranks = (int)p->nranks,
 		.max_ranks = (int)p->nranks,
-		.mem_types = 1u << WEFT_MEM_HOST,
+		.mem_types = 1u << WEFT_MEM_HOST | WP_DEVICE_MEM_TYPES,
 		.priority = prio,
 		.setup = wk_setups[wk_nalgos],
 		.supports = wk_supports,

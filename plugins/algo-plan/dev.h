@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* algo-plan: the device interpreter's view of a plan and of a call, plain C
+ * shared by the encoder (enc.c), the host side (devpack.c) and the kernel
+ * (dev.cu). A rank's plan becomes one flat table of fixed-size operations in
+ * device memory; what changes with a call travels as kernel arguments, and
+ * what changes from call to call inside a captured graph (the LL flag, wait
+ * counts, semaphores, barriers) lives in device memory the kernel advances. */
+#ifndef WP_DEV_H
+#define WP_DEV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <weft/device.h>
+
+#include "plan.h"
+
+/* One buffer reference: a local buffer (type) or the rank's remote buffer
+ * rbuf (an index into wpd_args.rbufs). */
+struct wpd_ref {
+	uint8_t type;   /* enum wp_buf */
+	uint8_t remote;
+	uint16_t pad;
+	uint32_t rbuf;
+	uint32_t index, size; /* chunks */
+};
+
+/* One operation. A pipeline is followed in the table by its nops body
+ * operations; the threadblock's walk steps over them. */
+struct wpd_op {
+	uint8_t kind; /* enum wp_op_kind */
+	uint8_t chan; /* enum wp_chan */
+	uint8_t nsrc, ndst, nchan, nsems;
+	uint16_t pad;
+	uint32_t tbg_id, tbg_size;
+	uint32_t barrier_id, barrier_ntb;
+	uint32_t unit_size, num_chunks, nops;
+	uint32_t ch[WP_MAX_OP_CHANNELS]; /* the rank's channels of kind chan */
+	uint32_t sem[WP_MAX_OP_SEMAPHORES];
+	struct wpd_ref src[WP_MAX_OP_BUFFS], dst[WP_MAX_OP_BUFFS];
+};
+
+/* A threadblock: its operations are ops[first, first + nops). */
+struct wpd_tb {
+	uint32_t first, nops;
+};
+
+/* A remote buffer as this rank reaches it, for the areas of the moment:
+ * through a memory channel, the peer's area mapped here (NULL where only a
+ * port channel reaches it); through a port channel, the port id of the
+ * peer's area. Scratch: the offset of the peer's second half. */
+struct wpd_rbuf {
+	char *base;
+	uint64_t half;
+	uint32_t peer;
+	uint32_t type; /* enum wp_buf */
+	uint32_t port_id;
+	uint32_t pad;
+};
+
+/* A memory channel: this rank's token (the peer raises it), the peer's
+ * token mapped here, and the count this rank has waited for. */
+struct wpd_mch {
+	uint64_t *sem;
+	uint64_t *rsem;
+	uint64_t *expected;
+};
+
+/* A port channel: the FIFO to push triggers into, this rank's token and
+ * the count waited for, the peer's token by port id and the last value
+ * signalled to it; lock serializes signals of one channel. */
+struct wpd_pch {
+	struct weft_port_dev port;
+	uint64_t *sem;
+	uint64_t *expected;
+	uint64_t *outbound;
+	uint32_t *lock;
+	uint32_t rsem_id;
+	uint32_t pad;
+};
+
+/* Device memory the kernel keeps from call to call. */
+struct wpd_ctl {
+	uint32_t flag;   /* the last call's LL flag (0 before any) */
+	uint32_t done;   /* blocks finished in the running call */
+	uint32_t status; /* non-zero: a call stopped on an abort */
+	uint32_t pad;
+	uint64_t barrier[WP_MAX_BARRIERS]; /* arrivals, ever */
+};
+
+/* One call. */
+struct wpd_args {
+	const struct wpd_op *ops;
+	const struct wpd_tb *tbs;
+	const struct wpd_rbuf *rbufs;
+	const struct wpd_mch *mch;
+	const struct wpd_pch *pch;
+	struct wpd_ctl *ctl;
+	int64_t *sems;
+	const volatile uint32_t *abort; /* the comm's, host-mapped; NULL without channels */
+	char *buf[2];                   /* this call's input and output */
+	char *scr;                      /* this rank's scratch, first half */
+	uint64_t scr_half;              /* where its second half starts; 0 without a double scratch */
+	/* Port puts: the port id of the area holding each local buffer and
+	 * where the buffer's view starts in it (scratch: its first half). */
+	uint32_t port_mem[3];
+	uint64_t port_base[3];
+	/* A peer's input and output views start at peer x these (in place). */
+	uint64_t vstride[2];
+	uint64_t rank_size;
+	uint64_t align;
+	uint32_t nchunks;
+	int dtype, op;
+};
+
+/* The encoding of one rank's plan (enc.c): ntbs threadblocks, nops table
+ * entries. Returns 0 and the tables (malloc'd: free both), -ENOMEM, or
+ * -E2BIG where the plan needs more than the encoding holds. */
+int wpd_encode(const struct wp_plan *plan, uint32_t rank, struct wpd_tb **tbs, struct wpd_op **ops, uint32_t *nops);
+
+/* The kernel (dev.cu). Launches the interpreter on stream with ntbs blocks
+ * of threads threads; 0, or -WEFT_ERR_TRANSPORT with the CUDA error in err. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+int wpd_launch(const struct wpd_args *a, uint32_t ntbs, uint32_t threads, void *stream, char *err, size_t errlen);
+/* The CUDA runtime calls the host side makes (C cannot include it). */
+int wpd_cuda_device(int *dev);
+int wpd_cuda_set_device(int dev);
+int wpd_cuda_copy(void *dst, const void *src, size_t bytes, void *stream, char *err, size_t errlen);
+int wpd_cuda_copy_sync(void *dst, const void *src, size_t bytes, char *err, size_t errlen);
+int wpd_cuda_sync(void *stream, char *err, size_t errlen);
+int wpd_cuda_device_sync(void);
+int wpd_cuda_capturing(void *stream, int *yes, char *err, size_t errlen);
+#ifdef __cplusplus
+}
+#endif
+
+#endif

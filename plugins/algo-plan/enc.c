@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* algo-plan: the encoding of one rank's plan for the device interpreter
+ * (dev.h): threadblock-relative channel and remote-buffer ids resolved to
+ * the rank's, pipelines flattened with their bodies after them. Plain C, so
+ * a CPU test checks it. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dev.h"
+
+static int enc_ref(const struct wp_threadblock *tb, const struct wp_op *op, const struct wp_buff *b, struct wpd_ref *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->type = (uint8_t)b->type;
+	r->index = b->index;
+	r->size = b->size;
+	if (!b->remote)
+		return 0;
+	if ((int)op->chan < 0 || op->chan >= WP_CHAN_KINDS || b->buffer_id >= tb->rbufs[op->chan].n)
+		return -EINVAL;
+	r->remote = 1;
+	r->rbuf = tb->rbufs[op->chan].v[b->buffer_id];
+	return 0;
+}
+
+static int enc_op(const struct wp_threadblock *tb, const struct wp_op *op, struct wpd_op *d)
+{
+	memset(d, 0, sizeof(*d));
+	if (op->nsrc > WP_MAX_OP_BUFFS || op->ndst > WP_MAX_OP_BUFFS || op->nchan_ids > WP_MAX_OP_CHANNELS ||
+	    op->nsems > WP_MAX_OP_SEMAPHORES)
+		return -E2BIG;
+	d->kind = (uint8_t)op->kind;
+	d->chan = (uint8_t)op->chan;
+	d->nsrc = (uint8_t)op->nsrc;
+	d->ndst = (uint8_t)op->ndst;
+	d->nchan = (uint8_t)op->nchan_ids;
+	d->nsems = (uint8_t)op->nsems;
+	d->tbg_id = op->tbg_id;
+	d->tbg_size = op->tbg_size ? op->tbg_size : 1;
+	d->barrier_id = op->barrier_id;
+	d->barrier_ntb = op->barrier_ntb;
+	d->unit_size = op->unit_size;
+	d->num_chunks = op->num_chunks;
+	for (uint32_t i = 0; i < op->nchan_ids; i++) {
+		if ((int)op->chan < 0 || op->chan >= WP_CHAN_KINDS || op->chan_ids[i] >= tb->chans[op->chan].n)
+			return -EINVAL;
+		d->ch[i] = tb->chans[op->chan].v[op->chan_ids[i]];
+	}
+	for (uint32_t i = 0; i < op->nsems; i++)
+		d->sem[i] = op->sem_ids[i];
+	int rc = 0;
+	for (uint32_t i = 0; i < op->nsrc && !rc; i++)
+		rc = enc_ref(tb, op, &op->src[i], &d->src[i]);
+	for (uint32_t i = 0; i < op->ndst && !rc; i++)
+		rc = enc_ref(tb, op, &op->dst[i], &d->dst[i]);
+	return rc;
+}
+
+int wpd_encode(const struct wp_plan *plan, uint32_t rank, struct wpd_tb **tbs_out, struct wpd_op **ops_out,
+	       uint32_t *nops_out)
+{
+	const struct wp_rank *rk = &plan->ranks[rank];
+	uint64_t total = 0;
+	for (uint32_t t = 0; t < rk->ntbs; t++)
+		total += wp_tb_op_count(&rk->tbs[t]);
+	if (total > UINT32_MAX / 2)
+		return -E2BIG;
+	struct wpd_tb *tbs = calloc(rk->ntbs + 1, sizeof(*tbs));
+	struct wpd_op *ops = calloc(total + 1, sizeof(*ops));
+	if (!tbs || !ops) {
+		free(tbs);
+		free(ops);
+		return -ENOMEM;
+	}
+	uint32_t n = 0;
+	int rc = 0;
+	for (uint32_t t = 0; t < rk->ntbs && !rc; t++) {
+		const struct wp_threadblock *tb = &rk->tbs[t];
+		tbs[t].first = n;
+		for (uint32_t i = 0; i < tb->nops && !rc; i++) {
+			const struct wp_op *op = &tb->ops[i];
+			struct wpd_op *d = &ops[n++];
+			rc = enc_op(tb, op, d);
+			if (rc || op->kind != WP_OP_PIPELINE)
+				continue;
+			d->nops = op->nops;
+			for (uint32_t j = 0; j < op->nops && !rc; j++) {
+				if (op->ops[j].kind == WP_OP_PIPELINE)
+					rc = -EINVAL; /* the loader refuses nested pipelines */
+				else
+					rc = enc_op(tb, &op->ops[j], &ops[n++]);
+			}
+		}
+		tbs[t].nops = n - tbs[t].first;
+	}
+	if (rc) {
+		free(tbs);
+		free(ops);
+		return rc;
+	}
+	*tbs_out = tbs;
+	*ops_out = ops;
+	*nops_out = n;
+	return 0;
+}

@@ -1,0 +1,269 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* What the device interpreter of algo-plan shares with the CPU one, checked
+ * on the CPU (no GPU needed): the offset arithmetic of geom.h, which both
+ * run, and the encoding of a rank's plan into the kernel's table (enc.c),
+ * on MSCCL++ 0.9's own plans, the project's plans and a plan with a
+ * pipeline. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dev.h"
+#include "geom.h"
+#include "testlib.h"
+
+/* Slices of every reference tile the buffer in order, whole alignment
+ * units each, the longer ones first and one unit longer at most; a group's
+ * slices tile their reference the same way. */
+START_TEST(slices_tile_the_buffer)
+{
+	uint64_t seed = 12345;
+	for (int iter = 0; iter < 20000; iter++) {
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		uint64_t align = 1ull << (seed >> 60) % 9;
+		uint32_t nchunks = 1 + (uint32_t)(seed >> 40) % 16;
+		uint64_t size = align * ((seed >> 20) % 5000);
+		uint32_t tbg = 1 + (uint32_t)(seed >> 8) % 4;
+		uint64_t at = 0;
+		for (uint32_t c = 0; c < nchunks; c++) {
+			uint64_t o = 0, l = 0, sub = 0;
+			wp_ref_range(align, size, nchunks, c, 1, 0, 1, &o, &l);
+			ck_assert_uint_eq(o, at);
+			ck_assert_uint_eq(l % align, 0);
+			uint64_t units = size / align, each = units / nchunks;
+			ck_assert_uint_eq(l / align, each + (c < units % nchunks));
+			for (uint32_t g = 0; g < tbg; g++) {
+				uint64_t go, gl;
+				wp_ref_range(align, size, nchunks, c, 1, g, tbg, &go, &gl);
+				ck_assert_uint_eq(go, o + sub);
+				sub += gl;
+			}
+			ck_assert_uint_eq(sub, l);
+			at += l;
+		}
+		ck_assert_uint_eq(at, size);
+		/* A reference of several chunks is their union. */
+		uint64_t o2, l2, oa, la, ob, lb;
+		uint32_t first = (uint32_t)(seed % nchunks), n = nchunks - first;
+		wp_ref_range(align, size, nchunks, first, n, 0, 1, &o2, &l2);
+		wp_ref_range(align, size, nchunks, first, 1, 0, 1, &oa, &la);
+		wp_ref_range(align, size, nchunks, nchunks - 1, 1, 0, 1, &ob, &lb);
+		ck_assert_uint_eq(o2, oa);
+		ck_assert_uint_eq(o2 + l2, ob + lb);
+	}
+}
+END_TEST
+
+/* Values worked by hand from MSCCL++'s calcOffset. */
+START_TEST(known_offsets)
+{
+	/* 10 units in 3 slices: 4, 3, 3. */
+	ck_assert_uint_eq(wp_slice_off(16, 160, 0, 3), 0);
+	ck_assert_uint_eq(wp_slice_off(16, 160, 1, 3), 64);
+	ck_assert_uint_eq(wp_slice_off(16, 160, 2, 3), 112);
+	ck_assert_uint_eq(wp_slice_off(16, 160, 3, 3), 160);
+	/* A size short of a unit rounds down. */
+	ck_assert_uint_eq(wp_slice_off(16, 170, 3, 3), 160);
+	uint64_t o, l;
+	/* Chunk 1 of 4 over 1024 bytes is [256, 512); threadblock 2 of a group
+	 * of 3 takes its last 5 units. */
+	wp_ref_range(16, 1024, 4, 1, 1, 2, 3, &o, &l);
+	ck_assert_uint_eq(o, 256 + 176);
+	ck_assert_uint_eq(l, 80);
+	/* Pipeline steps: a step past the reference is empty, the last short. */
+	wp_step_span(16, 1024, 4, 1, 1, 0, 1, 200, 100, &o, &l);
+	ck_assert_uint_eq(o, 456);
+	ck_assert_uint_eq(l, 56);
+	wp_step_span(16, 1024, 4, 1, 1, 0, 1, 300, 100, &o, &l);
+	ck_assert_uint_eq(l, 0);
+	wp_step_span(16, 1024, 4, 1, 1, 0, 1, 0, UINT64_MAX, &o, &l);
+	ck_assert_uint_eq(o, 256);
+	ck_assert_uint_eq(l, 256);
+	/* 2 chunks of the largest chunk (1000 bytes of 7 chunks: 144) in 100s. */
+	ck_assert_uint_eq(wp_pipeline_steps(16, 1008, 7, 2, 100), 3);
+	ck_assert_uint_eq(wp_pipeline_steps(16, 1024, 4, 1, 256), 1);
+	uint64_t size;
+	uint32_t n;
+	wp_geom_rank(0, 4, 64, 256, &size, &n);
+	ck_assert_uint_eq(size, 256);
+	ck_assert_uint_eq(n, 4);
+	wp_geom_rank(2, 4, 64, 256, &size, &n);
+	ck_assert_uint_eq(size, 64);
+	ck_assert_uint_eq(n, 2);
+}
+END_TEST
+
+/* In place, an allgather's input is the rank's block of its output, a
+ * reduce-scatter's output the rank's block of its input. */
+START_TEST(in_place_views)
+{
+	ck_assert_int_eq(wp_view_area(0, 0, WP_GEOM_INPUT), WP_GEOM_INPUT);
+	ck_assert_int_eq(wp_view_area(1, 0, WP_GEOM_INPUT), WP_GEOM_OUTPUT);
+	ck_assert_int_eq(wp_view_area(1, 1, WP_GEOM_OUTPUT), WP_GEOM_INPUT);
+	ck_assert_int_eq(wp_view_area(1, 1, WP_GEOM_SCRATCH), WP_GEOM_SCRATCH);
+	ck_assert_uint_eq(wp_view_stride(1, 1, 0, WP_GEOM_INPUT, 64, 256), 64);
+	ck_assert_uint_eq(wp_view_stride(1, 1, 0, WP_GEOM_OUTPUT, 64, 256), 0);
+	ck_assert_uint_eq(wp_view_stride(1, 0, 1, WP_GEOM_OUTPUT, 256, 64), 64);
+	ck_assert_uint_eq(wp_view_stride(0, 1, 0, WP_GEOM_INPUT, 64, 256), 0);
+}
+END_TEST
+
+/* Every op of the encoding matches the plan's, its channels and remote
+ * buffers resolved to the rank's own lists, pipelines followed by their
+ * bodies. */
+static void check_encoding(const struct wp_plan *p)
+{
+	for (uint32_t r = 0; r < p->nranks; r++) {
+		const struct wp_rank *rk = &p->ranks[r];
+		struct wpd_tb *tbs;
+		struct wpd_op *ops;
+		uint32_t nops;
+		ck_assert_int_eq(wpd_encode(p, r, &tbs, &ops, &nops), 0);
+		uint32_t at = 0;
+		for (uint32_t t = 0; t < rk->ntbs; t++) {
+			const struct wp_threadblock *tb = &rk->tbs[t];
+			ck_assert_uint_eq(tbs[t].first, at);
+			ck_assert_uint_eq(tbs[t].nops, wp_tb_op_count(tb));
+			for (uint32_t i = 0; i < tb->nops; i++) {
+				const struct wp_op *op = &tb->ops[i];
+				for (uint32_t k = 0; k <= (op->kind == WP_OP_PIPELINE ? op->nops : 0); k++) {
+					const struct wp_op *o = k ? &op->ops[k - 1] : op;
+					const struct wpd_op *d = &ops[at++];
+					ck_assert_int_eq(d->kind, o->kind);
+					ck_assert_uint_eq(d->nsrc, o->nsrc);
+					ck_assert_uint_eq(d->ndst, o->ndst);
+					ck_assert_uint_eq(d->nchan, o->nchan_ids);
+					ck_assert_uint_eq(d->tbg_size, o->tbg_size ? o->tbg_size : 1);
+					if (o->kind == WP_OP_PIPELINE)
+						ck_assert_uint_eq(d->nops, o->nops);
+					for (uint32_t c = 0; c < o->nchan_ids; c++) {
+						uint32_t ch = d->ch[c];
+						ck_assert_uint_lt(ch, rk->peers[o->chan].n);
+						ck_assert_uint_eq(ch, tb->chans[o->chan].v[o->chan_ids[c]]);
+					}
+					for (uint32_t j = 0; j < o->nsrc + o->ndst; j++) {
+						const struct wp_buff *b = j < o->nsrc ? &o->src[j] : &o->dst[j - o->nsrc];
+						const struct wpd_ref *e = j < o->nsrc ? &d->src[j] : &d->dst[j - o->nsrc];
+						ck_assert_uint_eq(e->remote, b->remote);
+						ck_assert_uint_eq(e->index, b->index);
+						ck_assert_uint_eq(e->size, b->size);
+						if (!b->remote) {
+							ck_assert_uint_eq(e->type, b->type);
+							continue;
+						}
+						ck_assert_uint_lt(e->rbuf, rk->nrbufs);
+						ck_assert_uint_eq(rk->rbufs[e->rbuf].rank, b->peer);
+						ck_assert_uint_eq(rk->rbufs[e->rbuf].type, b->type);
+					}
+				}
+			}
+		}
+		ck_assert_uint_eq(at, nops);
+		free(tbs);
+		free(ops);
+	}
+}
+
+static void check_file(const char *path)
+{
+	struct wp_plan *p = NULL;
+	char err[512];
+	int rc = wp_plan_load(path, &p, err, sizeof(err));
+	ck_assert_msg(rc == 0, "%s: %s", path, err);
+	check_encoding(p);
+	wp_plan_free(p);
+}
+
+static const char *const mscclpp_plans[] = {
+	"allreduce", "allreduce_packet", "reduce", "reduce_pack", "reduce_pack_tbg", "reduce_tbg",
+	"transfer_pack", "transfer_pack_tbg",
+};
+
+START_TEST(encodes_mscclpp_plans)
+{
+	char path[1024];
+	snprintf(path, sizeof(path), "%s/%s.json", PLAN_DATA_DIR, mscclpp_plans[_i]);
+	check_file(path);
+}
+END_TEST
+
+static const char *const own_plans[] = {
+	"allreduce_ring_4r_ll_mem", "allreduce_ring_3r_simple_port", "allreduce_oneshot_8r_ll_port",
+	"allgather_ring_8r_simple_mem", "reducescatter_ring_4r_ll_mem", "alltoall_ring_4r_simple_mem",
+};
+
+START_TEST(encodes_own_plans)
+{
+	char path[1024];
+	snprintf(path, sizeof(path), "%s/%s.json", PLAN_OWN_DIR, own_plans[_i]);
+	check_file(path);
+}
+END_TEST
+
+/* Rank 1 waits in a pipeline after a barrier; rank 0 copies and signals. */
+static const char pipeline_plan[] =
+	"{\"name\":\"p\",\"collective\":\"allreduce\",\"protocol\":\"Simple\",\"inplace\":false,\"gpus\":["
+	"{\"id\":0,\"input_chunks\":2,\"output_chunks\":2,\"scratch_chunks\":0,"
+	"\"channels\":[{\"channel_type\":\"memory\",\"connected_to\":[1,1]}],\"remote_buffers\":[],"
+	"\"threadblocks\":[{\"id\":0,\"channels\":[{\"channel_type\":\"memory\",\"channel_ids\":[1,0]}],"
+	"\"ops\":[{\"name\":\"copy\",\"src_buff\":[{\"type\":\"i\",\"index\":0,\"size\":2}],"
+	"\"dst_buff\":[{\"type\":\"o\",\"index\":0,\"size\":2}]},"
+	"{\"name\":\"signal\",\"channel_type\":\"memory\",\"channel_ids\":[0,1]}]}]},"
+	"{\"id\":1,\"input_chunks\":2,\"output_chunks\":2,\"scratch_chunks\":0,"
+	"\"channels\":[{\"channel_type\":\"memory\",\"connected_to\":[0,0]}],\"remote_buffers\":[],"
+	"\"threadblocks\":[{\"id\":0,\"channels\":[{\"channel_type\":\"memory\",\"channel_ids\":[0,1]}],"
+	"\"ops\":[{\"name\":\"barrier\",\"barrier_id\":3,\"num_threadblocks\":1},"
+	"{\"name\":\"pipeline\",\"iter_context\":{\"unit_size\":4096,\"num_chunks\":1},\"ops\":["
+	"{\"name\":\"copy\",\"src_buff\":[{\"type\":\"i\",\"index\":1,\"size\":1}],"
+	"\"dst_buff\":[{\"type\":\"o\",\"index\":1,\"size\":1}]},"
+	"{\"name\":\"wait\",\"channel_type\":\"memory\",\"channel_ids\":[1]}]},"
+	"{\"name\":\"nop\"}]}]}]}\n";
+
+START_TEST(encodes_a_pipeline)
+{
+	struct wp_plan *p = NULL;
+	char err[512];
+	int rc = wp_plan_load_mem("pipeline.json", pipeline_plan, strlen(pipeline_plan), &p, err, sizeof(err));
+	ck_assert_msg(rc == 0, "%s", err);
+	check_encoding(p);
+	struct wpd_tb *tbs;
+	struct wpd_op *ops;
+	uint32_t nops;
+	ck_assert_int_eq(wpd_encode(p, 1, &tbs, &ops, &nops), 0);
+	ck_assert_uint_eq(nops, 5);
+	ck_assert_int_eq(ops[1].kind, WP_OP_PIPELINE);
+	ck_assert_uint_eq(ops[1].nops, 2);
+	ck_assert_uint_eq(ops[1].unit_size, 4096);
+	ck_assert_int_eq(ops[3].kind, WP_OP_WAIT);
+	ck_assert_uint_eq(ops[3].ch[0], 1);
+	ck_assert_int_eq(ops[4].kind, WP_OP_NOP);
+	ck_assert_uint_eq(ops[0].barrier_id, 3);
+	free(tbs);
+	free(ops);
+	/* Rank 0's threadblock lists its channels in reverse: the encoding
+	 * names the rank's channels. */
+	ck_assert_int_eq(wpd_encode(p, 0, &tbs, &ops, &nops), 0);
+	ck_assert_uint_eq(ops[1].ch[0], 1);
+	ck_assert_uint_eq(ops[1].ch[1], 0);
+	free(tbs);
+	free(ops);
+	wp_plan_free(p);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("plan_gpu_geom");
+	TCase *tc = tcase_create("geom");
+	tcase_add_test(tc, slices_tile_the_buffer);
+	tcase_add_test(tc, known_offsets);
+	tcase_add_test(tc, in_place_views);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("encode");
+	tcase_add_loop_test(tc, encodes_mscclpp_plans, 0, (int)(sizeof(mscclpp_plans) / sizeof(mscclpp_plans[0])));
+	tcase_add_loop_test(tc, encodes_own_plans, 0, (int)(sizeof(own_plans) / sizeof(own_plans[0])));
+	tcase_add_test(tc, encodes_a_pipeline);
+	suite_add_tcase(s, tc);
+	return wt_run_suite(s);
+}
