@@ -269,8 +269,9 @@ WPD_DEV bool barrier_wait(const wpd_args &a, uint32_t id, uint32_t ntb)
 {
 	__threadfence();
 	uint64_t *c = &a.ctl->barrier[id];
+	uint64_t n = ntb ? ntb : 1;
 	uint64_t old = atomicAdd((unsigned long long *)c, 1ull);
-	bool ok = wait_geq(a, c, (old / ntb + 1) * ntb);
+	bool ok = wait_geq(a, c, (old / n + 1) * n);
 	__threadfence();
 	return ok;
 }

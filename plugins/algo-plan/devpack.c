@@ -358,15 +358,10 @@ static int areas_fit(struct wpd_comm *d, int capturing)
 {
 	const struct weft_prim_api *pr = d->pr;
 	int grow = !d->area[0].p;
-	for (int r = 0; r < d->n; r++) {
+	for (int r = 0; r < d->n && !grow; r++) {
 		uint64_t need[WP_BUF_KINDS] = {d->in, d->out, wp_scratch_bytes(d->plan, (uint32_t)r, d->in, d->out)};
-		for (int t = 0; t < WP_BUF_KINDS; t++) {
-			uint64_t cap = d->caps[r][t] > 4096 ? d->caps[r][t] : 4096;
-			while (cap < need[t])
-				cap *= 2;
-			grow |= cap != d->caps[r][t];
-			d->caps[r][t] = cap;
-		}
+		for (int t = 0; t < WP_BUF_KINDS; t++)
+			grow |= d->caps[r][t] < need[t];
 	}
 	if (!grow)
 		return 0;
@@ -374,6 +369,15 @@ static int areas_fit(struct wpd_comm *d, int capturing)
 		WPD_LOG(d, WEFT_LOG_ERROR, "%s: a call of this size needs larger device areas, which cannot be made "
 					   "while a graph is captured: make one such call before capturing", d->name);
 		return -EBUSY;
+	}
+	for (int r = 0; r < d->n; r++) {
+		uint64_t need[WP_BUF_KINDS] = {d->in, d->out, wp_scratch_bytes(d->plan, (uint32_t)r, d->in, d->out)};
+		for (int t = 0; t < WP_BUF_KINDS; t++) {
+			uint64_t cap = d->caps[r][t] > 4096 ? d->caps[r][t] : 4096;
+			while (cap < need[t])
+				cap *= 2;
+			d->caps[r][t] = cap;
+		}
 	}
 	/* Kernels of any rank may still use the old areas. */
 	int rc = wpd_cuda_device_sync();
@@ -601,7 +605,8 @@ int wpd_execute(struct wpd_comm *d, const struct weft_coll_args *a)
 	k.op = (int)a->op;
 	if (!direct && (rc = wpd_cuda_copy(k.buf[0], a->sendbuf, d->in, a->stream, err, sizeof(err))))
 		goto out;
-	if ((rc = wpd_launch(&k, d->rk->ntbs, p->threads_per_block, a->stream, err, sizeof(err))))
+	/* A rank without threadblocks only lends its areas to its peers. */
+	if (d->rk->ntbs && (rc = wpd_launch(&k, d->rk->ntbs, p->threads_per_block, a->stream, err, sizeof(err))))
 		goto out;
 	if (!direct && (rc = wpd_cuda_copy(a->recvbuf, k.buf[1], d->out, a->stream, err, sizeof(err))))
 		goto out;
