@@ -32,12 +32,15 @@
 #   torch      tests/torch/weft_torch_check.py under torchrun with libweft_nccl preloaded
 #   plugin-check  weft-plugin-check on nvlink (its CUDA-memory checks) and on
 #              algo-gpu (the pack checks on device buffers), 2 ranks
+#   plan       algo-plan's device interpreter: its GPU tests (test_plan_gpu*), then
+#              weft-perf with 2 ranks on one GPU, each plan against algo-gpu's native
+#              kernel for the same algorithm, both forced by `require` rules, 1K..64M
 # Default: build test hier plugin-check bench nccl torch. Logs go to $OUT when set (the device
 # machine), else to build-gpu/logs. NVLink multicast stays off throughout.
 # A tree built elsewhere at the same path can be run without the build stage, and
 # so can a build packed by tools/gpu-carry.sh into .gpubuild/ (carried to the device
 # machine): its recorded paths are linked to it here, and the build stage is skipped.
-# Usage: tools/gpu-check.sh [build] [test] [hier] [xhost] [xconf] [xtorch] [plugin-check] [bench] [algo-bench] [perf] [sweep] [record] [ce-diag] [nccl] [torch]
+# Usage: tools/gpu-check.sh [build] [test] [hier] [xhost] [xconf] [xtorch] [plugin-check] [bench] [algo-bench] [perf] [sweep] [record] [ce-diag] [nccl] [torch] [plan]
 set -uo pipefail
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$src" || exit
@@ -457,6 +460,34 @@ do_plugin_check() {
 	return $r
 }
 
+# algo-plan on device buffers: the GPU tests, then each plan against the
+# native kernel of algo-gpu that runs the same algorithm (one-shot LL,
+# one-shot, reduce-scatter + allgather), 2 ranks sharing GPU
+# WEFT_PLAN_GPU (default 0), each forced by a `require` rule, with weft-perf's
+# own check of every result. Pairs are plan:algo-gpu algorithm:largest size.
+do_plan() {
+	local r=0 p="$bdir/bin/weft-perf" t=${WEFT_PERF_STAGE_TIMEOUT:-300} pair plan native max a
+	if ((!carried)); then
+		cmake --build "$bdir" -j "$jobs" --target weft-plugin-algo-plan weft-plugin-algo-gpu weft-plugin-nvlink \
+			weft-plugin-shm test_plan_gpu test_plan_gpu_geom weft-perf || return 1
+	fi
+	# shellcheck disable=SC2086 # extra ctest arguments
+	WEFT_REQUIRE_GPU=1 ctest --test-dir "$bdir" -R 'test_plan_gpu' --output-on-failure --timeout 900 \
+		${WEFT_GPU_CTEST_ARGS:-} || r=1
+	for pair in allreduce_oneshot_2r_ll_mem:allreduce-ll:64K allreduce_oneshot_2r_simple_mem:allreduce-oneshot:16M \
+		allreduce_ring_2r_simple_mem:allreduce-rsag:64M; do
+		IFS=: read -r plan native max <<<"$pair"
+		for a in "algo-plan/$plan" "algo-gpu/$native"; do
+			printf '[algo-plan]\nplans = %s\n[algorithm]\nrequire %s when coll=allreduce\n' \
+				"$src/plugins/algo-plan/plans" "$a" >"$logs/plan-bench.conf"
+			echo "=== $a, 2 ranks on GPU ${WEFT_PLAN_GPU:-0}, 1K..$max"
+			CUDA_VISIBLE_DEVICES=${WEFT_PLAN_GPU:-0} WEFT_CONFIG="$logs/plan-bench.conf" timeout "$t" "$p" --np 2 \
+				--mem cuda --collective all_reduce -b 1K -e "$max" -f 4 || r=1
+		done
+	done
+	return $r
+}
+
 for s in "${stages[@]}"; do
 	case $s in
 	build)
@@ -480,6 +511,7 @@ for s in "${stages[@]}"; do
 	nccl) stage nccl do_nccl ;;
 	torch) stage torch do_torch ;;
 	plugin-check) stage plugin-check do_plugin_check ;;
+	plan) stage plan do_plan ;;
 	*) echo "gpu-check: unknown stage $s" >&2; exit 2 ;;
 	esac
 done
