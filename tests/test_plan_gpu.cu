@@ -9,8 +9,9 @@
  * MSCCL++ 0.9's 8 plans without multicast (in place, as they declare), the
  * project's memory-channel plans for 2, 3 and 4 ranks (out of place) and its
  * port-channel plans for 2, prod, min and max, a captured graph replayed 5
- * times with new inputs, and a peer that dies while the kernel waits (the
- * stream must still drain). Skips (77) without a GPU unless
+ * times with new inputs, a peer that dies while the kernel waits (the
+ * stream must still drain), and device calls refused where nvlink is
+ * forbidden (host buffers still served). Skips (77) without a GPU unless
  * WEFT_REQUIRE_GPU=1. */
 #include <errno.h>
 #include <stdint.h>
@@ -300,6 +301,37 @@ static int rank_dies(int rank, int n, void *arg)
 	return 0;
 }
 
+/* ------------------------------------------------- no nvlink, no device */
+/* With nvlink forbidden, the plan's memory channels cannot be built on
+ * device buffers: the call the rule gives the plan is refused, -ENOTSUP,
+ * and the output stays as it was; host buffers still run over shm. */
+static int rank_refused(int rank, int n, void *arg)
+{
+	(void)arg;
+	struct pg_ctx c;
+	const size_t count = 192 * 21;
+	if (pg_open(&c, rank, n))
+		return 1;
+	struct pg_call k = pg_shape(&c, count);
+	CK(cudaMemsetAsync(c.dout, 0x5a, k.nout * 4, c.st));
+	int rc = pg_launch(&c, &k, count);
+	CK(cudaStreamSynchronize(c.st));
+	if (rc != -ENOTSUP)
+		PFAIL("a device call with nvlink forbidden returned %d (%s), want -ENOTSUP", rc, weft_strerror(rc));
+	CK(cudaMemcpy(c.hout, c.dout, k.nout * 4, cudaMemcpyDeviceToHost));
+	for (size_t e = 0; e < k.nout; e++)
+		if (((uint32_t *)c.hout)[e] != 0x5a5a5a5au)
+			PFAIL("the refused call wrote element %zu", e);
+	int32_t hin[192], hout[192];
+	for (int i = 0; i < 192; i++)
+		hin[i] = rank + 1;
+	OK(weft_allreduce(hin, hout, 192, WEFT_INT32, WEFT_SUM, c.comm, NULL));
+	for (int i = 0; i < 192; i++)
+		if (hout[i] != n * (n + 1) / 2)
+			PFAIL("host buffers: element %d is %d, want %d", i, hout[i], n * (n + 1) / 2);
+	return pg_close(&c);
+}
+
 /* ------------------------------------------------------------- cases */
 static void use_plan(const char *dir, const char *plan, const char *coll, int inplace, const char *extra)
 {
@@ -413,6 +445,14 @@ START_TEST(graph_replays)
 }
 END_TEST
 
+START_TEST(no_nvlink_refuses_device_calls)
+{
+	use_plan(PLAN_OWN_DIR, "allreduce_ring_2r_simple_mem", "allreduce", 0, "[transport]\nforbid nvlink\n");
+	g_op = WEFT_SUM;
+	fork_n(2, rank_refused);
+}
+END_TEST
+
 START_TEST(dead_peer_ends_the_kernel)
 {
 	use_plan(PLAN_OWN_DIR, "allreduce_oneshot_2r_simple_mem", "allreduce", 0, "[core]\npeer_timeout = 5\n");
@@ -463,6 +503,7 @@ int main(void)
 	tcase_set_timeout(tc, PG_TIMEOUT_S + 30);
 	tcase_add_loop_test(tc, mscclpp_plan_on_device, 0, (int)(sizeof(mscclpp_plans) / sizeof(mscclpp_plans[0])));
 	tcase_add_loop_test(tc, plan_applies_the_calls_reduction, 0, 4);
+	tcase_add_test(tc, no_nvlink_refuses_device_calls);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("own");
 	tcase_set_timeout(tc, PG_TIMEOUT_S + 30);
