@@ -34,6 +34,13 @@ if(TARGET weft-plugin-nvlink AND _wpg_srcs MATCHES "dev\\.cu")
   endforeach()
   set_property(TARGET test_plan_gpu PROPERTY COMPILE_OPTIONS
     "$<$<COMPILE_LANGUAGE:C>:${_wpg_opts}>" "$<$<COMPILE_LANGUAGE:CUDA>:${_wpg_cuda}>")
+  # weft-plan-gpu-bench: the interpreter against a native kernel doing the
+  # same work on one GPU (tools/gpu-check.sh plan runs it).
+  add_executable(weft-plan-gpu-bench ${CMAKE_CURRENT_SOURCE_DIR}/test_plan_gpu_bench.cu)
+  target_include_directories(weft-plan-gpu-bench PRIVATE ${PROJECT_SOURCE_DIR}/include ${_wpg_dir})
+  target_link_libraries(weft-plan-gpu-bench PRIVATE weft CUDA::cudart_static ${CMAKE_DL_LIBS} rt Threads::Threads)
+  add_dependencies(weft-plan-gpu-bench weft-plugin-algo-plan weft-plugin-nvlink)
+  set_property(TARGET weft-plan-gpu-bench PROPERTY COMPILE_OPTIONS "$<$<COMPILE_LANGUAGE:CUDA>:${_wpg_cuda}>")
   foreach(c own port graph)
     add_test(NAME test_plan_gpu_${c} COMMAND test_plan_gpu)
     set_tests_properties(test_plan_gpu_${c} PROPERTIES LABELS gpu TIMEOUT 900 SKIP_RETURN_CODE 77

@@ -32,9 +32,10 @@
 #   torch      tests/torch/weft_torch_check.py under torchrun with libweft_nccl preloaded
 #   plugin-check  weft-plugin-check on nvlink (its CUDA-memory checks) and on
 #              algo-gpu (the pack checks on device buffers), 2 ranks
-#   plan       algo-plan's device interpreter: its GPU tests (test_plan_gpu*), then
-#              weft-perf with 2 ranks on one GPU, each plan against algo-gpu's native
-#              kernel for the same algorithm, both forced by `require` rules, 1K..64M
+#   plan       algo-plan's device interpreter: its GPU tests (test_plan_gpu*),
+#              weft-plan-gpu-bench (one rank, a plan against a native kernel, 1K..1G),
+#              then weft-perf with 2 ranks on one GPU, each plan against algo-gpu's
+#              native kernel for the same algorithm, put first by `prefer` rules, 1K..64M
 # Default: build test hier plugin-check bench nccl torch. Logs go to $OUT when set (the device
 # machine), else to build-gpu/logs. NVLink multicast stays off throughout.
 # A tree built elsewhere at the same path can be run without the build stage, and
@@ -460,27 +461,35 @@ do_plugin_check() {
 	return $r
 }
 
-# algo-plan on device buffers: the GPU tests, then each plan against the
-# native kernel of algo-gpu that runs the same algorithm (one-shot LL,
-# one-shot, reduce-scatter + allgather), 2 ranks sharing GPU
-# WEFT_PLAN_GPU (default 0), each forced by a `require` rule, with weft-perf's
-# own check of every result. Pairs are plan:algo-gpu algorithm:largest size.
+# algo-plan on device buffers: the GPU tests; weft-plan-gpu-bench (a
+# one-rank plan of local operations against a native kernel doing the same
+# work, 1K..1G); then each of three plans against the native kernel of
+# algo-gpu that runs the same algorithm (one-shot LL, one-shot,
+# reduce-scatter + allgather), 2 ranks sharing GPU WEFT_PLAN_GPU (default 0),
+# each put first by a `prefer` rule (the plans are out of place: weft-perf's
+# in-place column goes to other algorithms), every result checked by
+# weft-perf. Pairs are plan:algo-gpu algorithm:largest size.
 do_plan() {
 	local r=0 p="$bdir/bin/weft-perf" t=${WEFT_PERF_STAGE_TIMEOUT:-300} pair plan native max a
 	if ((!carried)); then
 		cmake --build "$bdir" -j "$jobs" --target weft-plugin-algo-plan weft-plugin-algo-gpu weft-plugin-nvlink \
-			weft-plugin-shm test_plan_gpu test_plan_gpu_geom weft-perf || return 1
+			weft-plugin-shm test_plan_gpu test_plan_gpu_geom weft-plan-gpu-bench weft-perf weft-info || return 1
 	fi
 	# shellcheck disable=SC2086 # extra ctest arguments
 	WEFT_REQUIRE_GPU=1 ctest --test-dir "$bdir" -R 'test_plan_gpu' --output-on-failure --timeout 900 \
 		${WEFT_GPU_CTEST_ARGS:-} || r=1
+	CUDA_VISIBLE_DEVICES=${WEFT_PLAN_GPU:-0} WEFT_REQUIRE_GPU=1 timeout "$t" "$bdir/bin/weft-plan-gpu-bench" \
+		"${WEFT_PLAN_BENCH_BYTES:-1073741824}" || r=1
 	for pair in allreduce_oneshot_2r_ll_mem:allreduce-ll:64K allreduce_oneshot_2r_simple_mem:allreduce-oneshot:16M \
 		allreduce_ring_2r_simple_mem:allreduce-rsag:64M; do
 		IFS=: read -r plan native max <<<"$pair"
 		for a in "algo-plan/$plan" "algo-gpu/$native"; do
-			printf '[algo-plan]\nplans = %s\n[algorithm]\nrequire %s when coll=allreduce\n' \
+			printf '[algo-plan]\nplans = %s\n[algorithm]\nprefer %s when coll=allreduce and size=1K..\n' \
 				"$src/plugins/algo-plan/plans" "$a" >"$logs/plan-bench.conf"
 			echo "=== $a, 2 ranks on GPU ${WEFT_PLAN_GPU:-0}, 1K..$max"
+			# weft-perf prints no algorithm: the choice per size, from the rules.
+			WEFT_CONFIG="$logs/plan-bench.conf" "$bdir/bin/weft-info" --select --np 2 --mem cuda |
+				sed -n '/^  allreduce:/,/^  [a-z]/p'
 			CUDA_VISIBLE_DEVICES=${WEFT_PLAN_GPU:-0} WEFT_CONFIG="$logs/plan-bench.conf" timeout "$t" "$p" --np 2 \
 				--mem cuda --collective all_reduce -b 1K -e "$max" -f 4 || r=1
 		done
