@@ -795,10 +795,12 @@ static int wait_step(weft_conn_t *conn, struct weft__backoff *b)
 	return 0;
 }
 
-static int report_op(weft_conn_t *conn, const char *op, int rc)
+/* kept: this thread's error count before the op. A transport that already
+ * logged the failure said more than this line would: one line a failure. */
+static int report_op(weft_conn_t *conn, const char *op, int rc, uint64_t kept)
 {
 	weft__comm_note_error(conn->comm, rc);
-	if (rc != 0 && rc != -WEFT_ERR_PEER && rc != -WEFT_ERR_ABORTED)
+	if (rc != 0 && rc != -WEFT_ERR_PEER && rc != -WEFT_ERR_ABORTED && weft__log_errors_kept() == kept)
 		WEFT_ERROR("transport %s: %s to rank %d failed: %s", conn->tp->name, op, conn->peer, weft_strerror(rc));
 	return rc;
 }
@@ -811,6 +813,7 @@ WEFT_API int weft_put(weft_conn_t *conn, weft_rmem_t *dst, uint64_t dst_off, wef
 		return -EINVAL;
 	}
 	int staged = weft__stage_wants(conn, dst, src);
+	uint64_t kept = weft__log_errors_kept();
 	int rc = weft__put_check(conn, dst, dst_off, src, src_off, len);
 	if (rc != 0)
 		return rc;
@@ -818,7 +821,7 @@ WEFT_API int weft_put(weft_conn_t *conn, weft_rmem_t *dst, uint64_t dst_off, wef
 	if (rc != 0 || len == 0)
 		return rc;
 	if (staged)
-		return report_op(conn, "staged put", weft__stage_put(conn, dst, dst_off, src, src_off, len));
+		return report_op(conn, "staged put", weft__stage_put(conn, dst, dst_off, src, src_off, len), kept);
 	struct weft__backoff b;
 	weft__backoff_init(&b, 1000);
 	for (int retry = 0; (rc = weft__conn_put_once(conn, &b, dst, dst_off, src, src_off, len, retry)) == -EAGAIN;
@@ -827,7 +830,7 @@ WEFT_API int weft_put(weft_conn_t *conn, weft_rmem_t *dst, uint64_t dst_off, wef
 		if (rc != 0)
 			return rc;
 	}
-	return report_op(conn, "put", rc);
+	return report_op(conn, "put", rc, kept);
 }
 
 WEFT_API int weft_signal(weft_conn_t *conn, weft_rsem_t *sem, uint64_t value)
@@ -842,6 +845,7 @@ WEFT_API int weft_signal(weft_conn_t *conn, weft_rsem_t *sem, uint64_t value)
 	rc = weft__rsem_claim(conn, sem, value);
 	if (rc != 0)
 		return rc;
+	uint64_t kept = weft__log_errors_kept();
 	struct weft__backoff b;
 	weft__backoff_init(&b, 1000);
 	while ((rc = weft__conn_signal_once(conn, &b, sem, value)) == -EAGAIN) {
@@ -849,7 +853,7 @@ WEFT_API int weft_signal(weft_conn_t *conn, weft_rsem_t *sem, uint64_t value)
 		if (rc != 0)
 			return rc;
 	}
-	return report_op(conn, "signal", rc);
+	return report_op(conn, "signal", rc, kept);
 }
 
 WEFT_API int weft_flush(weft_conn_t *conn)
@@ -858,6 +862,7 @@ WEFT_API int weft_flush(weft_conn_t *conn)
 		WEFT_ERROR("weft_flush: NULL conn");
 		return -EINVAL;
 	}
+	uint64_t kept = weft__log_errors_kept();
 	struct weft__backoff b;
 	weft__backoff_init(&b, 1000);
 	int rc;
@@ -872,5 +877,5 @@ WEFT_API int weft_flush(weft_conn_t *conn)
 		if (rc != 0)
 			return rc;
 	}
-	return report_op(conn, "flush", rc);
+	return report_op(conn, "flush", rc, kept);
 }

@@ -1118,7 +1118,7 @@ START_TEST(no_device_at_all)
 	void *tc = (void *)0x1;
 	ck_assert_int_eq(ops->open(&a, &tc), -WEFT_ERR_NO_DEVICE);
 	ck_assert_ptr_eq(tc, (void *)0x1);
-	ck_assert_msg(th_log_has("[I] ib: no RDMA device found"), "log:\n%s", th_logbuf);
+	ck_assert_msg(th_log_has("[I] no RDMA device found"), "log:\n%s", th_logbuf);
 	ck_assert(!th_log_has("[E]"));
 	struct weft_tp_device devs[4];
 	int n = 4;
@@ -1143,7 +1143,7 @@ START_TEST(down_ports_skipped)
 	struct weft_tp_open_args a = {.size = sizeof(a), .rank = 0, .nranks = 2, .local_addr = "127.0.0.1", .host_id = "h"};
 	void *tc = NULL;
 	ck_assert_int_eq(ops->open(&a, &tc), -WEFT_ERR_NO_DEVICE);
-	ck_assert_msg(th_log_has("[I] ib: mlx5_0:1 is DOWN, not ACTIVE: skipped"), "log:\n%s", th_logbuf);
+	ck_assert_msg(th_log_has("[I] mlx5_0:1 is DOWN, not ACTIVE: skipped"), "log:\n%s", th_logbuf);
 	ck_assert_msg(th_log_has("no usable RDMA port (1 device found, 1 port down)"), "log:\n%s", th_logbuf);
 	char line[256];
 	ck_assert_int_eq(ops->describe(NULL, line, sizeof(line)), 0);
@@ -1218,9 +1218,9 @@ START_TEST(devices_parameter)
 	struct weft_tp_open_args a = {.size = sizeof(a), .rank = 0, .nranks = 2, .local_addr = "127.0.0.1", .host_id = "h"};
 	void *tc = NULL;
 	ck_assert_int_eq(ops->open(&a, &tc), -WEFT_ERR_NO_DEVICE);
-	ck_assert_msg(th_log_has("[W] ib: parameter ib.devices names 'mlx5_9', which is not an RDMA device here"), "%s",
+	ck_assert_msg(th_log_has("[W] parameter ib.devices names 'mlx5_9', which is not an RDMA device here"), "%s",
 		      th_logbuf);
-	ck_assert_msg(th_log_has("[W] ib: parameter ib.devices names mlx5_0:3, which is no port of that device"), "%s",
+	ck_assert_msg(th_log_has("[W] parameter ib.devices names mlx5_0:3, which is no port of that device"), "%s",
 		      th_logbuf);
 	/* Naming a down port gets the down message. */
 	th_loglen = 0;
@@ -1233,7 +1233,7 @@ START_TEST(devices_parameter)
 		setenv("WEFT_IB_DEVICES", bad[i], 1);
 		th_loglen = 0;
 		ck_assert_msg(ops->open(&a, &tc) == -WEFT_ERR_CONFIG, "devices='%s'", bad[i]);
-		ck_assert_msg(th_log_has("[E] ib: parameter ib.devices"), "devices='%s': %s", bad[i], th_logbuf);
+		ck_assert_msg(th_log_has("[E] parameter ib.devices"), "devices='%s': %s", bad[i], th_logbuf);
 	}
 	assert_no_leaks();
 }
@@ -1444,10 +1444,10 @@ START_TEST(bringup_failures)
 		int err;
 		const char *line;
 	} cases[] = {
-		{"reg_mr", ENOMEM, "[E] ib: ibv_reg_mr on mlx5_0:1 failed: Cannot allocate memory"},
-		{"create_cq", EINVAL, "[E] ib: ibv_create_cq on mlx5_0:1 failed: Invalid argument"},
-		{"create_qp", ENOSPC, "[E] ib: ibv_create_qp on mlx5_0:1 failed: No space left on device"},
-		{"modify_qp:INIT", EPERM, "[E] ib: ibv_modify_qp(INIT) on mlx5_0:1 failed: Operation not permitted"},
+		{"reg_mr", ENOMEM, "[E] ibv_reg_mr on mlx5_0:1 failed: Cannot allocate memory"},
+		{"create_cq", EINVAL, "[E] ibv_create_cq on mlx5_0:1 failed: Invalid argument"},
+		{"create_qp", ENOSPC, "[E] ibv_create_qp on mlx5_0:1 failed: No space left on device"},
+		{"modify_qp:INIT", EPERM, "[E] ibv_modify_qp(INIT) on mlx5_0:1 failed: Operation not permitted"},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		th_loglen = 0;
@@ -1464,7 +1464,7 @@ START_TEST(bringup_failures)
 	fail_name = "modify_qp:RTR";
 	fail_err = EINVAL;
 	ck_assert_int_eq(ops->connect(p.ep[0], p.addr[1], IBP_ADDR_LEN), -WEFT_ERR_TRANSPORT);
-	ck_assert_msg(th_log_has("[E] ib: ibv_modify_qp(RTR) on mlx5_0:1 failed: Invalid argument"), "%s", th_logbuf);
+	ck_assert_msg(th_log_has("[E] ibv_modify_qp(RTR) on mlx5_0:1 failed: Invalid argument"), "%s", th_logbuf);
 	th_loglen = 0;
 	unsetenv("WEFT_IB_DEVICES");
 	fail_name = "alloc_pd";
@@ -1472,7 +1472,7 @@ START_TEST(bringup_failures)
 	struct weft_tp_open_args a = {.size = sizeof(a), .rank = 0, .nranks = 2, .local_addr = "127.0.0.1", .host_id = "h"};
 	void *tc = NULL;
 	ck_assert_int_eq(ops->open(&a, &tc), -WEFT_ERR_TRANSPORT);
-	ck_assert_msg(th_log_has("[E] ib: ibv_alloc_pd on mlx5_0 failed: Permission denied"), "%s", th_logbuf);
+	ck_assert_msg(th_log_has("[E] ibv_alloc_pd on mlx5_0 failed: Permission denied"), "%s", th_logbuf);
 	pair_close(&p);
 }
 END_TEST
@@ -1641,7 +1641,7 @@ START_TEST(mem_blob_round_trip)
 	th_loglen = 0;
 	void *mh2 = NULL;
 	ck_assert_int_eq(ops->mem_register(tc, buf, 64, WEFT_MEM_HOST, &mh2), -WEFT_ERR_TRANSPORT);
-	ck_assert_msg(th_log_has("[E] ib: ibv_reg_mr on mlx5_1 failed: Bad address"), "%s", th_logbuf);
+	ck_assert_msg(th_log_has("[E] ibv_reg_mr on mlx5_1 failed: Bad address"), "%s", th_logbuf);
 	ck_assert_int_eq(n_mr, 2);
 	ck_assert_int_eq(ops->mem_deregister(tc, mh), 0);
 	ops->close(tc);
@@ -1656,7 +1656,7 @@ static void expect_unreachable(const void *ptr, size_t len, const char *why)
 {
 	char want[512];
 	snprintf(want, sizeof(want),
-		 "[W] ib: mem_register: CUDA memory at %p (%zu bytes) is not reachable: %s, and ib.peer_memory is 0 "
+		 "[W] mem_register: CUDA memory at %p (%zu bytes) is not reachable: %s, and ib.peer_memory is 0 "
 		 "(set it to 1 where the nvidia-peermem module is loaded)",
 		 ptr, len, why);
 	ck_assert_msg(th_log_has(want), "want: %s\nlog:\n%s", want, th_logbuf);
@@ -1769,7 +1769,7 @@ START_TEST(cuda_fallback_and_refusals)
 	expect_unreachable(ptr, len,
 			   "CUDA device 0 does not support dma-buf (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0)");
 	ck_assert_int_eq(ops->mem_register(tc, ptr, len, WEFT_MEM_CUDA, &mh), -ENOTSUP);
-	ck_assert_int_eq(count_in_log("[W] ib: mem_register"), 1);
+	ck_assert_int_eq(count_in_log("[W] mem_register"), 1);
 	ck_assert_int_eq(fcu.exports, 0);
 	ck_assert_int_eq(n_mr, 0);
 	ops->close(tc);
@@ -1843,7 +1843,7 @@ START_TEST(cuda_errors)
 	static unsigned char host[64];
 	ck_assert_int_eq(ops->mem_register(tc, host, sizeof(host), WEFT_MEM_CUDA, &mh), -EINVAL);
 	snprintf(want, sizeof(want),
-		 "[E] ib: mem_register: CUDA memory at %p (64 bytes): cuPointerGetAttribute(DEVICE_ORDINAL) of %p "
+		 "[E] mem_register: CUDA memory at %p (64 bytes): cuPointerGetAttribute(DEVICE_ORDINAL) of %p "
 		 "failed: CUDA_ERROR_INVALID_VALUE (invalid argument): not CUDA memory",
 		 (void *)host, (void *)host);
 	ck_assert_msg(th_log_has(want), "want: %s\nlog:\n%s", want, th_logbuf);
@@ -1866,7 +1866,7 @@ START_TEST(cuda_errors)
 	th_loglen = 0;
 	ck_assert_int_eq(ops->mem_register(tc, gpu, pg, WEFT_MEM_CUDA, &mh), -WEFT_ERR_TRANSPORT);
 	ck_assert_msg(th_log_has("failed: CUDA_ERROR_UNKNOWN (unknown error)"), "%s", th_logbuf);
-	ck_assert(th_log_has("[E] ib: mem_register: CUDA memory at"));
+	ck_assert(th_log_has("[E] mem_register: CUDA memory at"));
 	ck_assert_int_eq(fcu.depth, 0);
 	fcu.export_rc = 0;
 	/* The second NIC refuses the dma-buf: the first MR is undone and the fd
@@ -1876,7 +1876,7 @@ START_TEST(cuda_errors)
 	fail_skip = 1;
 	th_loglen = 0;
 	ck_assert_int_eq(ops->mem_register(tc, gpu, pg, WEFT_MEM_CUDA, &mh), -WEFT_ERR_TRANSPORT);
-	ck_assert_msg(th_log_has("[E] ib: ibv_reg_dmabuf_mr on mlx5_1 failed: Operation not supported"), "%s",
+	ck_assert_msg(th_log_has("[E] ibv_reg_dmabuf_mr on mlx5_1 failed: Operation not supported"), "%s",
 		      th_logbuf);
 	ck_assert_int_eq(n_mr, 0);
 	ck_assert(fd_closed(fcu.fd));
@@ -2317,7 +2317,7 @@ START_TEST(error_completions)
 	cq_push(q->cq, &wc, -1);
 	th_loglen = 0;
 	ck_assert_int_eq(ops->progress(p.tc[0]), -WEFT_ERR_PEER);
-	ck_assert_msg(th_log_has("[E] ib: work request to rank 1 on mlx5_0:1 failed: transport retry counter exceeded "
+	ck_assert_msg(th_log_has("[E] work request to rank 1 on mlx5_0:1 failed: transport retry counter exceeded "
 			      "(status 12, vendor error 0x81)"),
 		      "%s", th_logbuf);
 	/* One line for the cause; the flushed rest stay quiet. */
@@ -2400,7 +2400,7 @@ START_TEST(post_send_failure)
 	fail_err = EIO;
 	th_loglen = 0;
 	ck_assert_int_eq(ops->put(p.ep[0], dst.rmh, 0, src.mh, 0, 64), -WEFT_ERR_TRANSPORT);
-	ck_assert_msg(th_log_has("[E] ib: ibv_post_send (RDMA write) on mlx5_0:1 to rank 1 failed: Input/output error"),
+	ck_assert_msg(th_log_has("[E] ibv_post_send (RDMA write) on mlx5_0:1 to rank 1 failed: Input/output error"),
 		      "%s", th_logbuf);
 	ck_assert_int_eq(ops->flush(p.ep[0]), -WEFT_ERR_TRANSPORT);
 	/* Operations before connect are refused with a reason. */

@@ -235,7 +235,7 @@ START_TEST(init_logs_version)
 {
 	char want[64];
 	uint32_t v = fi_version();
-	snprintf(want, sizeof(want), "[I] ofi: libfabric %u.%u (built against", FI_MAJOR(v), FI_MINOR(v));
+	snprintf(want, sizeof(want), "[I] libfabric %u.%u (built against", FI_MAJOR(v), FI_MINOR(v));
 	ck_assert_msg(th_log_has(want), "log: %s", th_logbuf);
 }
 END_TEST

@@ -1075,6 +1075,20 @@ static inline int weft_kit_params_load(const struct weft_core_api *core, const c
 /* The number of rows of a static table. */
 #define WEFT_KIT_NROWS(rows) (sizeof(rows) / sizeof((rows)[0]))
 
+/* ================================================================ logging
+ * A line through the core, which prefixes it with the plugin's name (so the
+ * format carries none). Below error, nothing is evaluated or formatted when
+ * the level is off; errors always go through, since the core keeps the last
+ * one for weft_last_error. */
+#define WEFT_KIT_LOG(core, level, ...)                                                                \
+	do {                                                                                            \
+		const struct weft_core_api *weft_kit_c_ = (core);                                       \
+		enum weft_log_level weft_kit_l_ = (level);                                              \
+		if (weft_kit_l_ <= WEFT_LOG_ERROR || !weft_kit_c_->log_enabled ||                         \
+		    weft_kit_c_->log_enabled(weft_kit_c_->self, weft_kit_l_))                           \
+			weft_kit_c_->log(weft_kit_c_->self, weft_kit_l_, __VA_ARGS__);                  \
+	} while (0)
+
 /* =========================================================== call signatures
  * ABI 0.3: struct weft_coll_args.sig, the 64 bits every rank's call must
  * match (docs/plugin-abi.md, "Call signatures"). The core packs them; a pack

@@ -71,7 +71,7 @@ extern const struct ibp_verbs_ops ibp_verbs_real;
  * ibp_set_cuda (ib_dmabuf.h). */
 void ibp_set_verbs(const struct ibp_verbs_ops *ops);
 
-#define IBP_LOG(lvl, ...) ibp_core->log(ibp_core->self, (lvl), "ib: " __VA_ARGS__)
+#define IBP_LOG(lvl, ...) WEFT_KIT_LOG(ibp_core, (lvl), __VA_ARGS__)
 #define IBP_ERR(...) IBP_LOG(WEFT_LOG_ERROR, __VA_ARGS__)
 #define IBP_WARN(...) IBP_LOG(WEFT_LOG_WARN, __VA_ARGS__)
 #define IBP_INFO(...) IBP_LOG(WEFT_LOG_INFO, __VA_ARGS__)

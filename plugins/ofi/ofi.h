@@ -36,7 +36,7 @@ enum ofi_sig_mode {
  * core lends one table per plugin file for the life of the process. */
 extern const struct weft_core_api *ofi_core;
 
-#define OFI_LOG(lvl, ...) ofi_core->log(ofi_core->self, (lvl), "ofi: " __VA_ARGS__)
+#define OFI_LOG(lvl, ...) WEFT_KIT_LOG(ofi_core, (lvl), __VA_ARGS__)
 #define OFI_ERR(...) OFI_LOG(WEFT_LOG_ERROR, __VA_ARGS__)
 #define OFI_WARN(...) OFI_LOG(WEFT_LOG_WARN, __VA_ARGS__)
 #define OFI_INFO(...) OFI_LOG(WEFT_LOG_INFO, __VA_ARGS__)

@@ -15,7 +15,7 @@
 
 extern const struct weft_core_api *shm_core;
 
-#define SHM_LOG(lvl, ...) shm_core->log(shm_core->self, (lvl), "shm: " __VA_ARGS__)
+#define SHM_LOG(lvl, ...) WEFT_KIT_LOG(shm_core, (lvl), __VA_ARGS__)
 #define SHM_ERR(...) SHM_LOG(WEFT_LOG_ERROR, __VA_ARGS__)
 #define SHM_WARN(...) SHM_LOG(WEFT_LOG_WARN, __VA_ARGS__)
 #define SHM_INFO(...) SHM_LOG(WEFT_LOG_INFO, __VA_ARGS__)

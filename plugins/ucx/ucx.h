@@ -45,7 +45,7 @@ enum ucx_err_mode {
  * core lends one table per plugin file for the life of the process. */
 extern const struct weft_core_api *ucx_core;
 
-#define UCX_LOG(lvl, ...) ucx_core->log(ucx_core->self, (lvl), __VA_ARGS__)
+#define UCX_LOG(lvl, ...) WEFT_KIT_LOG(ucx_core, (lvl), __VA_ARGS__)
 #define UCX_ERR(...) UCX_LOG(WEFT_LOG_ERROR, __VA_ARGS__)
 #define UCX_WARN(...) UCX_LOG(WEFT_LOG_WARN, __VA_ARGS__)
 #define UCX_INFO(...) UCX_LOG(WEFT_LOG_INFO, __VA_ARGS__)
