@@ -149,8 +149,8 @@ run_one() {
 	fi
 }
 
-# The sizes up to LARGE, and those above it with fewer iterations, as two
-# sweeps of one program (sweep <log> <program and its flags...>).
+# weft-perf's sizes up to LARGE, and those above it with fewer iterations,
+# as two sweeps (sweep <log> <program and its flags...>).
 large_b=$(bytes "$large")
 first_large=$(bytes "$minb")
 while ((first_large <= large_b)); do first_large=$((first_large * factor)); done
@@ -177,10 +177,12 @@ for np in $nps; do
 		for coll in $colls; do
 			[[ -z $old ]] || sweep "$out/raw/old-$coll-np$np-run$i.log" "$old" --np "$np" --collective "$coll" || status=1
 			sweep "$out/raw/weft-$coll-np$np-run$i.log" "$perf" --np "$np" --collective "$coll" || status=1
+			# mpi_bench scales its iterations itself: one mpirun per sweep.
 			for mode in $mpi_modes; do
-				sweep "$out/raw/mpi-$mode-$coll-np$np-run$i.log" "${mpirun_cmd[@]}" \
-					--mca btl_vader_single_copy_mechanism "$mode" -np "$np" "$mpi_bench" --collective "$coll" ||
-					status=1
+				run_one "$out/raw/mpi-$mode-$coll-np$np-run$i.log" "${mpirun_cmd[@]}" \
+					--mca btl_vader_single_copy_mechanism "$mode" -np "$np" "$mpi_bench" --collective "$coll" \
+					-b "$minb" -e "$maxb" -f "$factor" -n "$iters" -w "$warmup" -d "$dtype" --large "$large" \
+					--iters-large "$iters_large" --warmup-large "$warmup_large" || status=1
 			done
 		done
 		if [[ $gloo == 1 ]]; then

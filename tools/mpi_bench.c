@@ -37,6 +37,7 @@ static void usage_exit(int rank, const char *msg)
 			fprintf(stderr, "mpi_bench: %s\n", msg);
 		fprintf(stderr, "usage: mpi_bench [--collective all_reduce|all_gather|reduce_scatter|broadcast|reduce|\n"
 				"                 alltoall|membw] [-b SIZE] [-e SIZE] [-f N]\n"
+				"                 [--large SIZE --iters-large N --warmup-large N]\n"
 				"                 [-d float|double|int32|int64] [-w N] [-n N] [-c 0|1]\n");
 	}
 	MPI_Finalize();
@@ -239,7 +240,8 @@ int main(int argc, char **argv)
 	MPI_Comm_size(MPI_COMM_WORLD, &n);
 
 	uint64_t minb = 1024, maxb = 1 << 20, factor = 2;
-	int warmup = 5, iters = 20, check = 1;
+	int warmup = 5, iters = 20, check = 1, warmup_large = -1, iters_large = -1;
+	uint64_t large = UINT64_MAX;
 	enum coll coll = ALLREDUCE;
 	const struct type_info *t = &types[0];
 	for (int i = 1; i < argc; i++) {
@@ -266,6 +268,13 @@ int main(int argc, char **argv)
 				usage_exit(rank, "bad size");
 		} else if (!strcmp(a, "-f")) {
 			factor = strtoull(v, NULL, 10);
+		} else if (!strcmp(a, "--large")) {
+			if (parse_size(v, &large) != 0)
+				usage_exit(rank, "bad size");
+		} else if (!strcmp(a, "--iters-large")) {
+			iters_large = atoi(v);
+		} else if (!strcmp(a, "--warmup-large")) {
+			warmup_large = atoi(v);
 		} else if (!strcmp(a, "-w")) {
 			warmup = atoi(v);
 		} else if (!strcmp(a, "-n")) {
@@ -316,6 +325,9 @@ int main(int argc, char **argv)
 		shape_of(coll, size, ts, n, &sh);
 		double us[2];
 		long wrong[2];
+		/* Sizes above --large run fewer iterations, in the same launch. */
+		int iters_now = size > large && iters_large > 0 ? iters_large : iters;
+		int warmup_now = size > large && warmup_large >= 0 ? warmup_large : warmup;
 		for (int ip = 0; ip < 2; ip++) {
 			double t0 = 0;
 			/* The timed calls move laid-out data, as weft-perf's do: pages
@@ -323,14 +335,14 @@ int main(int argc, char **argv)
 			 * kernel's one zero page, which every read then finds in
 			 * cache. */
 			prepare(t, in_of(coll, ip, &sh, ts, rank, sbuf, rbuf), sh.send_n, rank, rbuf, sh.recv_n);
-			for (int it = -warmup; it < iters; it++) {
+			for (int it = -warmup_now; it < iters_now; it++) {
 				if (it == 0)
 					MPI_Barrier(MPI_COMM_WORLD);
 				if (it == 0)
 					t0 = MPI_Wtime();
 				call(coll, ip, &sh, t, rank, sbuf, rbuf);
-				if (it == iters - 1) {
-					double mine = (MPI_Wtime() - t0) * 1e6 / iters;
+				if (it == iters_now - 1) {
+					double mine = (MPI_Wtime() - t0) * 1e6 / iters_now;
 					MPI_Allreduce(&mine, &us[ip], 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
 				}
 			}
