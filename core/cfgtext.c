@@ -2,6 +2,7 @@
 /* The configuration's text: names, values, lines (see cfgtext.h). */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
@@ -9,6 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include "cfgtext.h"
 #include "rules.h"
@@ -305,4 +309,86 @@ const char *weft__cfg_lower_name(const char *name, char *buf, size_t len)
 		buf[n] = (char)tolower((unsigned char)name[n]);
 	buf[n] = '\0';
 	return !name[n] && strcmp(buf, name) != 0 && weft__cfg_valid_name(buf, 0) ? buf : NULL;
+}
+
+/* What a path that is no regular file is, for the error. */
+static const char *file_kind(mode_t m)
+{
+	if (S_ISDIR(m))
+		return "a directory";
+	if (S_ISFIFO(m))
+		return "a FIFO";
+	if (S_ISSOCK(m))
+		return "a socket";
+	if (S_ISCHR(m) || S_ISBLK(m))
+		return "a device";
+	return "no regular file";
+}
+
+int weft__cfg_read_file(const char *path, size_t max, char **text, size_t *len, int *missing, const char **kind)
+{
+	*missing = 0;
+	*kind = NULL;
+	/* Non-blocking, so that opening a FIFO returns instead of waiting for a
+	 * writer; only a regular file is read, and it never blocks. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0) {
+		int e = errno;
+		if (e == ENOENT || e == ENOTDIR)
+			*missing = 1;
+		return -e;
+	}
+	struct stat st;
+	if (fstat(fd, &st)) {
+		int e = errno;
+		close(fd);
+		return -e;
+	}
+	/* /dev/null (device 1,3) is the usual way to say "no file": it reads as empty. */
+	int devnull = S_ISCHR(st.st_mode) && major(st.st_rdev) == 1 && minor(st.st_rdev) == 3;
+	if (!S_ISREG(st.st_mode) && !devnull) {
+		*kind = file_kind(st.st_mode);
+		close(fd);
+		return -EINVAL;
+	}
+	size_t cap = 4096, n = 0;
+	char *buf = malloc(cap + 1);
+	if (!buf) {
+		close(fd);
+		return -ENOMEM;
+	}
+	for (;;) {
+		if (n == cap) {
+			if (cap >= max) {
+				free(buf);
+				close(fd);
+				return -EFBIG;
+			}
+			cap *= 2;
+			char *nb = realloc(buf, cap + 1);
+			if (!nb) {
+				free(buf);
+				close(fd);
+				return -ENOMEM;
+			}
+			buf = nb;
+		}
+		ssize_t r = read(fd, buf + n, cap - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			int e = errno;
+			free(buf);
+			close(fd);
+			return -e;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	close(fd);
+	buf[n] = '\0';
+	*text = buf;
+	*len = n;
+	return 0;
 }

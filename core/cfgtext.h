@@ -54,4 +54,11 @@ char *weft__cfg_trim(char *s);
 /* The closest of n names to word, or NULL when none is close enough to be a typo. */
 const char *weft__cfg_closest(const char *word, const char *const *names, int n);
 
+/* Reads path whole (at most max bytes: -EFBIG beyond) into a malloc'd,
+ * NUL-terminated *text of *len bytes. *missing is set when it does not exist,
+ * which is not an error for the default locations; *kind is set (and -EINVAL
+ * returned) for a path that is no regular file (/dev/null reads as empty).
+ * Returns 0 or -errno. */
+int weft__cfg_read_file(const char *path, size_t max, char **text, size_t *len, int *missing, const char **kind);
+
 #endif

@@ -3,7 +3,6 @@
  * line, and resolves declared parameters as environment > file > default.
  * All state is process-wide, kept until exit, and guarded by one mutex. */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -14,9 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
-#include <unistd.h>
 
 #include <weft/weft.h>
 
@@ -392,91 +388,6 @@ static int parse_text(const char *path, char *text, size_t len)
 	return 0;
 }
 
-/* Reads path whole. *missing is set when it does not exist, which is not an
- * error for the default locations. */
-/* What a path that is no regular file is, for the error. */
-static const char *file_kind(mode_t m)
-{
-	if (S_ISDIR(m))
-		return "a directory";
-	if (S_ISFIFO(m))
-		return "a FIFO";
-	if (S_ISSOCK(m))
-		return "a socket";
-	if (S_ISCHR(m) || S_ISBLK(m))
-		return "a device";
-	return "no regular file";
-}
-
-/* *kind is set (and -EINVAL returned) for a path that is no regular file. */
-static int read_file(const char *path, char **text, size_t *len, int *missing, const char **kind)
-{
-	*missing = 0;
-	*kind = NULL;
-	/* Non-blocking, so that opening a FIFO returns instead of waiting for a
-	 * writer; only a regular file is read, and it never blocks. */
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0) {
-		int e = errno;
-		if (e == ENOENT || e == ENOTDIR)
-			*missing = 1;
-		return -e;
-	}
-	struct stat st;
-	if (fstat(fd, &st)) {
-		int e = errno;
-		close(fd);
-		return -e;
-	}
-	/* /dev/null (device 1,3) is the usual way to say "no file": it reads as empty. */
-	int devnull = S_ISCHR(st.st_mode) && major(st.st_rdev) == 1 && minor(st.st_rdev) == 3;
-	if (!S_ISREG(st.st_mode) && !devnull) {
-		*kind = file_kind(st.st_mode);
-		close(fd);
-		return -EINVAL;
-	}
-	size_t cap = 4096, n = 0;
-	char *buf = malloc(cap + 1);
-	if (!buf) {
-		close(fd);
-		return -ENOMEM;
-	}
-	for (;;) {
-		if (n == cap) {
-			if (cap >= CFG_FILE_MAX) {
-				free(buf);
-				close(fd);
-				return -EFBIG;
-			}
-			cap *= 2;
-			char *nb = realloc(buf, cap + 1);
-			if (!nb) {
-				free(buf);
-				close(fd);
-				return -ENOMEM;
-			}
-			buf = nb;
-		}
-		ssize_t r = read(fd, buf + n, cap - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			int e = errno;
-			free(buf);
-			close(fd);
-			return -e;
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
-	}
-	close(fd);
-	buf[n] = '\0';
-	*text = buf;
-	*len = n;
-	return 0;
-}
-
 static void load_once(void)
 {
 	pthread_mutex_lock(&cfg_lock);
@@ -505,7 +416,7 @@ static void load_once(void)
 		size_t len = 0;
 		int missing = 0;
 		const char *kind;
-		int r = read_file(cands[i], &text, &len, &missing, &kind);
+		int r = weft__cfg_read_file(cands[i], CFG_FILE_MAX, &text, &len, &missing, &kind);
 		if (r) {
 			if (missing && !explicit_file)
 				continue;
