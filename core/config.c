@@ -14,6 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include <weft/info.h>
 #include <weft/weft.h>
 
 #include "cfgtext.h"
@@ -762,6 +763,32 @@ int weft__config_check_values(void)
 	}
 	pthread_mutex_unlock(&cfg_lock);
 	return bad ? -WEFT_ERR_CONFIG : 0;
+}
+
+int weft__config_params(struct weft_info_param *out, int max)
+{
+	weft__config_load();
+	pthread_mutex_lock(&cfg_lock);
+	int n = cfg_nparams;
+	struct cfg_param **sorted = malloc((size_t)(n ? n : 1) * sizeof(*sorted));
+	if (!sorted) {
+		pthread_mutex_unlock(&cfg_lock);
+		return -ENOMEM;
+	}
+	for (int i = 0; i < n; i++)
+		sorted[i] = &cfg_params[i];
+	qsort(sorted, (size_t)n, sizeof(*sorted), param_cmp);
+	/* The strings are the declaration's own copies, never freed. */
+	for (int i = 0; out && i < n && i < max; i++)
+		out[i] = (struct weft_info_param){.size = sizeof(out[i]),
+						  .section = sorted[i]->section,
+						  .key = sorted[i]->key,
+						  .type = (int)sorted[i]->type,
+						  .owner = sorted[i]->owner,
+						  .help = sorted[i]->help};
+	free(sorted);
+	pthread_mutex_unlock(&cfg_lock);
+	return n;
 }
 
 void weft__config_print(FILE *out)

@@ -38,6 +38,12 @@ int weft__param_get(const char *section, const char *key, enum weft_param_type t
  * even where no parameter of theirs is declared. */
 void weft__config_warn_unknown(const char *const *known_sections, int n);
 
+/* Every declared parameter, sorted as weft__config_print sorts them (section,
+ * then key): fills out[0 .. min(count, max)) and returns the count, or
+ * -ENOMEM. The strings live until exit. */
+struct weft_info_param;
+int weft__config_params(struct weft_info_param *out, int max);
+
 /* Prints every declared parameter, one per line: section.key = value (source) and
  * the help text, for weft-info -c. */
 void weft__config_print(FILE *out);

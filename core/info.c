@@ -89,6 +89,26 @@ WEFT_API int weft_info_param_string(const char *section, const char *key, char *
 	return 0;
 }
 
+WEFT_API int weft_info_params(struct weft_info_param *out, int max)
+{
+	/* The plugins' parameters exist once they are loaded (once per process;
+	 * the checks of weft_info_load are not repeated here). */
+	weft__registry_load();
+	return weft__config_params(out, max);
+}
+
+WEFT_API int weft_info_param_get(const char *section, const char *key, int type, void *out, int *source)
+{
+	if (type < WEFT_PARAM_INT || type > WEFT_PARAM_STRING)
+		return -EINVAL;
+	weft__registry_load();
+	enum weft_param_source src = WEFT_PARAM_SRC_DEFAULT;
+	int rc = weft__param_get(section, key, (enum weft_param_type)type, out, &src);
+	if (rc == 0 && source)
+		*source = (int)src;
+	return rc;
+}
+
 WEFT_API void weft_info_print_params(FILE *out)
 {
 	weft__config_print(out);

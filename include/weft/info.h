@@ -66,6 +66,33 @@ WEFT_API const char *weft_info_config_path(void);
  * argument), -ENOSPC (buf too small), -WEFT_ERR_CONFIG (the value is refused). */
 WEFT_API int weft_info_param_string(const char *section, const char *key, char *buf, size_t len);
 
+/* One declared parameter of the core or a loaded plugin (a row of
+ * weft-info -c). Its environment variable is WEFT_<SECTION>_<KEY>,
+ * upper-cased, '-' as '_' (plugin.h). */
+struct weft_info_param {
+	size_t size;         /* written by weft_info_params: sizeof this struct */
+	const char *section;
+	const char *key;
+	int type;            /* enum weft_param_type (plugin.h): 0 INT, 1 SIZE, 2 BOOL, 3 DOUBLE, 4 STRING */
+	const char *owner;   /* "core", or the plugin that declared it */
+	const char *help;
+};
+
+/* Every declared parameter, sorted by section, then key (loading first when
+ * needed): fills out[0 .. min(count, max)) and returns the count, or
+ * -ENOMEM. Strings live until exit. Thread safety: any thread. */
+WEFT_API int weft_info_params(struct weft_info_param *out, int max);
+
+/* The value in force of the declared parameter section.key (environment,
+ * else file, else default) as its type: out points to an int64_t (INT), a
+ * uint64_t (SIZE), an int (BOOL), a double (DOUBLE) or a const char *
+ * (STRING: NULL when unset; lives until exit). *source, when source is not
+ * NULL, gets enum weft_param_source (plugin.h). Returns 0, -ENOENT (not
+ * declared), -EINVAL (type is not the parameter's, or a NULL argument),
+ * -WEFT_ERR_CONFIG (the value set is refused; logged once). Thread safety:
+ * any thread. */
+WEFT_API int weft_info_param_get(const char *section, const char *key, int type, void *out, int *source);
+
 /* Every declared parameter, one per line: section.key = value (source), and
  * its help (weft-info -c). */
 WEFT_API void weft_info_print_params(FILE *out);
