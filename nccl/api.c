@@ -205,6 +205,7 @@ WN_API const char *ncclGetErrorString(ncclResult_t result)
 	case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
 	case ncclRemoteError: return "remote process exited or there was a network error";
 	case ncclInProgress: return "NCCL operation in progress";
+	case ncclTimeout: return "timeout";
 	default: return "unknown result code";
 	}
 }
@@ -293,8 +294,11 @@ void wn_device_leave(int prev)
 		set(prev);
 }
 
-struct ncclComm *wn_comm_new(int rank, int nranks, const ncclConfig_t *config, int device)
+struct ncclComm *wn_comm_new(int rank, int nranks, const ncclConfig_t *user, int device)
 {
+	/* Checked by the caller already (wn_check_config): no log here. */
+	ncclConfig_t cfg;
+	const ncclConfig_t *config = user && wn_config_read(user, &cfg, NULL) == ncclSuccess ? &cfg : NULL;
 	struct ncclComm *c = calloc(1, sizeof(*c));
 	if (!c)
 		return NULL;
@@ -326,26 +330,90 @@ void wn_comm_free(struct ncclComm *comm)
 	pthread_mutex_destroy(&comm->state_lock);
 	pthread_cond_destroy(&comm->state_cv);
 	free(comm->premul);
+	wn_rma_free(comm);
 	free(comm);
+}
+
+/* Where a field of ncclConfig_t first appeared, by the NCCL release whose
+ * header added it: a config of an older version has it at its default. */
+struct cfg_field {
+	size_t off, len;
+	int since; /* NCCL_VERSION code */
+};
+
+#define CFG_FIELD(f, since) {offsetof(ncclConfig_t, f), sizeof(((ncclConfig_t *)0)->f), since}
+static const struct cfg_field cfg_fields[] = {
+	CFG_FIELD(blocking, NCCL_VERSION(2, 14, 0)),
+	CFG_FIELD(cgaClusterSize, NCCL_VERSION(2, 17, 0)),
+	CFG_FIELD(minCTAs, NCCL_VERSION(2, 17, 0)),
+	CFG_FIELD(maxCTAs, NCCL_VERSION(2, 17, 0)),
+	CFG_FIELD(netName, NCCL_VERSION(2, 17, 0)),
+	CFG_FIELD(splitShare, NCCL_VERSION(2, 18, 0)),
+	CFG_FIELD(trafficClass, NCCL_VERSION(2, 25, 0)),
+	CFG_FIELD(commName, NCCL_VERSION(2, 27, 0)),
+	CFG_FIELD(collnetEnable, NCCL_VERSION(2, 27, 0)),
+	CFG_FIELD(CTAPolicy, NCCL_VERSION(2, 27, 0)),
+	CFG_FIELD(shrinkShare, NCCL_VERSION(2, 27, 0)),
+	CFG_FIELD(nvlsCTAs, NCCL_VERSION(2, 27, 0)),
+	CFG_FIELD(nChannelsPerNetPeer, NCCL_VERSION(2, 28, 0)),
+	CFG_FIELD(nvlinkCentricSched, NCCL_VERSION(2, 28, 0)),
+	CFG_FIELD(graphUsageMode, NCCL_VERSION(2, 29, 0)),
+	CFG_FIELD(numRmaCtx, NCCL_VERSION(2, 29, 0)),
+	CFG_FIELD(maxP2pPeers, NCCL_VERSION(2, 30, 0)),
+	CFG_FIELD(graphStreamOrdering, NCCL_VERSION(2, 30, 0)),
+};
+#undef CFG_FIELD
+
+/* The smallest layout: NCCL 2.14's {size, magic, version, blocking}. */
+#define CFG_MIN_SIZE (offsetof(ncclConfig_t, blocking) + sizeof(int))
+
+ncclResult_t wn_config_read(const ncclConfig_t *config, ncclConfig_t *out, const char *fn)
+{
+	const ncclConfig_t init = NCCL_CONFIG_INITIALIZER;
+	*out = init;
+	if (!config)
+		return ncclSuccess;
+	/* Only the header is read before the size is known: a 2.14 config is
+	 * 24 bytes, and bytes past the caller's struct are not its. */
+	size_t size;
+	unsigned magic, version;
+	memcpy(&size, (const char *)config + offsetof(ncclConfig_t, size), sizeof(size));
+	memcpy(&magic, (const char *)config + offsetof(ncclConfig_t, magic), sizeof(magic));
+	memcpy(&version, (const char *)config + offsetof(ncclConfig_t, version), sizeof(version));
+	if (magic != NCCL_API_MAGIC || size < CFG_MIN_SIZE) {
+		if (fn)
+			WN_ERROR("%s: config was not set from NCCL_CONFIG_INITIALIZER (magic 0x%x, size %zu; NCCL's "
+				 "smallest, 2.14's, is %zu bytes)", fn, magic, size, CFG_MIN_SIZE);
+		return ncclInvalidArgument;
+	}
+	if (version < NCCL_VERSION(2, 14, 0)) {
+		if (fn)
+			WN_ERROR("%s: config->version is %u; configs exist since NCCL 2.14 (%d)", fn, version,
+				 NCCL_VERSION(2, 14, 0));
+		return ncclInvalidArgument;
+	}
+	/* A field is the caller's when its struct holds it (size) and its header
+	 * had it (version); fields of later headers than this one's are past
+	 * sizeof(ncclConfig_t) and never read. */
+	for (size_t i = 0; i < sizeof(cfg_fields) / sizeof(cfg_fields[0]); i++) {
+		const struct cfg_field *f = &cfg_fields[i];
+		if (f->off + f->len <= size && (int)version >= f->since)
+			memcpy((char *)out + f->off, (const char *)config + f->off, f->len);
+	}
+	out->size = sizeof(*out);
+	out->version = version;
+	if (out->blocking != NCCL_CONFIG_UNDEF_INT && out->blocking != 0 && out->blocking != 1) {
+		if (fn)
+			WN_ERROR("%s: config->blocking is %d; it must be 0 or 1", fn, out->blocking);
+		return ncclInvalidArgument;
+	}
+	return ncclSuccess;
 }
 
 ncclResult_t wn_check_config(const ncclConfig_t *config, const char *fn)
 {
-	if (!config)
-		return ncclSuccess;
-	/* Accept the layout of any NCCL version since 2.14 (the struct only grew):
-	 * the fields weft reads are in every one of them. */
-	if (config->magic != NCCL_CONFIG_MAGIC ||
-	    config->size < offsetof(ncclConfig_t, netName) + sizeof(config->netName)) {
-		WN_ERROR("%s: config was not set from NCCL_CONFIG_INITIALIZER (magic 0x%x, size %zu)", fn, config->magic,
-			 config->size);
-		return ncclInvalidArgument;
-	}
-	if (config->blocking != NCCL_CONFIG_UNDEF_INT && config->blocking != 0 && config->blocking != 1) {
-		WN_ERROR("%s: config->blocking is %d; it must be 0 or 1", fn, config->blocking);
-		return ncclInvalidArgument;
-	}
-	return ncclSuccess;
+	ncclConfig_t cfg;
+	return wn_config_read(config, &cfg, fn);
 }
 
 int wn_comm_make(struct ncclComm *c, const struct weft_unique_id *id, const char *fn, weft_comm_t **wc)
@@ -623,6 +691,10 @@ WN_API ncclResult_t ncclCommFinalize(ncclComm_t comm)
 	ncclResult_t r = wn_check_comm(comm, "ncclCommFinalize");
 	if (r != ncclSuccess)
 		return r;
+	if (comm->revoked) {
+		WN_ERROR("ncclCommFinalize: comm %p was revoked; as in NCCL, destroy it instead", (void *)comm);
+		return ncclInvalidUsage;
+	}
 	/* A clique's ranks are destroyed together at their last ncclCommDestroy. */
 	if (comm->clique)
 		return ncclSuccess;
@@ -710,6 +782,11 @@ WN_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncEr
 		*asyncError = ncclInProgress;
 		return ncclSuccess;
 	}
+	if (wc && comm->revoked) {
+		/* The revoke aborted wc, which is what it asked: the comm is quiet. */
+		*asyncError = ncclSuccess;
+		return ncclSuccess;
+	}
 	if (!wc) {
 		*asyncError = comm->init_rc ? (ncclResult_t)comm->init_rc : ncclSuccess;
 		/* The reason was logged on the thread that ran the init. */
@@ -724,6 +801,94 @@ WN_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncEr
 	return ncclSuccess;
 }
 WN_ALIAS(ncclCommGetAsyncError);
+
+/* ncclCommRevoke: what runs on the comm stops (weft_comm_abort: calls
+ * pending on it, also on other threads, return) and later collectives are
+ * refused; destroy, abort and shrink still serve it. Local, as NCCL's. */
+WN_API ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags)
+{
+	static const char fn[] = "ncclCommRevoke";
+	if (!comm)
+		return ncclSuccess; /* as NCCL */
+	ncclResult_t r = wn_check_comm(comm, fn);
+	if (r != ncclSuccess)
+		return r;
+	if (revokeFlags != NCCL_REVOKE_DEFAULT) {
+		WN_ERROR("%s: revokeFlags 0x%x; NCCL 2.30 defines only NCCL_REVOKE_DEFAULT (0)", fn, (unsigned)revokeFlags);
+		return ncclInvalidArgument;
+	}
+	if (comm->revoked) {
+		WN_ERROR("%s: comm %p was revoked already", fn, (void *)comm);
+		return ncclInvalidArgument;
+	}
+	comm->revoked = 1;
+	weft_comm_abort(comm->wc);
+	WN_INFO("%s: rank %d: revoked; calls on it stop, and only destroy, abort and shrink serve it now", fn,
+		comm->rank);
+	return ncclSuccess;
+}
+WN_ALIAS(ncclCommRevoke);
+
+/* Suspending a comm's memory needs a core that can release a comm's buffers
+ * and make them again; weft's cannot, so these answer as NCCL does with its
+ * memory manager disabled (NCCL_MEM_MANAGER_DISABLE=1): a suspend of memory
+ * is refused, and so are the byte counts. Nothing is ever suspended. */
+WN_API ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags)
+{
+	static const char fn[] = "ncclCommSuspend";
+	ncclResult_t r = wn_check_comm(comm, fn);
+	if (r != ncclSuccess)
+		return r;
+	if (flags & ~NCCL_SUSPEND_MEM) {
+		WN_ERROR("%s: flags 0x%x has bits NCCL 2.30 does not define (only NCCL_SUSPEND_MEM, 0x%x)", fn,
+			 (unsigned)flags, NCCL_SUSPEND_MEM);
+		return ncclInvalidArgument;
+	}
+	if (flags & NCCL_SUSPEND_MEM) {
+		WN_ERROR("%s: NCCL_SUSPEND_MEM is not supported: weft cannot release a communicator's memory and keep "
+			 "the communicator (as NCCL with NCCL_MEM_MANAGER_DISABLE=1); the comm stays active", fn);
+		return ncclInvalidUsage;
+	}
+	return ncclSuccess; /* nothing asked to be suspended */
+}
+WN_ALIAS(ncclCommSuspend);
+
+WN_API ncclResult_t ncclCommResume(ncclComm_t comm)
+{
+	/* Nothing is ever suspended (ncclCommSuspend): the comm is active. */
+	return wn_check_comm(comm, "ncclCommResume");
+}
+WN_ALIAS(ncclCommResume);
+
+WN_API ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t *value)
+{
+	static const char fn[] = "ncclCommMemStats";
+	/* A refusal leaves a count no comm holds. */
+	if (value)
+		*value = UINT64_MAX;
+	ncclResult_t r = wn_check_comm(comm, fn);
+	if (r != ncclSuccess)
+		return r;
+	if (!value) {
+		WN_ERROR("%s: value is NULL", fn);
+		return ncclInvalidArgument;
+	}
+	switch (stat) {
+	case ncclStatGpuMemSuspended:
+		*value = 0;
+		return ncclSuccess;
+	case ncclStatGpuMemSuspend:
+	case ncclStatGpuMemPersist:
+	case ncclStatGpuMemTotal:
+		WN_ERROR("%s: statistic %d is not supported: weft does not count the GPU memory of a communicator "
+			 "(only ncclStatGpuMemSuspended, always 0, is)", fn, (int)stat);
+		return ncclInvalidUsage;
+	default:
+		WN_ERROR("%s: statistic %d is not one of NCCL 2.30's", fn, (int)stat);
+		return ncclInvalidArgument;
+	}
+}
+WN_ALIAS(ncclCommMemStats);
 
 /* The checks of the getters below: a usable comm and an out-pointer. On a
  * refusal *out is -1, which no rank, count or device is. */

@@ -6,35 +6,24 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "wn.h"
 
-enum wn_kind { K_ALLREDUCE, K_BROADCAST, K_REDUCE, K_ALLGATHER, K_REDUCE_SCATTER, K_ALLTOALL, K_GATHER, K_SCATTER,
-	       K_SEND, K_RECV };
-
 static const char *const kind_names[] = {
 	[K_ALLREDUCE] = "ncclAllReduce", [K_BROADCAST] = "ncclBroadcast", [K_REDUCE] = "ncclReduce",
 	[K_ALLGATHER] = "ncclAllGather", [K_REDUCE_SCATTER] = "ncclReduceScatter", [K_ALLTOALL] = "ncclAlltoAll",
 	[K_GATHER] = "ncclGather", [K_SCATTER] = "ncclScatter", [K_SEND] = "ncclSend", [K_RECV] = "ncclRecv",
+	[K_WIN_REGISTER] = "ncclCommWindowRegister", [K_PUT_SIGNAL] = "ncclPutSignal", [K_SIGNAL] = "ncclSignal",
+	[K_WAIT_SIGNAL] = "ncclWaitSignal",
 };
 
-struct wn_op {
-	enum wn_kind kind;
-	struct ncclComm *comm;
-	const void *sendbuf;
-	void *recvbuf;
-	size_t count;
-	ncclDataType_t ntype;
-	ncclRedOp_t nop;
-	enum weft_datatype type;
-	enum weft_redop op;
-	int root; /* root, or peer for send/recv */
-	void *stream;
-	int premul;           /* nop is a pre-multiplied sum of comm's: */
-	struct wn_premul pm;  /* its copy, taken at the call */
-};
+static int is_rma(enum wn_kind k)
+{
+	return k == K_WIN_REGISTER || k == K_PUT_SIGNAL || k == K_SIGNAL || k == K_WAIT_SIGNAL;
+}
 
 struct wn_init {
 	struct ncclComm *comm;
@@ -72,6 +61,14 @@ ncclResult_t wn_group_add_init(struct ncclComm *comm, const struct weft_unique_i
 	return ncclSuccess;
 }
 
+/* Frees what queued calls own (ncclWaitSignal's copied descriptors). */
+static void free_ops(struct wn_op *ops, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(ops[i].descs);
+	free(ops);
+}
+
 static ncclResult_t group_push(const struct wn_op *op)
 {
 	if (grp.nops == grp.capops) {
@@ -84,7 +81,20 @@ static ncclResult_t group_push(const struct wn_op *op)
 		grp.ops = n;
 		grp.capops = c;
 	}
-	grp.ops[grp.nops++] = *op;
+	struct wn_op *q = &grp.ops[grp.nops];
+	*q = *op;
+	if (op->kind == K_WAIT_SIGNAL) {
+		/* The caller's array need not outlive the call. */
+		q->descs = malloc((size_t)op->ndesc * sizeof(*q->descs));
+		if (!q->descs) {
+			WN_ERROR("%s: out of memory queuing the call in a group", kind_names[op->kind]);
+			return ncclSystemError;
+		}
+		memcpy(q->descs, op->descs, (size_t)op->ndesc * sizeof(*q->descs));
+	} else {
+		q->descs = NULL;
+	}
+	grp.nops++;
 	return ncclSuccess;
 }
 
@@ -153,6 +163,8 @@ static int issue_premul(const struct wn_op *o)
 static int issue(const struct wn_op *o)
 {
 	weft_comm_t *wc = o->comm->wc;
+	if (is_rma(o->kind))
+		return wn_rma_issue(o);
 	if (o->premul)
 		return issue_premul(o);
 	switch (o->kind) {
@@ -167,6 +179,7 @@ static int issue(const struct wn_op *o)
 	case K_SCATTER: return gather_scatter(o);
 	case K_SEND: return weft_send(o->sendbuf, o->count, o->type, o->root, wc, o->stream);
 	case K_RECV: return weft_recv(o->recvbuf, o->count, o->type, o->root, wc, o->stream);
+	default: break;
 	}
 	return -EINVAL;
 }
@@ -182,7 +195,7 @@ typedef ncclResult_t (*plain_fn)(const void *, void *, size_t, ncclDataType_t, n
 
 static int forward(const struct wn_op *o, ncclResult_t *res)
 {
-	if (!getenv("WEFT_NCCL_FALLBACK") || o->kind == K_SEND || o->kind == K_RECV)
+	if (!getenv("WEFT_NCCL_FALLBACK") || o->kind == K_SEND || o->kind == K_RECV || is_rma(o->kind))
 		return -ENOTSUP;
 	void *f = wn_fallback_sym(kind_names[o->kind], "a call weft does not support");
 	if (!f)
@@ -213,14 +226,24 @@ static int forward(const struct wn_op *o, ncclResult_t *res)
 	return 0;
 }
 
-static ncclResult_t submit(struct wn_op *o, int reduces)
+ncclResult_t wn_submit(struct wn_op *o, int reduces)
 {
 	const char *fn = kind_names[o->kind];
+	/* A comm still initializing (non-blocking) is waited for here: the call
+	 * then runs, it never fails for that. */
 	ncclResult_t r = wn_check_comm(o->comm, fn);
 	if (r != ncclSuccess)
 		return r;
-	if (wn_map_type(o->ntype, &o->type) != 0) {
-		WN_ERROR("%s: datatype %d is not one of NCCL 2.28's", fn, (int)o->ntype);
+	if (o->comm->revoked) {
+		WN_ERROR("%s: comm %p was revoked (ncclCommRevoke); only destroy, abort and shrink serve it now", fn,
+			 (void *)o->comm);
+		return ncclInvalidUsage;
+	}
+	if (is_rma(o->kind)) {
+		if ((r = wn_rma_check(o)) != ncclSuccess)
+			return r;
+	} else if (wn_map_type(o->ntype, &o->type) != 0) {
+		WN_ERROR("%s: datatype %d is not one of NCCL 2.30's", fn, (int)o->ntype);
 		return ncclInvalidArgument;
 	}
 	if (reduces && o->nop == WN_OP_REFUSED) {
@@ -238,16 +261,21 @@ static ncclResult_t submit(struct wn_op *o, int reduces)
 		o->premul = 1;
 		o->op = WEFT_PREMUL_SUM;
 	} else if (reduces && wn_map_op(o->nop, &o->op) != 0) {
+		/* Why the fallback could not take it either, for the message. */
+		char fb[256] = "";
 		if (grp.depth == 0 && o->comm->wc && getenv("WEFT_NCCL_FALLBACK")) {
 			ncclResult_t fr;
+			unsigned long before = wn_error_count();
 			if (forward(o, &fr) == 0)
 				return fr;
+			if (wn_error_count() != before)
+				snprintf(fb, sizeof(fb), "; the fallback could not take it: %s", wn_last_error());
 		}
 		if ((int)o->nop >= ncclNumOps && (int)o->nop <= ncclMaxRedOp)
 			WN_ERROR("%s: reduction operation %d was not made by ncclRedOpCreatePreMulSum on this comm, or was "
-				 "destroyed", fn, (int)o->nop);
+				 "destroyed%s", fn, (int)o->nop, fb);
 		else
-			WN_ERROR("%s: reduction operation %d is not one of NCCL's", fn, (int)o->nop);
+			WN_ERROR("%s: reduction operation %d is not one of NCCL's%s", fn, (int)o->nop, fb);
 		return ncclInvalidArgument;
 	}
 	if ((o->kind == K_GATHER || o->kind == K_SCATTER) && (o->root < 0 || o->root >= o->comm->nranks)) {
@@ -501,7 +529,7 @@ WN_API ncclResult_t ncclGroupEnd(void)
 		}
 	}
 	free(inits);
-	free(ops);
+	free_ops(ops, nops);
 	return r;
 }
 WN_ALIAS(ncclGroupEnd);
@@ -513,7 +541,7 @@ WN_API ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t c
 {
 	struct wn_op o = {.kind = K_ALLREDUCE, .comm = comm, .sendbuf = sendbuff, .recvbuf = recvbuff, .count = count,
 			  .ntype = datatype, .nop = op, .stream = stream};
-	return submit(&o, 1);
+	return wn_submit(&o, 1);
 }
 WN_ALIAS(ncclAllReduce);
 
@@ -522,7 +550,7 @@ WN_API ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t c
 {
 	struct wn_op o = {.kind = K_BROADCAST, .comm = comm, .sendbuf = sendbuff, .recvbuf = recvbuff, .count = count,
 			  .ntype = datatype, .root = root, .stream = stream};
-	return submit(&o, 0);
+	return wn_submit(&o, 0);
 }
 WN_ALIAS(ncclBroadcast);
 
@@ -538,7 +566,7 @@ WN_API ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t coun
 {
 	struct wn_op o = {.kind = K_REDUCE, .comm = comm, .sendbuf = sendbuff, .recvbuf = recvbuff, .count = count,
 			  .ntype = datatype, .nop = op, .root = root, .stream = stream};
-	return submit(&o, 1);
+	return wn_submit(&o, 1);
 }
 WN_ALIAS(ncclReduce);
 
@@ -547,7 +575,7 @@ WN_API ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t s
 {
 	struct wn_op o = {.kind = K_ALLGATHER, .comm = comm, .sendbuf = sendbuff, .recvbuf = recvbuff,
 			  .count = sendcount, .ntype = datatype, .stream = stream};
-	return submit(&o, 0);
+	return wn_submit(&o, 0);
 }
 WN_ALIAS(ncclAllGather);
 
@@ -556,7 +584,7 @@ WN_API ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size
 {
 	struct wn_op o = {.kind = K_REDUCE_SCATTER, .comm = comm, .sendbuf = sendbuff, .recvbuf = recvbuff,
 			  .count = recvcount, .ntype = datatype, .nop = op, .stream = stream};
-	return submit(&o, 1);
+	return wn_submit(&o, 1);
 }
 WN_ALIAS(ncclReduceScatter);
 
@@ -565,7 +593,7 @@ WN_API ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t co
 {
 	struct wn_op o = {.kind = K_ALLTOALL, .comm = comm, .sendbuf = sendbuff, .recvbuf = recvbuff, .count = count,
 			  .ntype = datatype, .stream = stream};
-	return submit(&o, 0);
+	return wn_submit(&o, 0);
 }
 WN_ALIAS(ncclAlltoAll);
 
@@ -574,7 +602,7 @@ WN_API ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t coun
 {
 	struct wn_op o = {.kind = K_GATHER, .comm = comm, .sendbuf = sendbuff, .recvbuf = recvbuff, .count = count,
 			  .ntype = datatype, .root = root, .stream = stream};
-	return submit(&o, 0);
+	return wn_submit(&o, 0);
 }
 WN_ALIAS(ncclGather);
 
@@ -583,7 +611,7 @@ WN_API ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t cou
 {
 	struct wn_op o = {.kind = K_SCATTER, .comm = comm, .sendbuf = sendbuff, .recvbuf = recvbuff, .count = count,
 			  .ntype = datatype, .root = root, .stream = stream};
-	return submit(&o, 0);
+	return wn_submit(&o, 0);
 }
 WN_ALIAS(ncclScatter);
 
@@ -592,7 +620,7 @@ WN_API ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t 
 {
 	struct wn_op o = {.kind = K_SEND, .comm = comm, .sendbuf = sendbuff, .count = count, .ntype = datatype,
 			  .root = peer, .stream = stream};
-	return submit(&o, 0);
+	return wn_submit(&o, 0);
 }
 WN_ALIAS(ncclSend);
 
@@ -601,7 +629,7 @@ WN_API ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t dataty
 {
 	struct wn_op o = {.kind = K_RECV, .comm = comm, .recvbuf = recvbuff, .count = count, .ntype = datatype,
 			  .root = peer, .stream = stream};
-	return submit(&o, 0);
+	return wn_submit(&o, 0);
 }
 WN_ALIAS(ncclRecv);
 
@@ -660,7 +688,7 @@ WN_API ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
 			grp.inits[i].comm->state = WN_FAILED;
 		}
 		free(grp.inits);
-		free(grp.ops);
+		free_ops(grp.ops, grp.nops);
 		memset(&grp, 0, sizeof(grp));
 	}
 	if (simInfo)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* libweft_nccl: the NCCL functions weft refuses, and the optional fallback to
- * a real libnccl (WEFT_NCCL_FALLBACK) on a shadow communicator. Nothing of NCCL
+/* libweft_nccl: the optional fallback to a real libnccl (WEFT_NCCL_FALLBACK)
+ * on a shadow communicator, for collectives weft refuses. Nothing of NCCL
  * is loaded unless the fallback is asked for and NVLink multicast is off. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -144,51 +144,3 @@ void wn_fallback_shadow_destroy(struct ncclComm *comm, int abort)
 	if (f)
 		f(sh);
 }
-
-/* ------------------------------------------------------------ refused */
-
-typedef ncclResult_t (*win_reg_fn)(ncclComm_t, void *, size_t, ncclWindow_t *, int);
-typedef ncclResult_t (*win_dereg_fn)(ncclComm_t, ncclWindow_t);
-
-WN_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win, int winFlags)
-{
-	static const char fn[] = "ncclCommWindowRegister";
-	if (win)
-		*win = NULL;
-	ncclResult_t r = wn_check_comm(comm, fn);
-	if (r != ncclSuccess)
-		return r;
-	/* Symmetric windows feed NCCL's own kernels: only a real NCCL can use them. */
-	win_reg_fn f = (win_reg_fn)wn_fallback_sym(fn, "weft has no symmetric memory windows");
-	void *sh = f ? wn_fallback_shadow(comm) : NULL;
-	if (!sh) {
-		/* The reason was logged (and is ncclGetLastError's) where it was found. */
-		WN_INFO("%s: refused (weft has no symmetric memory windows; see docs/nccl-compat.md)", fn);
-		return ncclInvalidUsage;
-	}
-	return f(sh, buff, size, win, winFlags);
-}
-WN_ALIAS(ncclCommWindowRegister);
-
-WN_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win)
-{
-	static const char fn[] = "ncclCommWindowDeregister";
-	ncclResult_t r = wn_check_comm(comm, fn);
-	if (r != ncclSuccess)
-		return r;
-	if (!win) {
-		WN_ERROR("%s: win is NULL (what a failed ncclCommWindowRegister leaves)", fn);
-		return ncclInvalidArgument;
-	}
-	pthread_mutex_lock(&comm->shadow_lock);
-	void *sh = comm->shadow;
-	pthread_mutex_unlock(&comm->shadow_lock);
-	win_dereg_fn f = sh ? (win_dereg_fn)wn_fallback_sym(fn, "weft has no symmetric memory windows") : NULL;
-	if (!f) {
-		WN_ERROR("%s: refused (no window was registered through the fallback NCCL on this comm)", fn);
-		return ncclInvalidUsage;
-	}
-	return f(sh, win);
-}
-WN_ALIAS(ncclCommWindowDeregister);
-

@@ -76,8 +76,16 @@ WN_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_
 		WN_ERROR("%s: color %d is negative and not NCCL_SPLIT_NOCOLOR", fn, color);
 		return ncclInvalidArgument;
 	}
+	if (comm->revoked) {
+		WN_ERROR("%s: comm %p was revoked: weft's split runs over the parent's connections, which the revoke "
+			 "stopped; ncclCommShrink with no rank excluded makes a new comm of the same ranks", fn,
+			 (void *)comm);
+		return ncclInvalidUsage;
+	}
 	int wcolor = color == NCCL_SPLIT_NOCOLOR ? WEFT_SPLIT_NOCOLOR : color;
-	int blocking = config && config->blocking != NCCL_CONFIG_UNDEF_INT ? config->blocking : comm->blocking;
+	ncclConfig_t cfg; /* read by size and version: checked by check_derive */
+	wn_config_read(config, &cfg, NULL);
+	int blocking = config && cfg.blocking != NCCL_CONFIG_UNDEF_INT ? cfg.blocking : comm->blocking;
 	if (!blocking)
 		return wn_split_start(comm, wcolor, key, config, newcomm);
 	weft_comm_t *wc = NULL;
@@ -290,6 +298,11 @@ WN_API ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId
 		*newcomm = NULL;
 	if (comm) {
 		ncclResult_t r = check_derive(comm, newcomm, config, fn);
+		if (r == ncclSuccess && comm->revoked) {
+			WN_ERROR("%s: comm %p was revoked: the existing ranks agree over the parent's connections, "
+				 "which the revoke stopped", fn, (void *)comm);
+			r = ncclInvalidUsage;
+		}
 		return r != ncclSuccess ? r : grow_existing(comm, nRanks, uniqueId, rank, newcomm, config);
 	}
 	static const ncclUniqueId zero;

@@ -72,7 +72,60 @@ struct ncclComm {
 	/* ncclCommGetUniqueId / ncclCommGrow (reshape.c); one thread per comm. */
 	int grow;                /* enum wn_grow */
 	struct weft_unique_id grow_id;
+	int revoked;             /* ncclCommRevoke: wc is aborted, collectives are refused */
+	/* Windows and one-sided calls (rma.c); one thread per comm. */
+	struct ncclWindow_vidmem *windows; /* registered on this comm, newest first */
+	struct wn_rma *rma;      /* signal counts, connections and semaphores; NULL until first needed */
 };
+
+/* A call queued in a group or issued now (coll.c, rma.c). */
+enum wn_kind { K_ALLREDUCE, K_BROADCAST, K_REDUCE, K_ALLGATHER, K_REDUCE_SCATTER, K_ALLTOALL, K_GATHER, K_SCATTER,
+	       K_SEND, K_RECV, K_WIN_REGISTER, K_PUT_SIGNAL, K_SIGNAL, K_WAIT_SIGNAL };
+
+struct wn_op {
+	enum wn_kind kind;
+	struct ncclComm *comm;
+	const void *sendbuf;
+	void *recvbuf;
+	size_t count;
+	ncclDataType_t ntype;
+	ncclRedOp_t nop;
+	enum weft_datatype type;
+	enum weft_redop op;
+	int root; /* root, or peer for send/recv and the one-sided calls */
+	void *stream;
+	int premul;           /* nop is a pre-multiplied sum of comm's: */
+	struct wn_premul pm;  /* its copy, taken at the call */
+	/* One-sided calls and windows (rma.c). */
+	struct ncclWindow_vidmem *win; /* ncclPutSignal's peerWin */
+	size_t offset;                 /* its peerWinOffset */
+	ncclWindow_t *win_out;         /* ncclCommWindowRegister's out-pointer, written when it runs */
+	int flags;                     /* its winFlags */
+	ncclWaitSignalDesc_t *descs;   /* ncclWaitSignal's; a copy the group frees when queued */
+	int ndesc;
+};
+/* Checks a call on its comm, then issues it now or queues it in the calling
+ * thread's group: what every collective, point-to-point and one-sided call
+ * does (coll.c). reduces: the call takes a reduction operation. */
+ncclResult_t wn_submit(struct wn_op *o, int reduces);
+
+/* Windows and one-sided calls (rma.c). */
+/* The checks of a one-sided call or a window registration beyond the comm's
+ * (logged), done when it is called, also in a group. */
+ncclResult_t wn_rma_check(struct wn_op *o);
+/* Runs a registration or a one-sided call: 0 or a weft code (logged). */
+int wn_rma_issue(const struct wn_op *o);
+/* Frees comm's window and one-sided bookkeeping, without calling weft: its
+ * weft comm, which owned what weft made for them, is gone already. */
+void wn_rma_free(struct ncclComm *comm);
+
+/* A caller's ncclConfig_t of any NCCL layout since 2.14 into *out, the
+ * current layout: the bytes its `size` covers, newer fields than its
+ * `version` and those it lacks set as NCCL_CONFIG_INITIALIZER sets them,
+ * trailing fields this library does not know ignored. config NULL gives
+ * the initializer's. ncclSuccess, or ncclInvalidArgument (logged with fn,
+ * unless fn is NULL). */
+ncclResult_t wn_config_read(const ncclConfig_t *config, ncclConfig_t *out, const char *fn);
 
 /* The pre-multiplied sum `op` names on comm, copied into *out (a queued call
  * keeps it after the application destroys the operation): 1 when op is one

@@ -4,11 +4,13 @@
  * ncclSum, a registered handle, a real buffer), so that a refusal that leaves
  * it untouched shows as a call that succeeds on the wrong object. */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <nccl.h>
 
@@ -212,18 +214,197 @@ static int c_register(struct nr_ctx *x)
 	return 0;
 }
 
-static int c_window_register(struct nr_ctx *x)
+/* Windows: a refused registration leaves NULL, which deregistration, the
+ * user-pointer query and a put refuse by name. */
+static int c_window(struct nr_ctx *x)
 {
-	static char buf[4096];
-	static char not_a_window[64];
-	ncclWindow_t w = (ncclWindow_t)(void *)not_a_window;
-	char *saved = env_swap("WEFT_NCCL_FALLBACK", NULL);
-	ncclResult_t r = ncclCommWindowRegister(x->live, buf, sizeof(buf), &w, NCCL_WIN_DEFAULT);
-	env_restore("WEFT_NCCL_FALLBACK", saved);
-	NR_REFUSED(x, "ncclCommWindowRegister without a fallback", r, "WEFT_NCCL_FALLBACK");
+	static char buf[4096], other[64];
+	ncclWindow_t good = NULL;
+	NR_REQ(x, ncclCommWindowRegister(x->live, buf, sizeof(buf), &good, NCCL_WIN_DEFAULT) == ncclSuccess && good,
+	       "registering a host window failed: %s", ncclGetLastError(NULL));
+	ncclWindow_t w = good;
+	NR_REFUSED(x, "ncclCommWindowRegister of NULL", ncclCommWindowRegister(x->live, NULL, 64, &w, NCCL_WIN_DEFAULT),
+		   "buff is NULL");
+	NR_REQ(x, w == NULL, "a refused ncclCommWindowRegister left the window variable set");
+	w = good;
+	NR_REFUSED(x, "ncclCommWindowRegister with winFlags 0x80",
+		   ncclCommWindowRegister(x->live, other, sizeof(other), &w, 0x80), "winFlags");
 	NR_REQ(x, w == NULL, "a refused ncclCommWindowRegister left the window variable set");
 	NR_REFUSED(x, "ncclCommWindowDeregister of what a refused ncclCommWindowRegister left",
 		   ncclCommWindowDeregister(x->live, w), "win is NULL");
+	void *p = buf;
+	NR_REFUSED(x, "ncclWinGetUserPtr of what a refused ncclCommWindowRegister left",
+		   ncclWinGetUserPtr(x->live, w, &p), "win is NULL");
+	NR_REQ(x, p == NULL, "a refused ncclWinGetUserPtr left the pointer variable set");
+	int v = 1;
+	NR_REFUSED(x, "ncclPutSignal into what a refused ncclCommWindowRegister left",
+		   ncclPutSignal(&v, 1, ncclInt32, 0, w, 0, 0, 0, 0, x->live, NULL), "peerWin is NULL");
+	NR_REQ(x, ncclCommWindowDeregister(x->live, good) == ncclSuccess, "deregistering the good window failed: %s",
+	       ncclGetLastError(NULL));
+	NR_REFUSED(x, "ncclWinGetUserPtr of a deregistered window", ncclWinGetUserPtr(x->live, good, &p),
+		   "is not a window registered");
+	return 0;
+}
+
+/* One-sided calls refuse what NCCL 2.30 refuses (sigIdx, ctx and flags
+ * other than 0, bad peers and counts) before anything moves. */
+static int c_one_sided(struct nr_ctx *x)
+{
+	static int buf[16];
+	ncclWindow_t w = NULL;
+	NR_REQ(x, ncclCommWindowRegister(x->live, buf, sizeof(buf), &w, NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess,
+	       "registering a host window failed: %s", ncclGetLastError(NULL));
+	int v[2] = {7, 8};
+	NR_REFUSED(x, "ncclPutSignal with sigIdx 1", ncclPutSignal(v, 1, ncclInt32, 0, w, 0, 1, 0, 0, x->live, NULL),
+		   "sigIdx is 1");
+	NR_REFUSED(x, "ncclPutSignal past the window",
+		   ncclPutSignal(v, 2, ncclInt32, 0, w, sizeof(buf) - 4, 0, 0, 0, x->live, NULL), "run past");
+	NR_REFUSED(x, "ncclPutSignal to rank 5 of 1", ncclPutSignal(v, 1, ncclInt32, 5, w, 0, 0, 0, 0, x->live, NULL),
+		   "outside the communicator");
+	NR_REQ(x, buf[0] == 0, "a refused ncclPutSignal wrote the window");
+	NR_REFUSED(x, "ncclSignal with ctx 2", ncclSignal(0, 0, 2, 0, x->live, NULL), "ctx is 2");
+	NR_REFUSED(x, "ncclSignal to rank 5 of 1", ncclSignal(5, 0, 0, 0, x->live, NULL), "outside the communicator");
+	ncclWaitSignalDesc_t d = {.opCnt = 0, .peer = 0, .sigIdx = 0, .ctx = 0};
+	NR_REFUSED(x, "ncclWaitSignal for 0 signals", ncclWaitSignal(1, &d, x->live, NULL), "at least 1");
+	NR_REFUSED(x, "ncclWaitSignal without descriptors", ncclWaitSignal(0, &d, x->live, NULL), "nDesc");
+	/* This rank never signalled itself: a wait for it would never end. */
+	d.opCnt = 1;
+	NR_REFUSED(x, "ncclWaitSignal for a signal this rank never sent itself", ncclWaitSignal(1, &d, x->live, NULL),
+		   "wait forever");
+	/* What the refusals left is consistent: a put to itself, then its wait. */
+	NR_REQ(x, ncclPutSignal(v, 2, ncclInt32, 0, w, 0, 0, 0, 0, x->live, NULL) == ncclSuccess && buf[0] == 7 &&
+		       buf[1] == 8, "a put into the own window failed: %s", ncclGetLastError(NULL));
+	NR_REQ(x, ncclWaitSignal(1, &d, x->live, NULL) == ncclSuccess, "waiting for the own signal failed: %s",
+	       ncclGetLastError(NULL));
+	NR_REQ(x, ncclCommWindowDeregister(x->live, w) == ncclSuccess, "deregistering failed");
+	memset(buf, 0, sizeof(buf));
+	return 0;
+}
+
+static int c_revoke(struct nr_ctx *x)
+{
+	NR_REFUSED(x, "ncclCommRevoke with flags 5", ncclCommRevoke(x->live, 5), "revokeFlags");
+	/* The refusal revoked nothing: the comm still serves. */
+	int v = 1;
+	NR_REQ(x, ncclAllReduce(&v, &v, 1, ncclInt32, ncclSum, x->live, NULL) == ncclSuccess && v == 1,
+	       "an allreduce after a refused revoke failed: %s", ncclGetLastError(NULL));
+	return 0;
+}
+
+static int c_suspend(struct nr_ctx *x)
+{
+	NR_REFUSED(x, "ncclCommSuspend of memory", ncclCommSuspend(x->live, NCCL_SUSPEND_MEM), "NCCL_SUSPEND_MEM");
+	NR_REFUSED(x, "ncclCommSuspend with flags 0x10", ncclCommSuspend(x->live, 0x10), "flags 0x10");
+	NR_REFUSED(x, "ncclCommResume(NULL)", ncclCommResume(NULL), "comm is NULL");
+	/* A refused suspend leaves the comm active. */
+	int v = 2;
+	NR_REQ(x, ncclAllReduce(&v, &v, 1, ncclInt32, ncclSum, x->live, NULL) == ncclSuccess && v == 2,
+	       "an allreduce after a refused suspend failed: %s", ncclGetLastError(NULL));
+	uint64_t s = 12345;
+	NR_REQ(x, ncclCommMemStats(x->live, ncclStatGpuMemSuspended, &s) == ncclSuccess && s == 0,
+	       "ncclStatGpuMemSuspended: %llu", (unsigned long long)s);
+	return 0;
+}
+
+static int c_mem_stats(struct nr_ctx *x)
+{
+	uint64_t v = 12345;
+	NR_REFUSED(x, "ncclCommMemStats(ncclStatGpuMemTotal)", ncclCommMemStats(x->live, ncclStatGpuMemTotal, &v),
+		   "does not count");
+	NR_REQ(x, v == UINT64_MAX, "a refused ncclCommMemStats left %llu, not UINT64_MAX", (unsigned long long)v);
+	v = 12345;
+	NR_REFUSED(x, "ncclCommMemStats of statistic 9", ncclCommMemStats(x->live, (ncclCommMemStat_t)9, &v),
+		   "statistic 9");
+	NR_REQ(x, v == UINT64_MAX, "a refused ncclCommMemStats left %llu", (unsigned long long)v);
+	return 0;
+}
+
+/* Parameters: a refused bind leaves NULL, which every getter refuses. */
+static int c_param_bind(struct nr_ctx *x)
+{
+	ncclParamHandle_t good = NULL;
+	NR_REQ(x, ncclParamBind(&good, "WEFT_CORE_FIFO_DEPTH") == ncclSuccess && good,
+	       "binding WEFT_CORE_FIFO_DEPTH failed: %s", ncclGetLastError(NULL));
+	ncclParamHandle_t h = good;
+	NR_REFUSED(x, "ncclParamBind of NCCL_DEBUG", ncclParamBind(&h, "NCCL_DEBUG"), "weft does not read NCCL's");
+	NR_REQ(x, h == NULL, "a refused ncclParamBind left the handle set");
+	int64_t v = 0;
+	NR_REFUSED(x, "ncclParamGetI64 of what a refused ncclParamBind left", ncclParamGetI64(h, &v), "handle is NULL");
+	return 0;
+}
+
+static int param_ints(struct nr_ctx *x)
+{
+	ncclParamHandle_t depth = NULL, timeout = NULL;
+	NR_REQ(x, ncclParamBind(&depth, "WEFT_CORE_FIFO_DEPTH") == ncclSuccess, "bind failed: %s",
+	       ncclGetLastError(NULL));
+	NR_REQ(x, ncclParamBind(&timeout, "core.peer_timeout") == ncclSuccess, "bind failed: %s",
+	       ncclGetLastError(NULL));
+	int8_t i8 = 5;
+	uint8_t u8 = 5;
+	int16_t i16 = 0;
+	uint16_t u16 = 0;
+	int32_t i32 = 0;
+	uint32_t u32 = 0;
+	uint64_t u64 = 0;
+	NR_REFUSED(x, "ncclParamGetI8 of 1024", ncclParamGetI8(depth, &i8), "does not fit");
+	NR_REQ(x, i8 == 5, "a refused ncclParamGetI8 wrote %d", i8);
+	NR_REFUSED(x, "ncclParamGetU8 of 1024", ncclParamGetU8(depth, &u8), "does not fit");
+	NR_REQ(x, ncclParamGetI16(depth, &i16) == ncclSuccess && ncclParamGetU16(depth, &u16) == ncclSuccess &&
+		       i16 == 1024 && u16 == 1024, "16-bit reads: %d %d", i16, u16);
+	NR_REFUSED(x, "ncclParamGetI32 of a DOUBLE", ncclParamGetI32(timeout, &i32), "not an integer");
+	NR_REFUSED(x, "ncclParamGetU32 of NULL", ncclParamGetU32(NULL, &u32), "handle is NULL");
+	NR_REFUSED(x, "ncclParamGetI64 into NULL", ncclParamGetI64(depth, NULL), "out-pointer is NULL");
+	NR_REFUSED(x, "ncclParamGetU64 of a DOUBLE", ncclParamGetU64(timeout, &u64), "not an integer");
+	return 0;
+}
+
+static int c_param_ints(struct nr_ctx *x)
+{
+	char *saved = env_swap("WEFT_CORE_FIFO_DEPTH", "1024");
+	int rc = param_ints(x);
+	env_restore("WEFT_CORE_FIFO_DEPTH", saved);
+	return rc;
+}
+
+static int c_param_text(struct nr_ctx *x)
+{
+	const char *s = "stale";
+	NR_REFUSED(x, "ncclParamGetStr of NULL", ncclParamGetStr(NULL, &s), "handle is NULL");
+	NR_REQ(x, s == NULL, "a refused ncclParamGetStr left the string set");
+	ncclParamHandle_t h = NULL;
+	NR_REQ(x, ncclParamBind(&h, "WEFT_CORE_FIFO_DEPTH") == ncclSuccess, "bind failed");
+	char out[4];
+	int len = 7;
+	NR_REFUSED(x, "ncclParamGet into 4 bytes", ncclParamGet(h, out, sizeof(out), &len), "maxLen is 4");
+	NR_REQ(x, len == 0, "a refused ncclParamGet left len %d", len);
+	int vlen = 7;
+	s = "stale";
+	NR_REFUSED(x, "ncclParamGetParameter of an unknown key", ncclParamGetParameter("WEFT_NO_SUCH_KEY", &s, &vlen),
+		   "no parameter");
+	NR_REQ(x, s == NULL && vlen == 0, "a refused ncclParamGetParameter left '%s' (%d)", s ? s : "(null)", vlen);
+	const char **table = (const char **)&s;
+	NR_REFUSED(x, "ncclParamGetAllParameterKeys without tableLen", ncclParamGetAllParameterKeys(&table, NULL),
+		   "tableLen is NULL");
+	NR_REQ(x, table == NULL, "a refused ncclParamGetAllParameterKeys left the table set");
+	return 0;
+}
+
+static int c_param_dump(struct nr_ctx *x)
+{
+	/* Cannot refuse (void): it prints the parameters to stdout, sent away here. */
+	fflush(stdout);
+	int saved = dup(1), null = open("/dev/null", O_WRONLY);
+	if (saved >= 0 && null >= 0)
+		dup2(null, 1);
+	ncclParamDumpAll();
+	fflush(stdout);
+	if (saved >= 0) {
+		dup2(saved, 1);
+		close(saved);
+	}
+	if (null >= 0)
+		close(null);
 	return 0;
 }
 
@@ -389,6 +570,10 @@ static const struct {
 	{"ncclCommCount", c_count},
 	{"ncclCommCuDevice", c_cu_device},
 	{"ncclCommDeregister", c_register},
+	{"ncclCommMemStats", c_mem_stats},
+	{"ncclCommResume", c_suspend},
+	{"ncclCommRevoke", c_revoke},
+	{"ncclCommSuspend", c_suspend},
 	{"ncclCommDestroy", c_destroy_abort},
 	{"ncclCommFinalize", c_finalize},
 	{"ncclCommGetAsyncError", c_async_error},
@@ -402,8 +587,8 @@ static const struct {
 	{"ncclCommShrink", c_shrink},
 	{"ncclCommSplit", c_split},
 	{"ncclCommUserRank", c_user_rank},
-	{"ncclCommWindowDeregister", c_window_register},
-	{"ncclCommWindowRegister", c_window_register},
+	{"ncclCommWindowDeregister", c_window},
+	{"ncclCommWindowRegister", c_window},
 	{"ncclGather", c_colls},
 	{"ncclGetErrorString", c_strings},
 	{"ncclGetLastError", c_strings},
@@ -414,6 +599,21 @@ static const struct {
 	{"ncclGroupStart", c_group},
 	{"ncclMemAlloc", c_mem_alloc},
 	{"ncclMemFree", c_mem_free},
+	{"ncclParamBind", c_param_bind},
+	{"ncclParamDumpAll", c_param_dump},
+	{"ncclParamGet", c_param_text},
+	{"ncclParamGetAllParameterKeys", c_param_text},
+	{"ncclParamGetI16", c_param_ints},
+	{"ncclParamGetI32", c_param_ints},
+	{"ncclParamGetI64", c_param_ints},
+	{"ncclParamGetI8", c_param_ints},
+	{"ncclParamGetParameter", c_param_text},
+	{"ncclParamGetStr", c_param_text},
+	{"ncclParamGetU16", c_param_ints},
+	{"ncclParamGetU32", c_param_ints},
+	{"ncclParamGetU64", c_param_ints},
+	{"ncclParamGetU8", c_param_ints},
+	{"ncclPutSignal", c_one_sided},
 	{"ncclRecv", c_colls},
 	{"ncclRedOpCreatePreMulSum", c_premul},
 	{"ncclRedOpDestroy", c_redop_destroy},
@@ -422,6 +622,9 @@ static const struct {
 	{"ncclResetDebugInit", c_strings},
 	{"ncclScatter", c_colls},
 	{"ncclSend", c_colls},
+	{"ncclSignal", c_one_sided},
+	{"ncclWaitSignal", c_one_sided},
+	{"ncclWinGetUserPtr", c_window},
 };
 #define NCASES (int)(sizeof(cases) / sizeof(cases[0]))
 

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* weft's own nccl.h: the public API of NCCL 2.28 (types, values, struct
- * layouts, functions), so that programs written for NCCL compile and link
- * against libweft_nccl.so unchanged. docs/nccl-compat.md says which functions
- * weft serves and which it refuses. Needs no CUDA headers. */
+/* weft's own nccl.h: the public API of NCCL 2.30.7 (types, values, struct
+ * layouts, its 64 functions), so that programs written for NCCL compile and
+ * link against libweft_nccl.so unchanged. docs/nccl-compat.md says which
+ * functions weft serves and which it refuses. Needs no CUDA headers. */
 #ifndef NCCL_H_
 #define NCCL_H_
 
@@ -11,8 +11,8 @@
 #include <stdint.h>
 
 #define NCCL_MAJOR 2
-#define NCCL_MINOR 28
-#define NCCL_PATCH 9
+#define NCCL_MINOR 30
+#define NCCL_PATCH 7
 #define NCCL_SUFFIX ""
 
 /* Versions up to 2.8 were coded X*1000+Y*100+Z, later ones X*10000+Y*100+Z. */
@@ -46,7 +46,8 @@ typedef enum {
 	ncclInvalidUsage = 5,
 	ncclRemoteError = 6,
 	ncclInProgress = 7,
-	ncclNumResults = 8
+	ncclTimeout = 8,
+	ncclNumResults = 9
 } ncclResult_t;
 
 #define NCCL_CONFIG_UNDEF_INT INT_MIN
@@ -54,9 +55,14 @@ typedef enum {
 #define NCCL_SPLIT_NOCOLOR -1
 #define NCCL_UNDEF_FLOAT -1.0f
 
+/* The magic of NCCL_CONFIG_INITIALIZER (NCCL_CONFIG_MAGIC is weft's older name). */
+#define NCCL_API_MAGIC 0xcafebeef
+#define NCCL_CONFIG_MAGIC NCCL_API_MAGIC
+
 /* Flags of ncclCommWindowRegister. */
 #define NCCL_WIN_DEFAULT 0x00
 #define NCCL_WIN_COLL_SYMMETRIC 0x01
+#define NCCL_WIN_STRICT_ORDERING 0x02
 #define NCCL_WIN_REQUIRED_ALIGNMENT 4096
 
 /* Values of ncclConfig_t.CTAPolicy. */
@@ -68,10 +74,19 @@ typedef enum {
 #define NCCL_SHRINK_DEFAULT 0x00
 #define NCCL_SHRINK_ABORT 0x01
 
-/* Communicator options (the 2.28 layout, fields in this order). Start from
+/* Flags of ncclCommRevoke (none defined yet: it must be 0). */
+#define NCCL_REVOKE_DEFAULT 0x00
+
+/* Flags of ncclCommSuspend. */
+#define NCCL_SUSPEND_MEM 0x01
+
+/* Communicator options (the 2.30 layout, fields in this order). Start from
  * NCCL_CONFIG_INITIALIZER and set only what you mean to change. weft reads
- * `blocking` and `commName`; the other fields are accepted and ignored. */
-typedef struct ncclConfig_v22800 {
+ * `blocking` and `commName`; the other fields are accepted and ignored. A
+ * config made with an older header (2.14 and later) is read by its `size`
+ * and `version`: fields it lacks take their defaults, and fields a newer
+ * header appends are ignored. */
+typedef struct ncclConfig_v23000 {
 	size_t size;          /* set by the initializer */
 	unsigned int magic;   /* set by the initializer */
 	unsigned int version; /* set by the initializer */
@@ -89,17 +104,21 @@ typedef struct ncclConfig_v22800 {
 	int nvlsCTAs;
 	int nChannelsPerNetPeer;
 	int nvlinkCentricSched;
+	int graphUsageMode;
+	int numRmaCtx;
+	int maxP2pPeers;
+	int graphStreamOrdering;
 } ncclConfig_t;
 
-#define NCCL_CONFIG_MAGIC 0xcafebeef
-#define NCCL_CONFIG_INITIALIZER                                                                          \
-	{                                                                                                \
-		sizeof(ncclConfig_t), NCCL_CONFIG_MAGIC, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), \
-			NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,             \
-			NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT,             \
-			NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT,             \
-			NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,             \
-			NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT                                     \
+#define NCCL_CONFIG_INITIALIZER                                                                    \
+	{                                                                                          \
+		sizeof(ncclConfig_t), NCCL_API_MAGIC, NCCL_VERSION_CODE, NCCL_CONFIG_UNDEF_INT,    \
+			NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,       \
+			NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,       \
+			NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,       \
+			NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,       \
+			NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,       \
+			NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT                               \
 	}
 
 /* Filled by ncclGroupSimulateEnd. */
@@ -112,7 +131,27 @@ typedef struct ncclSimInfo_v22200 {
 
 #define NCCL_SIM_INFO_MAGIC 0x74685283
 #define NCCL_SIM_INFO_INITIALIZER \
-	{ sizeof(ncclSimInfo_t), NCCL_SIM_INFO_MAGIC, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), NCCL_UNDEF_FLOAT }
+	{ sizeof(ncclSimInfo_t), NCCL_SIM_INFO_MAGIC, NCCL_VERSION_CODE, NCCL_UNDEF_FLOAT }
+
+/* What ncclCommMemStats reports. */
+typedef enum {
+	ncclStatGpuMemSuspend = 0,   /* GPU memory a suspend would release (bytes) */
+	ncclStatGpuMemSuspended = 1, /* 1 while the comm is suspended, else 0 */
+	ncclStatGpuMemPersist = 2,   /* GPU memory a suspend keeps (bytes) */
+	ncclStatGpuMemTotal = 3      /* all GPU memory the comm holds (bytes) */
+} ncclCommMemStat_t;
+
+/* One entry of ncclWaitSignal: wait for opCnt more signals from peer on
+ * signal index sigIdx of context ctx (both 0 in this API level). */
+typedef struct {
+	int opCnt;
+	int peer;
+	int sigIdx;
+	int ctx;
+} ncclWaitSignalDesc_t;
+
+/* A parameter bound by ncclParamBind; owned by the library, never freed. */
+typedef struct ncclParamHandle *ncclParamHandle_t;
 
 /* Sizes the enum ncclRedOp_t so that ncclMaxRedOp never widens it. */
 typedef enum { ncclNumOps_dummy = 5 } ncclRedOp_dummy_t;
@@ -165,7 +204,8 @@ typedef enum {
 NCCL_WEFT_DECL(ncclResult_t, ncclMemAlloc, (void **ptr, size_t size));
 NCCL_WEFT_DECL(ncclResult_t, ncclMemFree, (void *ptr));
 
-/* NCCL_VERSION_CODE of the library loaded (weft reports 2.28's). */
+/* NCCL_VERSION_CODE of the library loaded (weft reports 2.30.7's: the API
+ * level it serves, docs/nccl-compat.md). */
 NCCL_WEFT_DECL(ncclResult_t, ncclGetVersion, (int *version));
 
 /* One rank makes the id and hands it to the others out of band. */
@@ -182,6 +222,9 @@ NCCL_WEFT_DECL(ncclResult_t, ncclCommInitAll, (ncclComm_t *comm, int ndev, const
 NCCL_WEFT_DECL(ncclResult_t, ncclCommFinalize, (ncclComm_t comm));
 NCCL_WEFT_DECL(ncclResult_t, ncclCommDestroy, (ncclComm_t comm));
 NCCL_WEFT_DECL(ncclResult_t, ncclCommAbort, (ncclComm_t comm));
+/* Stops what runs on the comm (locally); later collectives on it are
+ * refused, destroy and shrink still work. revokeFlags: NCCL_REVOKE_DEFAULT. */
+NCCL_WEFT_DECL(ncclResult_t, ncclCommRevoke, (ncclComm_t comm, int revokeFlags));
 NCCL_WEFT_DECL(ncclResult_t, ncclCommSplit,
 	       (ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config));
 NCCL_WEFT_DECL(ncclResult_t, ncclCommShrink,
@@ -217,6 +260,12 @@ NCCL_WEFT_DECL(ncclResult_t, ncclCommDeregister, (const ncclComm_t comm, void *h
 NCCL_WEFT_DECL(ncclResult_t, ncclCommWindowRegister,
 	       (ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win, int winFlags));
 NCCL_WEFT_DECL(ncclResult_t, ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t win));
+NCCL_WEFT_DECL(ncclResult_t, ncclWinGetUserPtr, (ncclComm_t comm, ncclWindow_t win, void **outUserPtr));
+
+/* Releasing a comm's memory while keeping it, and its memory statistics. */
+NCCL_WEFT_DECL(ncclResult_t, ncclCommSuspend, (ncclComm_t comm, int flags));
+NCCL_WEFT_DECL(ncclResult_t, ncclCommResume, (ncclComm_t comm));
+NCCL_WEFT_DECL(ncclResult_t, ncclCommMemStats, (ncclComm_t comm, ncclCommMemStat_t stat, uint64_t *value));
 
 /* User-defined reduction operations. */
 NCCL_WEFT_DECL(ncclResult_t, ncclRedOpCreatePreMulSum,
@@ -269,12 +318,45 @@ NCCL_WEFT_DECL(ncclResult_t, ncclRecv,
 	       (void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
 		cudaStream_t stream));
 
+/* One-sided: write count elements of localbuff into peer's part of the
+ * window peerWin (the handle this rank got from the collective
+ * ncclCommWindowRegister) at byte offset peerWinOffset, then raise peer's
+ * signal; ncclSignal raises it without data; ncclWaitSignal waits until each
+ * descriptor's peer has raised this rank's signal opCnt more times. sigIdx,
+ * ctx and flags are 0 in this API level. */
+NCCL_WEFT_DECL(ncclResult_t, ncclPutSignal,
+	       (const void *localbuff, size_t count, ncclDataType_t datatype, int peer, ncclWindow_t peerWin,
+		size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream));
+NCCL_WEFT_DECL(ncclResult_t, ncclSignal,
+	       (int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream));
+NCCL_WEFT_DECL(ncclResult_t, ncclWaitSignal,
+	       (int nDesc, ncclWaitSignalDesc_t *signalDescs, ncclComm_t comm, cudaStream_t stream));
+
 /* Groups: calls between start and end are queued and issued at the outermost
  * end, so that one thread can drive several communicators and fuse sends and
  * receives. */
 NCCL_WEFT_DECL(ncclResult_t, ncclGroupStart, (void));
 NCCL_WEFT_DECL(ncclResult_t, ncclGroupEnd, (void));
 NCCL_WEFT_DECL(ncclResult_t, ncclGroupSimulateEnd, (ncclSimInfo_t *simInfo));
+
+/* Parameters, by key (in weft: the environment variable of a weft parameter,
+ * WEFT_<SECTION>_<KEY>, as weft-info -c lists them). Handles are the
+ * library's; strings returned stay valid until the same call's next use on
+ * the same thread. */
+NCCL_WEFT_DECL(ncclResult_t, ncclParamBind, (ncclParamHandle_t *out, const char *key));
+NCCL_WEFT_DECL(ncclResult_t, ncclParamGetI8, (ncclParamHandle_t h, int8_t *out));
+NCCL_WEFT_DECL(ncclResult_t, ncclParamGetI16, (ncclParamHandle_t h, int16_t *out));
+NCCL_WEFT_DECL(ncclResult_t, ncclParamGetI32, (ncclParamHandle_t h, int32_t *out));
+NCCL_WEFT_DECL(ncclResult_t, ncclParamGetI64, (ncclParamHandle_t h, int64_t *out));
+NCCL_WEFT_DECL(ncclResult_t, ncclParamGetU8, (ncclParamHandle_t h, uint8_t *out));
+NCCL_WEFT_DECL(ncclResult_t, ncclParamGetU16, (ncclParamHandle_t h, uint16_t *out));
+NCCL_WEFT_DECL(ncclResult_t, ncclParamGetU32, (ncclParamHandle_t h, uint32_t *out));
+NCCL_WEFT_DECL(ncclResult_t, ncclParamGetU64, (ncclParamHandle_t h, uint64_t *out));
+NCCL_WEFT_DECL(ncclResult_t, ncclParamGetStr, (ncclParamHandle_t h, const char **out));
+NCCL_WEFT_DECL(ncclResult_t, ncclParamGet, (ncclParamHandle_t h, void *out, int maxLen, int *len));
+NCCL_WEFT_DECL(ncclResult_t, ncclParamGetParameter, (const char *key, const char **value, int *valueLen));
+NCCL_WEFT_DECL(ncclResult_t, ncclParamGetAllParameterKeys, (const char ***table, int *tableLen));
+NCCL_WEFT_DECL(void, ncclParamDumpAll, (void));
 
 #undef NCCL_WEFT_DECL
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* A stand-in for a real libnccl.so.2, for tests of WEFT_NCCL_FALLBACK and of
  * LD_PRELOAD on machines without NCCL: it exports every function of NCCL
- * 2.28's nccl.h, counts the calls it gets and those that hand it a
+ * 2.30's nccl.h, counts the calls it gets and those that hand it a
  * communicator it did not make (a weft one), and answers in ways a test can
  * recognize (never a real collective). fake_nccl_stats reads the counts. */
 #include <stdint.h>
@@ -54,7 +54,7 @@ FAKE_API void fake_nccl_stats(int *calls, int *foreign)
 FAKE_API ncclResult_t ncclGetVersion(int *v)
 {
 	note(NULL);
-	*v = 22899; /* recognizably not weft's 22809 */
+	*v = 22899; /* recognizably not weft's 23007 */
 	return ncclSuccess;
 }
 
@@ -121,15 +121,19 @@ FAKE_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win
 	return ncclSuccess;
 }
 
-/* Writes op * 1000 + rank into every int32 of recvbuff: what the test
- * expects back from a forwarded call. */
+/* Writes op * 1000 + rank into every int32 of recvbuff but the second,
+ * which gets a hash of the comm's id: what the test expects back from a
+ * forwarded call (equal hashes: the ranks' shadow comms share one id). */
 FAKE_API ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t type,
 				    ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
 {
 	if (note(comm) || type != ncclInt32)
 		return ncclInvalidArgument;
+	uint32_t h = 2166136261u;
+	for (size_t i = 0; i < sizeof(comm->id.internal); i++)
+		h = (h ^ (unsigned char)comm->id.internal[i]) * 16777619u;
 	for (size_t i = 0; i < count; i++)
-		((int32_t *)recvbuff)[i] = (int32_t)op * 1000 + comm->rank;
+		((int32_t *)recvbuff)[i] = i == 1 ? (int32_t)(h & 0x7fffffff) : (int32_t)op * 1000 + comm->rank;
 	return ncclSuccess;
 }
 
@@ -189,6 +193,30 @@ FAKE_COMM(ncclScatter,
 	  (const void *s, void *r, size_t n, ncclDataType_t t, int root, ncclComm_t comm, cudaStream_t st), comm)
 FAKE_COMM(ncclSend, (const void *s, size_t n, ncclDataType_t t, int peer, ncclComm_t comm, cudaStream_t st), comm)
 FAKE_COMM(ncclRecv, (void *r, size_t n, ncclDataType_t t, int peer, ncclComm_t comm, cudaStream_t st), comm)
+FAKE_COMM(ncclCommRevoke, (ncclComm_t comm, int flags), comm)
+FAKE_COMM(ncclCommSuspend, (ncclComm_t comm, int flags), comm)
+FAKE_COMM(ncclCommResume, (ncclComm_t comm), comm)
+FAKE_COMM(ncclCommMemStats, (ncclComm_t comm, ncclCommMemStat_t stat, uint64_t *value), comm)
+FAKE_COMM(ncclWinGetUserPtr, (ncclComm_t comm, ncclWindow_t win, void **ptr), comm)
+FAKE_COMM(ncclPutSignal,
+	  (const void *s, size_t n, ncclDataType_t t, int peer, ncclWindow_t win, size_t off, int sig, int ctx,
+	   unsigned flags, ncclComm_t comm, cudaStream_t st),
+	  comm)
+FAKE_COMM(ncclSignal, (int peer, int sig, int ctx, unsigned flags, ncclComm_t comm, cudaStream_t st), comm)
+FAKE_COMM(ncclWaitSignal, (int n, ncclWaitSignalDesc_t *d, ncclComm_t comm, cudaStream_t st), comm)
+FAKE_COMM(ncclParamBind, (ncclParamHandle_t * out, const char *key), NULL)
+FAKE_COMM(ncclParamGetI8, (ncclParamHandle_t h, int8_t *out), NULL)
+FAKE_COMM(ncclParamGetI16, (ncclParamHandle_t h, int16_t *out), NULL)
+FAKE_COMM(ncclParamGetI32, (ncclParamHandle_t h, int32_t *out), NULL)
+FAKE_COMM(ncclParamGetI64, (ncclParamHandle_t h, int64_t *out), NULL)
+FAKE_COMM(ncclParamGetU8, (ncclParamHandle_t h, uint8_t *out), NULL)
+FAKE_COMM(ncclParamGetU16, (ncclParamHandle_t h, uint16_t *out), NULL)
+FAKE_COMM(ncclParamGetU32, (ncclParamHandle_t h, uint32_t *out), NULL)
+FAKE_COMM(ncclParamGetU64, (ncclParamHandle_t h, uint64_t *out), NULL)
+FAKE_COMM(ncclParamGetStr, (ncclParamHandle_t h, const char **out), NULL)
+FAKE_COMM(ncclParamGet, (ncclParamHandle_t h, void *out, int max, int *len), NULL)
+FAKE_COMM(ncclParamGetParameter, (const char *key, const char **value, int *len), NULL)
+FAKE_COMM(ncclParamGetAllParameterKeys, (const char ***table, int *len), NULL)
 FAKE_COMM(ncclGroupStart, (void), NULL)
 FAKE_COMM(ncclGroupEnd, (void), NULL)
 FAKE_COMM(ncclGroupSimulateEnd, (ncclSimInfo_t * info), NULL)
@@ -206,6 +234,11 @@ FAKE_API const char *ncclGetLastError(ncclComm_t comm)
 }
 
 FAKE_API void ncclResetDebugInit(void)
+{
+	note(NULL);
+}
+
+FAKE_API void ncclParamDumpAll(void)
 {
 	note(NULL);
 }
