@@ -127,7 +127,7 @@ void weft__comm_backoff_wait(weft_comm_t *comm, struct weft__backoff *b)
 	int fds[WEFT__WAIT_FDS], n = 0;
 	for (int i = 0; i < comm->ntp && n < WEFT__WAIT_FDS; i++) {
 		struct weft__tp *tp = &comm->tp[i];
-		if (!WEFT__TP_HAS(tp, wait_fds) || !tp->ops->wait_fds)
+		if (!WEFT__TP_HAS(tp, wait_fds))
 			continue;
 		pthread_mutex_lock(&tp->lock);
 		int k = tp->ops->wait_fds(tp->tc, fds + n, WEFT__WAIT_FDS - n);
@@ -137,15 +137,15 @@ void weft__comm_backoff_wait(weft_comm_t *comm, struct weft__backoff *b)
 		if (k > 0)
 			n += k < WEFT__WAIT_FDS - n ? k : WEFT__WAIT_FDS - n;
 	}
-	if (n == 0) {
-		weft__backoff_wait(b);
-		return;
-	}
-	struct pollfd pfd[WEFT__WAIT_FDS];
-	for (int i = 0; i < n; i++)
-		pfd[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
 	struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)b->sleep_us * 1000};
-	ppoll(pfd, (nfds_t)n, &ts, NULL);
+	if (n == 0) {
+		nanosleep(&ts, NULL);
+	} else {
+		struct pollfd pfd[WEFT__WAIT_FDS];
+		for (int i = 0; i < n; i++)
+			pfd[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
+		ppoll(pfd, (nfds_t)n, &ts, NULL);
+	}
 	backoff_grow(b);
 }
 
