@@ -29,7 +29,11 @@
 #   ce-diag    the copy-engine algorithms' open questions (no NCCL in the process)
 #   nccl       weft-nccl-driver on device buffers: forked ranks, ncclCommInitAll
 #              with groups, CUDA-graph-captured calls, and under mpirun
-#   torch      tests/torch/weft_torch_check.py under torchrun with libweft_nccl preloaded
+#   torch      tests/torch/weft_torch_check.py under torchrun with libweft_nccl preloaded,
+#              2 ranks on one GPU: c10d collectives on every dtype, premul_sum, avg,
+#              two groups, a CUDA graph, compiled functional collectives, DDP and
+#              FSDP2 steps against a one-process reference; then a shorter set
+#              with TORCH_NCCL_USE_COMM_NONBLOCKING=1
 #   plugin-check  weft-plugin-check on nvlink (its CUDA-memory checks) and on
 #              algo-gpu (the pack checks on device buffers), 2 ranks
 #   plan       algo-plan's device interpreter: its GPU tests (test_plan_gpu*),
@@ -431,12 +435,17 @@ do_nccl() {
 }
 
 # PyTorch unchanged on weft: torchrun, libweft_nccl preloaded, every result
-# checked against a CPU reference (the script also proves weft answered).
+# checked against a reference computed in the script (which also proves weft
+# answered); then again with non-blocking communicators, a shorter set.
 do_torch() {
-	WEFT_NCCL_LOG=info LD_PRELOAD="$bdir/lib/libweft_nccl.so.2" timeout "${WEFT_TORCH_STAGE_TIMEOUT:-180}" \
-		python3 -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 \
-		--master-port "${WEFT_TORCH_PORT:-29531}" \
-		"$src/tests/torch/weft_torch_check.py"
+	local r=0 nb port=${WEFT_TORCH_PORT:-29531}
+	for nb in 0 1; do
+		echo "=== torch, TORCH_NCCL_USE_COMM_NONBLOCKING=$nb"
+		TORCH_NCCL_USE_COMM_NONBLOCKING=$nb WEFT_NCCL_LOG=info LD_PRELOAD="$bdir/lib/libweft_nccl.so.2" \
+			timeout "${WEFT_TORCH_STAGE_TIMEOUT:-180}" python3 -m torch.distributed.run --nproc-per-node 2 \
+			--master-addr 127.0.0.1 --master-port $((port + nb)) "$src/tests/torch/weft_torch_check.py" || r=1
+	done
+	return $r
 }
 
 # The vendor's tool on the GPU plugins; WEFT_REQUIRE_GPU makes a skipped
