@@ -16,6 +16,7 @@
 import ctypes
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -49,11 +50,15 @@ class Report:
     def guard(self, name, fn, *args):
         """Runs one section; an exception (an API this torch lacks, a refused
         call) fails it by name and lets the next section run."""
+        t0 = time.monotonic()
         try:
             return fn(*args)
         except Exception as e:  # noqa: BLE001 - any failure is reported as such
             self.result(name, False, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
             return None
+        finally:
+            if time.monotonic() - t0 >= 1:  # where the stage's time goes
+                log(f"time {name}: {time.monotonic() - t0:.1f} s")
 
 
 rep = Report()
@@ -150,8 +155,7 @@ class Ctx:
 
 
 def reductions(c, dtype, seed, n):
-    """all_reduce, reduce and reduce_scatter in every operation this dtype has
-    on NCCL: SUM, PROD, MIN, MAX, AVG and PREMUL_SUM."""
+    """all_reduce, reduce and reduce_scatter with SUM, PROD, MIN and MAX."""
     w, rank, dev, grp = c.world, c.rank, c.dev, c.group
     sfx = f"{c.tag} {name_of(dtype)}"
     xs = inputs(w, n, seed, dtype)
@@ -183,9 +187,12 @@ def reductions(c, dtype, seed, n):
     dist.reduce_scatter(out, [x.to(dev, copy=True) for x in xs[rank].chunk(w)], op=dist.ReduceOp.SUM, group=grp)
     rep.check(f"reduce_scatter (list) sum {sfx}", out, want[dist.ReduceOp.SUM][1](torch.stack(xs)).chunk(w)[rank])
 
-    if dtype not in FLOATS:
-        return
-    # AVG: NCCL multiplies each input by 1/nranks in dtype, then sums.
+
+def average(c, dtype, seed, n):
+    """AVG: NCCL multiplies each input by 1/nranks in dtype, then sums."""
+    w, rank, dev, grp = c.world, c.rank, c.dev, c.group
+    sfx = f"{c.tag} {name_of(dtype)}"
+    xs = inputs(w, n, seed, dtype)
     inv = torch.tensor(1.0 / w, dtype=dtype)
     ref, tol = seq_sum([(x * inv).to(dtype) for x in xs], dtype)
     t = xs[rank].to(dev, copy=True)
@@ -193,15 +200,19 @@ def reductions(c, dtype, seed, n):
     rep.check(f"all_reduce avg {sfx}", t, ref, tol)
     out = torch.full((n // w,), 77, dtype=dtype, device=dev)
     dist.reduce_scatter_tensor(out, xs[rank].to(dev, copy=True), op=dist.ReduceOp.AVG, group=grp)
-    rep.check(f"reduce_scatter_tensor avg {sfx}", out, ref.chunk(w)[rank], None if tol is None else tol.chunk(w)[rank])
+    rep.check(f"reduce_scatter_tensor avg {sfx}", out, ref.chunk(w)[rank],
+              None if tol is None else tol.chunk(w)[rank])
 
-    # Pre-multiplied sums (FSDP's gradient divide factor): a Python float
-    # (ncclScalarHostImmediate) and a device tensor (ncclScalarDevice); the
-    # scalar is taken in dtype, as NCCL does, each product rounds to dtype,
-    # then the sum.
+
+def premul(c, dtype, seed, n):
+    """Pre-multiplied sums (FSDP's gradient divide factor): a Python float
+    (ncclScalarHostImmediate) and a device tensor (ncclScalarDevice); the
+    scalar is taken in dtype, as NCCL does, each product rounds to dtype,
+    then the sum. bfloat16: premul_bf16."""
+    w, rank, dev, grp = c.world, c.rank, c.dev, c.group
+    sfx = f"{c.tag} {name_of(dtype)}"
+    xs = inputs(w, n, seed, dtype)
     for f in (0.25, 1.0 / 3.0):
-        if dtype == torch.bfloat16:
-            continue  # premul_bf16 below: torch 2.11 hands NCCL a float for it
         fd = torch.tensor(f, dtype=dtype)  # 1/3 is 0.33325 in float16
         ref, tol = seq_sum([(x * fd).to(dtype) for x in xs], dtype)
         for kind, factor in (("host", f), ("device", torch.tensor(f, dtype=dtype, device=dev))):
@@ -323,7 +334,7 @@ def movement(c, dtype, seed, n):
     rep.check(f"batch_isend_irecv ring {sfx}", got, xs[prv])
 
 
-def booleans(c, seed, n):
+def booleans(c, _dtype, seed, n):
     """bool travels as uint8; c10d turns SUM into MAX (a logical or)."""
     xs = inputs(c.world, n, seed, torch.bool)
     for op, want in ((dist.ReduceOp.SUM, torch.stack(xs).any(0)), (dist.ReduceOp.MAX, torch.stack(xs).any(0)),
@@ -361,16 +372,23 @@ def objects(c):
 def collectives(c, seed, dtypes):
     n = 4096 * c.world + 3 * c.world  # not a power of two: odd tails
     for i, dtype in enumerate(dtypes):
-        rep.guard(f"collectives {c.tag} {name_of(dtype)}", one_dtype, c, dtype, seed + 10 * i, n)
+        one_dtype(c, dtype, seed + 10 * i, n)
     torch.cuda.synchronize(c.dev)
 
 
 def one_dtype(c, dtype, seed, n):
-    if dtype == torch.bool:
-        booleans(c, seed, n)
-    elif dtype not in CARRIED:
-        reductions(c, dtype, seed, n)
-    movement(c, dtype, seed, n)
+    """Each part on its own, so that one refused call fails only its part."""
+    sfx = f"{c.tag} {name_of(dtype)}"
+    parts = [(booleans, "reductions")] if dtype == torch.bool else []
+    if dtype not in CARRIED + (torch.bool,):
+        parts.append((reductions, "reductions"))
+    if dtype in FLOATS:
+        parts.append((average, "avg"))
+    if dtype in FLOATS and dtype != torch.bfloat16:
+        parts.append((premul, "premul_sum"))
+    parts.append((movement, "movement"))
+    for fn, what in parts:
+        rep.guard(f"{what} {sfx}", fn, c, dtype, seed, n)
     dist.barrier(group=c.group, device_ids=[c.dev.index])
 
 
