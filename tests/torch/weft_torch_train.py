@@ -111,20 +111,33 @@ def fsdp2(rep, world, rank, dev, dtype, factor, bf16_scalar_bug, tag):
                 mod.set_gradient_divide_factor(factor)
     before = [p.full_tensor().detach().clone() for p in m.parameters()]
     opt = torch.optim.SGD(m.parameters(), lr=LR)
-    for x, y in data:
-        lo = rank * PER_RANK
-        out = m(x[lo:lo + PER_RANK].to(dev))
-        loss = nn.functional.mse_loss(out.float(), y[lo:lo + PER_RANK].to(dev))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+    ops = set()  # the reduce-scatter operations FSDP chose, for the name
+    orig = dist.reduce_scatter_tensor
+
+    def spy(*a, **k):
+        op = k.get("op", a[2] if len(a) > 2 else dist.ReduceOp.SUM)
+        ops.add("sum" if op == dist.ReduceOp.SUM else "avg" if op == dist.ReduceOp.AVG else "premul_sum")
+        return orig(*a, **k)
+
+    dist.reduce_scatter_tensor = spy
+    try:
+        for x, y in data:
+            lo = rank * PER_RANK
+            out = m(x[lo:lo + PER_RANK].to(dev))
+            loss = nn.functional.mse_loss(out.float(), y[lo:lo + PER_RANK].to(dev))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    finally:
+        dist.reduce_scatter_tensor = orig
     after = [p.full_tensor().detach() for p in m.parameters()]
     got = [(a - b).float().cpu() for a, b in zip(after, before)]
     scale = 1.0 / (factor or world)
     right = reference_delta(ref_model, data, dev, scale)
     name = f"fsdp2 {STEPS} steps {str(dtype).split('.')[1]} " + (f"divide factor {factor:g}" if factor else "avg")
+    name += f" via {'+'.join(sorted(ops)) or 'no reduce_scatter_tensor seen'}"
     want = right
-    if factor is not None and dtype == torch.bfloat16 and bf16_scalar_bug:
+    if factor is not None and dtype == torch.bfloat16 and bf16_scalar_bug and "premul_sum" in ops:
         # FSDP2 reduce-scatters bf16 with premul_sum(1/factor) from a Python
         # float; this torch hands NCCL a float for it (pytorch#190745), so
         # NCCL and weft scale by the float's low half: compared with that.
