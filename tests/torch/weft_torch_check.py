@@ -345,15 +345,32 @@ def booleans(c, _dtype, seed, n):
 
 
 def coalesced(c, seed, n):
-    """Several calls in one NCCL group, as FSDP1 and DDP's buckets issue them."""
-    xs = [inputs(c.world, n + 7 * i, seed + i, torch.float32) for i in range(3)]
-    ts = [x[c.rank].to(c.dev, copy=True) for x in xs]
-    with dist._coalescing_manager(group=c.group, device=c.dev, async_ops=True) as cm:
-        for t in ts:
-            dist.all_reduce(t, group=c.group)
-    cm.wait()
-    for i, t in enumerate(ts):
-        rep.check(f"coalesced all_reduce {i} {c.tag} float32", t, torch.stack(xs[i]).sum(0))
+    """Several calls in one NCCL group, as DDP's buckets and FSDP1 issue them:
+    all_reduce, all_gather_into_tensor and reduce_scatter_tensor, each kind
+    coalesced on its own (c10d's coalesced paths take one kind at a time)."""
+    w, rank = c.world, c.rank
+    xs = [inputs(w, n + w * i, seed + i, torch.float32) for i in range(3)]
+    kinds = {
+        "all_reduce": (lambda i: xs[i][rank].to(c.dev, copy=True),
+                       lambda t, i: dist.all_reduce(t, group=c.group),
+                       lambda i: torch.stack(xs[i]).sum(0)),
+        "all_gather_into_tensor": (lambda i: torch.zeros(w * xs[i][0].numel(), device=c.dev),
+                                   lambda t, i: dist.all_gather_into_tensor(t, xs[i][rank].to(c.dev, copy=True),
+                                                                            group=c.group),
+                                   lambda i: torch.cat(xs[i])),
+        "reduce_scatter_tensor": (lambda i: torch.zeros(xs[i][0].numel() // w, device=c.dev),
+                                  lambda t, i: dist.reduce_scatter_tensor(t, xs[i][rank].to(c.dev, copy=True),
+                                                                          group=c.group),
+                                  lambda i: torch.stack(xs[i]).sum(0).chunk(w)[rank]),
+    }
+    for kind, (make, call, want) in kinds.items():
+        outs = [make(i) for i in range(3)]
+        with dist._coalescing_manager(group=c.group, device=c.dev, async_ops=True) as cm:
+            for i, t in enumerate(outs):
+                call(t, i)
+        cm.wait()
+        for i, t in enumerate(outs):
+            rep.check(f"coalesced {kind} {i} {c.tag} float32", t, want(i))
 
 
 def objects(c):
