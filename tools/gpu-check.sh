@@ -30,7 +30,7 @@
 #   nccl       weft-nccl-driver on device buffers: forked ranks, ncclCommInitAll
 #              with groups, CUDA-graph-captured calls, and under mpirun
 #   torch      tests/torch/weft_torch_check.py under torchrun with libweft_nccl preloaded,
-#              2 ranks on one GPU: c10d collectives on every dtype, premul_sum, avg,
+#              2 ranks on one GPU (WEFT_TORCH_GPUS=2: one a GPU): c10d collectives on every dtype, premul_sum, avg,
 #              two groups, a CUDA graph, compiled functional collectives, DDP and
 #              FSDP2 steps against a one-process reference; then a shorter set
 #              with TORCH_NCCL_USE_COMM_NONBLOCKING=1
@@ -436,12 +436,14 @@ do_nccl() {
 
 # PyTorch unchanged on weft: torchrun, libweft_nccl preloaded, every result
 # checked against a reference computed in the script (which also proves weft
-# answered); then again with non-blocking communicators, a shorter set.
+# answered); then again with non-blocking communicators, a shorter set. Both
+# ranks share the first GPU unless WEFT_TORCH_GPUS says more (1 rank a GPU: 2).
 do_torch() {
 	local r=0 nb port=${WEFT_TORCH_PORT:-29531}
 	for nb in 0 1; do
 		echo "=== torch, TORCH_NCCL_USE_COMM_NONBLOCKING=$nb"
-		TORCH_NCCL_USE_COMM_NONBLOCKING=$nb WEFT_NCCL_LOG=info LD_PRELOAD="$bdir/lib/libweft_nccl.so.2" \
+		WEFT_TORCH_GPUS=${WEFT_TORCH_GPUS:-1} TORCH_NCCL_USE_COMM_NONBLOCKING=$nb WEFT_NCCL_LOG=info \
+			LD_PRELOAD="$bdir/lib/libweft_nccl.so.2" \
 			timeout "${WEFT_TORCH_STAGE_TIMEOUT:-180}" python3 -m torch.distributed.run --nproc-per-node 2 \
 			--master-addr 127.0.0.1 --master-port $((port + nb)) "$src/tests/torch/weft_torch_check.py" || r=1
 	done

@@ -8,11 +8,11 @@
 # this script. Start it with
 #   LD_PRELOAD=build/lib/libweft_nccl.so.2 MASTER_ADDR=127.0.0.1 NCCL_NVLS_ENABLE=0 \
 #     torchrun --nproc-per-node 2 --master-addr 127.0.0.1 tests/torch/weft_torch_check.py
-# tools/gpu-check.sh's torch stage does exactly that, then again with
+# tools/gpu-check.sh's torch stage does exactly that, with both ranks on one
+# GPU (WEFT_TORCH_GPUS=1: weft allows it, NCCL would not), then again with
 # TORCH_NCCL_USE_COMM_NONBLOCKING=1, which runs a shorter set (see main).
-# Ranks may share a GPU (weft allows it; NCCL would not). Every check prints
-# PASS or FAIL with its name; exit status 0 only when all passed and weft (not
-# a real NCCL) answered.
+# Every check prints PASS or FAIL with its name, the last line counts them;
+# exit status 0 only when all passed and weft (not a real NCCL) answered.
 import ctypes
 import os
 import sys
@@ -478,11 +478,14 @@ def main():
     if os.environ.get("NCCL_NVLS_ENABLE") != "0":
         log("refusing to run: NCCL_NVLS_ENABLE=0 must be set (no NVLink multicast)")
         return 2
-    # One GPU for every rank when there is one: weft lets ranks share it.
-    dev = torch.device("cuda", local % torch.cuda.device_count())
+    # Ranks go round the first WEFT_TORCH_GPUS GPUs (default: all); ranks may
+    # share one, which weft allows (NCCL refuses two ranks on a GPU).
+    count = torch.cuda.device_count()
+    gpus = min(int(os.environ.get("WEFT_TORCH_GPUS") or count), count)
+    dev = torch.device("cuda", local % gpus)
     torch.cuda.set_device(dev)
     version, origin = weft_answers()
-    log(f"torch {torch.__version__}, ncclGetVersion {version} from {origin}")
+    log(f"torch {torch.__version__} on {dev} of {count} GPUs, ncclGetVersion {version} from {origin}")
     if "weft_nccl" not in origin:
         log("FAIL: the NCCL API does not resolve to libweft_nccl (is LD_PRELOAD set?)")
         return 1
