@@ -3,7 +3,8 @@
 # What a user of the installed weft package sees on host buffers: forked ranks
 # (2 and 3 over shm, 2 over ofi's tcp) run every collective and send/recv on
 # every dtype and reduction, in place and out of place, against numpy's own
-# result; bad arguments raise the documented exception before C is called;
+# result; the device-buffer interfaces (CUDA array interface, DLPack) read from
+# host memory; bad arguments raise the documented exception before C is called;
 # a disagreement between ranks comes back as WeftError; libweft.so is found in
 # the documented order; introspection reports what the ranks were set up with.
 # Run by venv-test.sh (ctest python_numpy) in a venv holding the installed
@@ -241,7 +242,8 @@ class Rank:
         E("byte-swapped input", TypeError, c.allreduce, np.zeros(4, ">f4"))
         E("out of another dtype", TypeError, c.allreduce, x, out=np.zeros(x.size, np.float64))
         E("a list", TypeError, c.allreduce, [1.0, 2.0])
-        E("a device buffer", TypeError, c.allreduce, type("Dev", (), {"__cuda_array_interface__": {}})())
+        E("an empty __cuda_array_interface__", TypeError, c.allreduce,
+          type("Dev", (), {"__cuda_array_interface__": {}})())
         E("out too small", ValueError, c.allreduce, x, out=np.zeros(x.size - 1, np.float32))
         E("allgather out too small", ValueError, c.allgather, x, out=np.zeros(x.size, np.float32))
         E("reduce_scatter uneven", ValueError, c.reduce_scatter, np.zeros(n * 4 + 1, np.float32))
@@ -327,6 +329,7 @@ class Rank:
         c.allreduce(h, out=h)
         self.equal("allreduce in place on an __array_interface__ object", h.a,
                    np.full(5, n * (n + 1) // 2, np.int32))
+        self.interfaces()
         with weft.group():
             a = c.allreduce(np.full(3, r, np.float64))  # its input lives only in the group
             b = c.allgather(np.array([r], np.uint8))
@@ -343,6 +346,47 @@ class Rank:
         self.checks += 1
         if c.status() != 0:
             self.fail("status: %d" % c.status())
+
+    def interfaces(self):
+        """The device-buffer interfaces read from host memory: a
+        __cuda_array_interface__ and a DLPack producer wrapping numpy arrays
+        (weft finds the memory's kind from the pointer); a strided or
+        read-only one is refused; without a library to allocate with, out=
+        is required."""
+        c, r, n = self.c, self.r, self.n
+
+        class Cai:
+            def __init__(self, a, strides=None, readonly=False):
+                self.a = a
+                self.__cuda_array_interface__ = {
+                    "shape": a.shape, "typestr": a.dtype.str, "version": 3, "stream": None,
+                    "data": (a.__array_interface__["data"][0], readonly), "strides": strides}
+
+        class Dl:  # only DLPack: no __array_interface__ to fall back on
+            def __init__(self, a):
+                self.a = a
+
+            def __dlpack__(self, stream=None):
+                return self.a.__dlpack__()
+
+            def __dlpack_device__(self):
+                return self.a.__dlpack_device__()
+
+        x = Cai(np.arange(6, dtype=np.int64) * (r + 1))
+        c.allreduce(x, out=x)
+        self.equal("allreduce in place through __cuda_array_interface__", x.a,
+                   np.arange(6, dtype=np.int64) * (n * (n + 1) // 2))
+        src, dst = Dl(np.full(4, r + 1.0, np.float32)), Dl(np.zeros(4 * n, np.float32))
+        c.allgather(src, out=dst)
+        self.equal("allgather through DLPack", dst.a, np.repeat(np.arange(1, n + 1, dtype=np.float32), 4))
+        y = Cai(np.zeros(4, np.float32))
+        self.raises("out=None for a __cuda_array_interface__ object", TypeError, c.allreduce, y)
+        self.raises("strided __cuda_array_interface__", ValueError, c.allreduce,
+                    Cai(np.zeros(4, np.float32), strides=(8,)), out=y)
+        self.raises("read-only __cuda_array_interface__ out", ValueError, c.allreduce, y,
+                    out=Cai(np.zeros(4, np.float32), readonly=True))
+        self.raises("__cuda_array_interface__ of int16", TypeError, c.allreduce, Cai(np.zeros(4, np.int16)),
+                    out=Cai(np.zeros(4, np.int16)))
 
     def no_launcher(self):
         """Comm() without a launcher's variables: WeftError with weft's own

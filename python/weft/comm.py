@@ -1,18 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
-# weft.Comm: a communicator and its collectives over host buffers, and
-# weft.group() for fused sends and receives.
+# weft.Comm: a communicator and its collectives over host and CUDA buffers,
+# and weft.group() for fused sends and receives.
 import contextlib
 import ctypes
 import threading
-
-import numpy as np
 
 from . import _arrays as A
 from ._lib import check, lib
 
 UNIQUE_ID_BYTES = 128
 SPLIT_NOCOLOR = -1
-_MEM_HOST = 0
 
 # Calls inside weft.group() run at its end: the buffers they name are kept
 # alive here until then. Groups are per thread, as weft_group_start's are.
@@ -178,12 +175,17 @@ class Comm:
         t = A.datatype(a, what)
         A.contiguous(a, what)
         A.writable(a, what)
-        if a.dtype != like.dtype:
-            raise TypeError("%s has dtype %s but the input has %s" % (what, a.dtype, like.dtype))
+        if A.dtype_name(a) != A.dtype_name(like):
+            raise TypeError("%s has dtype %s but the input has %s" % (what, A.dtype_name(a), A.dtype_name(like)))
+        if A.device(a) != A.device(like):
+            raise ValueError("%s is on %s but the input on %s" % (what, A.device(a), A.device(like)))
         return a, A.address(a), t
 
-    def _call(self, name, *args):
-        rc = getattr(self._L, name)(*args)
+    def _call(self, name, buf, *args):
+        """Calls name(*args, comm, stream) with buf's stream (None for host
+        memory), under buf's CUDA device."""
+        with buf.context() if isinstance(buf, A.Buf) else contextlib.nullcontext():
+            rc = getattr(self._L, name)(*args, self._handle(), A.stream(buf))
         if rc < 0:
             check(rc, name)
 
@@ -197,8 +199,8 @@ class Comm:
         what): new when None, else checked; in place means out is s.
         Returns out's array, its address and what the call returns."""
         if out is None:
-            r = np.empty_like(s)
-            return r, A.address(r), r
+            ret, r = A.empty(s, s.shape)
+            return r, A.address(r), ret
         r, pr, _ = self._output(out, s)
         if r.size != s.size:
             raise ValueError("out has %d elements, %s %d" % (r.size, what, s.size))
@@ -206,7 +208,7 @@ class Comm:
         return r, pr, out
 
     def _reduction(self, name, send, out, op, root, per_rank_out):
-        h = self._handle()
+        self._handle()
         s, ps, t = self._input(send)
         op = A.parse_op(op)
         n = self.size
@@ -228,8 +230,8 @@ class Comm:
                 shape = s.shape
                 if per_rank_out:
                     shape = (s.shape[0] // n,) + s.shape[1:] if s.ndim and s.shape[0] % n == 0 else (count,)
-                r = np.empty(shape, s.dtype)
-                pr, ret = A.address(r), r
+                ret, r = A.empty(s, shape)
+                pr = A.address(r)
         else:
             r, pr, _ = self._output(out, s)
             ret = out
@@ -239,14 +241,14 @@ class Comm:
                              "reduce_scatter in place: out is block `rank` of sendbuf" if per_rank_out
                              else "in place: out is sendbuf")
         if isinstance(op, A.premul_sum):
-            scal = A.scalar_bytes(op, s.dtype)
-            args = (ps, pr, count, t, A.address(scal), _MEM_HOST) + ((root,) if rooted else ()) + (h, None)
+            scal, pscal, mem = A.scalar_arg(op, s)
+            args = (ps, pr, count, t, pscal, mem) + ((root,) if rooted else ())
             _keep(s, r, scal)
-            self._call(name + "_premul", *args)
+            self._call(name + "_premul", s, *args)
         else:
-            args = (ps, pr, count, t, int(op)) + ((root,) if rooted else ()) + (h, None)
+            args = (ps, pr, count, t, int(op)) + ((root,) if rooted else ())
             _keep(s, r)
-            self._call(name, *args)
+            self._call(name, s, *args)
         return ret
 
     # ---------------------------------------------------------- collectives
@@ -270,12 +272,12 @@ class Comm:
         """out (size * sendbuf's elements; new, shaped (size,) + sendbuf's
         shape, when None) gets rank r's sendbuf at block r. In place:
         sendbuf is block `rank` of out."""
-        h = self._handle()
+        self._handle()
         s, ps, t = self._input(sendbuf)
         count, n = s.size, self.size
         if out is None:
-            r = np.empty((n,) + s.shape, s.dtype)
-            pr, ret = A.address(r), r
+            ret, r = A.empty(s, (n,) + s.shape)
+            pr = A.address(r)
         else:
             r, pr, _ = self._output(out, s)
             ret = out
@@ -285,55 +287,55 @@ class Comm:
             self._no_overlap(s, ps, r, pr, ps == pr + self.rank * count * s.itemsize,
                              "in place: sendbuf is block `rank` of out")
         _keep(s, r)
-        self._call("weft_allgather", ps, pr, count, t, h, None)
+        self._call("weft_allgather", s, ps, pr, count, t)
         return ret
 
     def broadcast(self, buf, root=0, out=None):
         """root's buf to every rank's out (new when None; out=buf: in
         place). Every rank passes a buf of the same dtype and size."""
-        h = self._handle()
+        self._handle()
         root = int(root)
         if not 0 <= root < self.size:
             raise ValueError("broadcast: root %d is outside 0..%d" % (root, self.size - 1))
         s, ps, t = self._input(buf, "buf")
         r, pr, ret = self._same_size_out(out, s, ps, "buf")
         _keep(s, r)
-        self._call("weft_broadcast", ps, pr, s.size, t, root, h, None)
+        self._call("weft_broadcast", s, ps, pr, s.size, t, root)
         return ret
 
     def alltoall(self, sendbuf, out=None):
         """Block p of sendbuf (size equal blocks) goes to rank p, and block
         p of out comes from rank p. out=sendbuf: in place."""
-        h = self._handle()
+        self._handle()
         s, ps, t = self._input(sendbuf)
         n = self.size
         if s.size % n:
             raise ValueError("alltoall: sendbuf's %d elements do not split into %d equal blocks" % (s.size, n))
         r, pr, ret = self._same_size_out(out, s, ps, "sendbuf")
         _keep(s, r)
-        self._call("weft_alltoall", ps, pr, s.size // n, t, h, None)
+        self._call("weft_alltoall", s, ps, pr, s.size // n, t)
         return ret
 
     def send(self, buf, peer):
         """Sends buf to peer, whose recv names the same byte count. Outside
         a group, a send and its matching recv must come from different
         threads (or processes)."""
-        h = self._handle()
+        self._handle()
         s, ps, t = self._input(buf, "buf")
         self._peer(peer)
         _keep(s)
-        self._call("weft_send", ps, s.size, t, int(peer), h, None)
+        self._call("weft_send", s, ps, s.size, t, int(peer))
 
     def recv(self, buf, peer):
         """Receives into buf from peer; returns buf."""
-        h = self._handle()
+        self._handle()
         r = A.as_array(buf, "buf")
         t = A.datatype(r, "buf")
         A.contiguous(r, "buf")
         A.writable(r, "buf")
         self._peer(peer)
         _keep(r)
-        self._call("weft_recv", A.address(r), r.size, t, int(peer), h, None)
+        self._call("weft_recv", r, A.address(r), r.size, t, int(peer))
         return buf
 
     def _peer(self, peer):
