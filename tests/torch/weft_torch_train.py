@@ -75,12 +75,12 @@ def ddp(rep, world, rank, dev, tag):
         opt.zero_grad()
         loss.backward()
         opt.step()
-    rep.check(f"ddp broadcast of rank 0's parameters {tag}",
+    rep.check(f"ddp broadcast of rank 0's parameters {tag}".strip(),
               torch.cat([b.flatten() for b in before]),
               torch.cat([p.detach().flatten() for p in ref_model.parameters()]))
     got = [(p.detach() - b).cpu() for p, b in zip(m.parameters(), before)]
     want = reference_delta(ref_model, data, dev, 1.0 / world)
-    compare(rep, f"ddp {STEPS} steps {tag}", got, want, want, torch.float32)
+    compare(rep, f"ddp {STEPS} steps {tag}".strip(), got, want, want, torch.float32)
 
 
 def bf16_scalar_nccl_reads(f):
@@ -144,4 +144,4 @@ def fsdp2(rep, world, rank, dev, dtype, factor, bf16_scalar_bug, tag):
         s = bf16_scalar_nccl_reads(1.0 / factor)
         want = reference_delta(ref_model, data, dev, s)
         name += f" (torch hands NCCL {s:.3g} for 1/{factor:g}, pytorch#190745)"
-    compare(rep, f"{name} {tag}", got, want, right, dtype)
+    compare(rep, f"{name} {tag}".strip(), got, want, right, dtype)
