@@ -34,6 +34,10 @@
 #              two groups, a CUDA graph, compiled functional collectives, DDP and
 #              FSDP2 steps against a one-process reference; then a shorter set
 #              with TORCH_NCCL_USE_COMM_NONBLOCKING=1
+#   pgtorch    tests/torch/weft_pg_check.py under torchrun: the Python package's
+#              torch.distributed backend "weft" (no NCCL), 2 ranks on one GPU, every
+#              c10d collective on CPU and CUDA tensors, an async all_reduce on a side
+#              stream, new_group, DDP; libweft of this build, the package from python/
 #   plugin-check  weft-plugin-check on nvlink (its CUDA-memory checks) and on
 #              algo-gpu (the pack checks on device buffers), 2 ranks
 #   plan       algo-plan's device interpreter: its GPU tests (test_plan_gpu*),
@@ -45,7 +49,7 @@
 # A tree built elsewhere at the same path can be run without the build stage, and
 # so can a build packed by tools/gpu-carry.sh into .gpubuild/ (carried to the device
 # machine): its recorded paths are linked to it here, and the build stage is skipped.
-# Usage: tools/gpu-check.sh [build] [test] [hier] [xhost] [xconf] [xtorch] [plugin-check] [bench] [algo-bench] [perf] [sweep] [record] [ce-diag] [nccl] [torch] [plan]
+# Usage: tools/gpu-check.sh [build] [test] [hier] [xhost] [xconf] [xtorch] [plugin-check] [bench] [algo-bench] [perf] [sweep] [record] [ce-diag] [nccl] [torch] [pgtorch] [plan]
 set -uo pipefail
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$src" || exit
@@ -450,6 +454,19 @@ do_torch() {
 	return $r
 }
 
+# The package's own backend (python/weft/torch_backend.py) on this machine's
+# python3 and torch: PYTHONPATH and WEFT_LIB instead of an install, since
+# nothing can be downloaded here. Builds only what it loads.
+do_pgtorch() {
+	if ((!carried)); then
+		WEFT_GPU_TARGETS="weft weft-plugin-shm weft-plugin-algo-host weft-plugin-nvlink weft-plugin-algo-gpu" \
+			do_build || return 1
+	fi
+	PYTHONPATH="$src/python${PYTHONPATH:+:$PYTHONPATH}" WEFT_LIB="$bdir/lib/libweft.so" WEFT_REQUIRE_GPU=1 \
+		timeout "${WEFT_TORCH_STAGE_TIMEOUT:-300}" python3 -m torch.distributed.run --nproc-per-node 2 \
+		--master-addr 127.0.0.1 --master-port "${WEFT_PGTORCH_PORT:-29551}" "$src/tests/torch/weft_pg_check.py"
+}
+
 # The vendor's tool on the GPU plugins; WEFT_REQUIRE_GPU makes a skipped
 # CUDA check a failure here.
 do_plugin_check() {
@@ -530,6 +547,7 @@ for s in "${stages[@]}"; do
 	ce-diag) stage ce-diag do_ce_diag ;;
 	nccl) stage nccl do_nccl ;;
 	torch) stage torch do_torch ;;
+	pgtorch) stage pgtorch do_pgtorch ;;
 	plugin-check) stage plugin-check do_plugin_check ;;
 	plan) stage plan do_plan ;;
 	*) echo "gpu-check: unknown stage $s" >&2; exit 2 ;;
