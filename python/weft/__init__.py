@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""weft: Python bindings of libweft.so (ctypes; host buffers).
+"""weft: Python bindings of libweft.so (ctypes; host and CUDA buffers).
 
     import numpy as np, weft
     with weft.Comm() as comm:            # rank and size from the launcher

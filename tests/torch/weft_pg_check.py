@@ -345,6 +345,15 @@ def ddp(dev, world, rank):
 
 def main():
     local = int(os.environ.get("LOCAL_RANK", "0"))
+    devs = [torch.device("cpu")]
+    if torch.cuda.is_available():
+        # Before the communicator exists, so that weft sees this rank's GPU.
+        dev = torch.device("cuda", local % torch.cuda.device_count())
+        torch.cuda.set_device(dev)
+        devs.append(dev)
+    elif os.environ.get("WEFT_REQUIRE_GPU") == "1":
+        log("FAIL: WEFT_REQUIRE_GPU=1 and torch sees no CUDA device")
+        return 1
     dist.init_process_group("weft")
     world, rank = dist.get_world_size(), dist.get_rank()
     pg = dist.group.WORLD
@@ -353,14 +362,6 @@ def main():
         return 1
     log("weft %s from %s, torch %s, %d ranks" % (".".join(map(str, weft.version())), weft.library_path(),
                                                  torch.__version__, world))
-    devs = [torch.device("cpu")]
-    if torch.cuda.is_available():
-        dev = torch.device("cuda", local % torch.cuda.device_count())
-        torch.cuda.set_device(dev)
-        devs.append(dev)
-    elif os.environ.get("WEFT_REQUIRE_GPU") == "1":
-        log("FAIL: WEFT_REQUIRE_GPU=1 and torch sees no CUDA device")
-        return 1
     steps = []
     for dev in devs:
         steps += [("collectives", collectives, (dev, world, rank)), ("groups", groups, (dev, world, rank)),
