@@ -175,8 +175,10 @@ class Comm:
         t = A.datatype(a, what)
         A.contiguous(a, what)
         A.writable(a, what)
-        if A.dtype_name(a) != A.dtype_name(like):
-            raise TypeError("%s has dtype %s but the input has %s" % (what, A.dtype_name(a), A.dtype_name(like)))
+        if type(a) is not type(like) or (a.dtype != like.dtype if type(a) is not A.Buf else a.wtype != like.wtype):
+            if A.dtype_name(a) != A.dtype_name(like):
+                raise TypeError("%s has dtype %s but the input has %s"
+                                % (what, A.dtype_name(a), A.dtype_name(like)))
         if A.device(a) != A.device(like):
             raise ValueError("%s is on %s but the input on %s" % (what, A.device(a), A.device(like)))
         return a, A.address(a), t
@@ -184,8 +186,11 @@ class Comm:
     def _call(self, name, buf, *args):
         """Calls name(*args, comm, stream) with buf's stream (None for host
         memory), under buf's CUDA device."""
-        with buf.context() if isinstance(buf, A.Buf) else contextlib.nullcontext():
-            rc = getattr(self._L, name)(*args, self._handle(), A.stream(buf))
+        if type(buf) is A.Buf:
+            with buf.context():
+                rc = getattr(self._L, name)(*args, self._handle(), buf.stream)
+        else:
+            rc = getattr(self._L, name)(*args, self._handle(), None)
         if rc < 0:
             check(rc, name)
 
