@@ -14,6 +14,8 @@ group's store; a group of every rank of the world is split from the world's
 communicator instead (weft_comm_split): torch calls a backend's creator on
 the members of a new group only, and a split needs every rank of its parent.
 """
+import contextlib
+
 import torch
 import torch.distributed as dist
 
@@ -23,6 +25,7 @@ from .comm import Comm, get_unique_id, group
 # A Work wrapping a future: C++ callers (DDP's reducer) wait on it through
 # c10d's own Work, which a Python subclass of Work does not reach in every torch.
 _work_from_future = torch._C._distributed_c10d._create_work_from_future
+_Work = getattr(dist, "_Work", None) or torch._C._distributed_c10d.Work
 _RedOpType = dist.ReduceOp.RedOpType
 _OPS = {_RedOpType.SUM: "sum", _RedOpType.PRODUCT: "prod", _RedOpType.MIN: "min",
         _RedOpType.MAX: "max", _RedOpType.AVG: "avg"}
@@ -42,6 +45,40 @@ def _work(outputs):
     fut = torch.futures.Future(devices=devices) if devices else torch.futures.Future()
     fut.set_result(outputs)
     return _work_from_future(fut)
+
+
+class _P2PWork(_Work):
+    """A send or receive not issued yet: its group's queued operations go
+    to weft as one fused group at the first wait() of any of them, or
+    before the group's next other call. batch_isend_irecv issues its
+    operations one by one (torch coalesces for its own backends only), so
+    pairs that every rank starts with a send meet this way."""
+
+    def __init__(self, pg):
+        super().__init__()
+        self._pg = pg
+        self.work = None
+        self.error = None
+
+    def _issued(self):
+        if self.work is None:
+            self._pg._flush()
+        if self.work is None:
+            # Its group failed when an earlier wait() issued it.
+            raise self.error
+        return self.work
+
+    def wait(self, timeout=None):
+        return self._issued().wait()
+
+    def get_future(self):
+        return self._issued().get_future()
+
+    def is_completed(self):
+        return self.work is not None and self.work.is_completed()
+
+    def is_success(self):
+        return self.work is not None
 
 
 def _flat(t):
@@ -76,6 +113,7 @@ class WeftProcessGroup(dist.ProcessGroup):
             raise RuntimeError("weft: the communicator is rank %d of %d, torch asked for rank %d of %d"
                                % (comm.rank, comm.size, rank, size))
         self.comm = comm
+        self._pending = []  # queued sends and receives: (is_send, tensors, peer, stream, work)
 
     def getBackendName(self):
         return "weft"
@@ -106,6 +144,7 @@ class WeftProcessGroup(dist.ProcessGroup):
 
     def _run(self, outputs, fn):
         """Runs fn (the weft calls) and returns the Work for outputs."""
+        self._flush()
         fn()
         return _work(outputs)
 
@@ -280,22 +319,56 @@ class WeftProcessGroup(dist.ProcessGroup):
         return self._run(output_tensors, go)
 
     def send(self, tensors, dstRank, tag=0):
-        def go():
-            for t in tensors:
-                self.comm.send(_as_weft(t.contiguous()), dstRank)
-        return self._run(tensors, go)
+        return self._queue(True, tensors, dstRank)
 
     def recv(self, tensors, srcRank, tag=0):
-        def go():
-            for t in tensors:
-                o = _Out(t)
-                self.comm.recv(_as_weft(o.buf), srcRank)
+        return self._queue(False, tensors, srcRank)
+
+    def _queue(self, is_send, tensors, peer):
+        if not 0 <= peer < self.comm.size:
+            raise ValueError("weft: peer %d is outside 0..%d" % (peer, self.comm.size - 1))
+        cuda = next((t.device for t in tensors if t.is_cuda), None)
+        w = _P2PWork(self)
+        stream = torch.cuda.current_stream(cuda) if cuda is not None else None
+        self._pending.append((is_send, list(tensors), peer, stream, w))
+        return w
+
+    def _flush(self):
+        """Issues the queued sends and receives as one weft group, each on
+        the stream that was current when it was queued."""
+        pending, self._pending = self._pending, []
+        if not pending:
+            return
+        try:
+            self._issue(pending)
+        except BaseException as e:
+            for *_, w in pending:
+                w.error = e
+            raise
+
+    def _issue(self, pending):
+        outs = []
+        with group():
+            for is_send, tensors, peer, stream, _ in pending:
+                with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+                    for t in tensors:
+                        if is_send:
+                            self.comm.send(_as_weft(t.contiguous()), peer)
+                        else:
+                            o = _Out(t)
+                            self.comm.recv(_as_weft(o.buf), peer)
+                            outs.append((o, stream))
+        for o, stream in outs:
+            with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
                 o.done()
-        return self._run(tensors, go)
+        for _, tensors, _, stream, w in pending:
+            with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+                w.work = _work(tensors)
 
     def barrier(self, opts=None):
         # NCCL's barrier is a collective on the device, so work queued before
         # it is done after it: the current stream is drained to match.
+        self._flush()
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             torch.cuda.current_stream().synchronize()
         self.comm.barrier()
@@ -303,6 +376,7 @@ class WeftProcessGroup(dist.ProcessGroup):
 
     # ------------------------------------------------------------ lifecycle
     def shutdown(self):
+        self._flush()
         self.comm.close()
 
     def abort(self):

@@ -243,6 +243,14 @@ def collectives(dev, world, rank):
         dist.irecv(got, prv).wait()
         dist.isend(t, nxt).wait()
     check("%s isend/irecv" % tag, got, xs[prv])
+    # Every rank sends before it receives: the pair meets only because the
+    # batch goes to weft as one group (large enough to be no eager send).
+    xs, t = data((1 << 22,), torch.float32)
+    got = torch.empty(1 << 22, device=dev)
+    reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, t, nxt), dist.P2POp(dist.irecv, got, prv)])
+    for q in reqs:
+        q.wait()
+    check("%s batch_isend_irecv, sends first" % tag, got, xs[prv])
 
     # async all_reduce and its future
     xs, t = data((1000,), torch.float32)
