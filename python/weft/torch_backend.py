@@ -8,7 +8,9 @@ tensors over weft.Comm.
 
 CUDA calls are enqueued on the caller's current stream; a Work's wait()
 makes the then current stream wait on an event recorded after the call, with
-no host synchronization. CPU calls complete before they return. Every rank
+no host synchronization. CPU calls complete before they return, but for
+sends and receives, which are queued and issued together at the first
+wait() of any of them or before the group's next other call. Every rank
 of a group creates its communicator from a unique id passed through the
 group's store; a group of every rank of the world is split from the world's
 communicator instead (weft_comm_split): torch calls a backend's creator on
