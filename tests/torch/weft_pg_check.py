@@ -5,7 +5,8 @@
 # against references computed from every rank's random input, PREMUL_SUM and
 # AVG, BAND refused by name, an async all_reduce on a side
 # stream checked after wait(), new_group, a mismatch coming back as WeftError,
-# and DDP steps against one process training on the whole batch. Start it with
+# and DDP (and, on CUDA with torch 2.4 or later, FSDP2) steps against one
+# process training on the whole batch. Start it with
 #   PYTHONPATH=python WEFT_LIB=build/lib/libweft.so \
 #     torchrun --nproc-per-node 2 --master-addr 127.0.0.1 tests/torch/weft_pg_check.py
 # (tools/gpu-check.sh pgtorch). Ranks share GPU LOCAL_RANK % device_count.
@@ -25,6 +26,7 @@ import weft.torch_backend as wtb
 failures = []
 passed = [0]
 RANK = int(os.environ.get("RANK", "0"))
+TORCH = tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2])  # (major, minor)
 
 
 def log(msg):
@@ -121,7 +123,7 @@ def collectives(dev, world, rank):
             try:
                 dist.all_reduce(t, op=dist._make_nccl_premul_sum(fac))
             except NotImplementedError as e:
-                if torch.__version__ >= "2":
+                if TORCH >= (2, 0):
                     raise
                 log("skip PREMUL_SUM: %s" % e)
                 break
@@ -356,6 +358,44 @@ def ddp(dev, world, rank):
         check("%s ddp %s after 3 steps" % (dev.type, name), p, q, exact=False)
 
 
+def fsdp2(dev, world, rank):
+    """Three SGD steps of FSDP2 (fully_shard, each Linear and the whole
+    model) against one process training a copy on the whole batch; the
+    sharded parameters are gathered for the comparison."""
+    import copy
+
+    import torch.nn as nn
+    try:
+        from torch.distributed.fsdp import fully_shard
+    except ImportError:
+        from torch.distributed._composable.fsdp import fully_shard
+    from torch.distributed.device_mesh import init_device_mesh
+
+    mesh = init_device_mesh(dev.type, (world,))
+    torch.manual_seed(7)
+    model = nn.Sequential(nn.Linear(12, 16), nn.ReLU(), nn.Linear(16, 3)).to(dev)
+    ref = copy.deepcopy(model)
+    for layer in model:
+        if isinstance(layer, nn.Linear):
+            fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    ropt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    per = 4
+    for step in range(3):
+        g = torch.Generator().manual_seed(200 + step)
+        x = torch.randn(world * per, 12, generator=g).to(dev)
+        y = torch.randn(world * per, 3, generator=g).to(dev)
+        opt.zero_grad()
+        ((model(x[rank * per:(rank + 1) * per]) - y[rank * per:(rank + 1) * per]) ** 2).mean().backward()
+        opt.step()
+        ropt.zero_grad()
+        ((ref(x) - y) ** 2).mean().backward()
+        ropt.step()
+    for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+        check("%s fsdp2 %s after 3 steps" % (dev.type, name), p.full_tensor(), q, exact=False)
+
+
 def main():
     local = int(os.environ.get("LOCAL_RANK", "0"))
     devs = [torch.device("cpu")]
@@ -381,6 +421,8 @@ def main():
         if dev.type == "cuda":
             steps.append(("side stream", side_stream, (dev, world, rank)))
         steps += [("%s ddp" % dev.type, ddp, (dev, world, rank)), ("%s groups" % dev.type, groups, (dev, world, rank))]
+        if dev.type == "cuda" and TORCH >= (2, 4):
+            steps.append(("fsdp2", fsdp2, (dev, world, rank)))
     steps.append(("mismatch", mismatch, (world, rank)))
     for name, fn, args in steps:
         try:
