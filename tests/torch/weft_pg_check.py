@@ -6,7 +6,8 @@
 # AVG, BAND refused by name, an async all_reduce on a side
 # stream checked after wait(), new_group, a mismatch coming back as WeftError,
 # and DDP (and, on CUDA with torch 2.4 or later, FSDP2) steps against one
-# process training on the whole batch. Start it with
+# process training on the whole batch, and prints the median time of a 4-byte
+# all_reduce through the backend (issue 33 item 5). Start it with
 #   PYTHONPATH=python WEFT_LIB=build/lib/libweft.so \
 #     torchrun --nproc-per-node 2 --master-addr 127.0.0.1 tests/torch/weft_pg_check.py
 # (tools/gpu-check.sh pgtorch). Ranks share GPU LOCAL_RANK % device_count.
@@ -396,6 +397,32 @@ def fsdp2(dev, world, rank):
         check("%s fsdp2 %s after 3 steps" % (dev.type, name), p.full_tensor(), q, exact=False)
 
 
+def percall(devs):
+    """Prints (checks nothing) the median time of a 4-byte all_reduce
+    through the backend, per device: on CUDA the call alone (enqueued) and
+    the call with a stream synchronization (completed)."""
+    import time
+    x = [torch.ones(1, device=d) for d in devs]
+    for d, t in zip(devs, x):
+        for sync in ((False, True) if d.type == "cuda" else (False,)):
+            times = []
+            for i in range(1100):
+                t0 = time.perf_counter()
+                dist.all_reduce(t)
+                if sync:
+                    torch.cuda.current_stream(d).synchronize()
+                if i >= 100:
+                    times.append(time.perf_counter() - t0)
+            if d.type == "cuda" and not sync:
+                torch.cuda.synchronize(d)
+            times.sort()
+            if RANK == 0:
+                log("per call: all_reduce of 4 B on %s%s, median %.1f us over %d calls"
+                    % (d.type, " (synchronized)" if sync else (" (enqueued)" if d.type == "cuda" else ""),
+                       times[len(times) // 2] * 1e6, len(times)))
+    dist.barrier()
+
+
 def main():
     local = int(os.environ.get("LOCAL_RANK", "0"))
     devs = [torch.device("cpu")]
@@ -423,6 +450,7 @@ def main():
         steps += [("%s ddp" % dev.type, ddp, (dev, world, rank)), ("%s groups" % dev.type, groups, (dev, world, rank))]
         if dev.type == "cuda" and TORCH >= (2, 4):
             steps.append(("fsdp2", fsdp2, (dev, world, rank)))
+    steps.append(("per call", percall, (devs,)))
     steps.append(("mismatch", mismatch, (world, rank)))
     for name, fn, args in steps:
         try:
