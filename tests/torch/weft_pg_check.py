@@ -330,41 +330,47 @@ def mismatch(world, rank):
             log("FAIL mismatch: %s" % e)
 
 
-def ddp(dev, world, rank):
-    """Three SGD steps of DDP against one process training a copy of the
-    model on the whole batch (every rank's slice)."""
-    import torch.nn as nn
-    from torch.nn.parallel import DistributedDataParallel as DDP
+def small_model(dev, seed):
+    """A small model and an identical reference copy, on dev."""
+    import copy
 
-    torch.manual_seed(5)
+    import torch.nn as nn
+    torch.manual_seed(seed)
     model = nn.Sequential(nn.Linear(12, 16), nn.ReLU(), nn.Linear(16, 3)).to(dev)
-    ref = nn.Sequential(nn.Linear(12, 16), nn.ReLU(), nn.Linear(16, 3)).to(dev)
-    ref.load_state_dict(model.state_dict())
-    dmodel = DDP(model, device_ids=[dev.index] if dev.type == "cuda" else None)
-    opt = torch.optim.SGD(dmodel.parameters(), lr=0.1)
+    return model, copy.deepcopy(model)
+
+
+def train(what, wrapped, model, ref, dev, world, rank, seed, full=lambda p: p):
+    """Three SGD steps of wrapped (model distributed), each rank on its
+    slice of the batch, against ref trained on the whole batch in this
+    process; then model's parameters (full() gathers a shard) against ref's."""
+    opt = torch.optim.SGD(wrapped.parameters(), lr=0.1)
     ropt = torch.optim.SGD(ref.parameters(), lr=0.1)
     per = 4
     for step in range(3):
-        g = torch.Generator().manual_seed(100 + step)
+        g = torch.Generator().manual_seed(seed + step)
         x = torch.randn(world * per, 12, generator=g).to(dev)
         y = torch.randn(world * per, 3, generator=g).to(dev)
         opt.zero_grad()
-        loss = ((dmodel(x[rank * per:(rank + 1) * per]) - y[rank * per:(rank + 1) * per]) ** 2).mean()
-        loss.backward()
+        ((wrapped(x[rank * per:(rank + 1) * per]) - y[rank * per:(rank + 1) * per]) ** 2).mean().backward()
         opt.step()
         ropt.zero_grad()
         ((ref(x) - y) ** 2).mean().backward()
         ropt.step()
     for (name, p), q in zip(model.named_parameters(), ref.parameters()):
-        check("%s ddp %s after 3 steps" % (dev.type, name), p, q, exact=False)
+        check("%s %s %s after 3 steps" % (dev.type, what, name), full(p), q, exact=False)
+
+
+def ddp(dev, world, rank):
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    model, ref = small_model(dev, 5)
+    dmodel = DDP(model, device_ids=[dev.index] if dev.type == "cuda" else None)
+    train("ddp", dmodel, model, ref, dev, world, rank, 100)
 
 
 def fsdp2(dev, world, rank):
-    """Three SGD steps of FSDP2 (fully_shard, each Linear and the whole
-    model) against one process training a copy on the whole batch; the
-    sharded parameters are gathered for the comparison."""
-    import copy
-
+    """fully_shard on each Linear, then on the model."""
     import torch.nn as nn
     try:
         from torch.distributed.fsdp import fully_shard
@@ -373,28 +379,12 @@ def fsdp2(dev, world, rank):
     from torch.distributed.device_mesh import init_device_mesh
 
     mesh = init_device_mesh(dev.type, (world,))
-    torch.manual_seed(7)
-    model = nn.Sequential(nn.Linear(12, 16), nn.ReLU(), nn.Linear(16, 3)).to(dev)
-    ref = copy.deepcopy(model)
+    model, ref = small_model(dev, 7)
     for layer in model:
         if isinstance(layer, nn.Linear):
             fully_shard(layer, mesh=mesh)
     fully_shard(model, mesh=mesh)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    ropt = torch.optim.SGD(ref.parameters(), lr=0.1)
-    per = 4
-    for step in range(3):
-        g = torch.Generator().manual_seed(200 + step)
-        x = torch.randn(world * per, 12, generator=g).to(dev)
-        y = torch.randn(world * per, 3, generator=g).to(dev)
-        opt.zero_grad()
-        ((model(x[rank * per:(rank + 1) * per]) - y[rank * per:(rank + 1) * per]) ** 2).mean().backward()
-        opt.step()
-        ropt.zero_grad()
-        ((ref(x) - y) ** 2).mean().backward()
-        ropt.step()
-    for (name, p), q in zip(model.named_parameters(), ref.parameters()):
-        check("%s fsdp2 %s after 3 steps" % (dev.type, name), p.full_tensor(), q, exact=False)
+    train("fsdp2", model, model, ref, dev, world, rank, 200, full=lambda p: p.full_tensor())
 
 
 def percall(devs):
