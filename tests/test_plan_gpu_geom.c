@@ -109,6 +109,32 @@ START_TEST(in_place_views)
 }
 END_TEST
 
+/* The reference lists the kernel resolves at its start: each threadblock's
+ * list holds every source and destination of its ops, in order, and each op
+ * finds its own at ref0. */
+static void check_refs(struct wpd_tb *tbs, uint32_t ntbs, struct wpd_op *ops)
+{
+	struct wpd_refloc *refs;
+	uint32_t nrefs, most, at = 0, longest = 0;
+	ck_assert_int_eq(wpd_encode_refs(tbs, ntbs, ops, &refs, &nrefs, &most), 0);
+	for (uint32_t t = 0; t < ntbs; t++) {
+		ck_assert_uint_eq(tbs[t].ref_first, at);
+		for (uint32_t i = 0; i < tbs[t].nops; i++) {
+			const struct wpd_op *o = &ops[tbs[t].first + i];
+			ck_assert_uint_eq(o->ref0, at - tbs[t].ref_first);
+			for (uint32_t j = 0; j < (uint32_t)o->nsrc + o->ndst; j++, at++) {
+				ck_assert_uint_eq(refs[at].op, tbs[t].first + i);
+				ck_assert_uint_eq(refs[at].j, j);
+			}
+		}
+		ck_assert_uint_eq(tbs[t].nrefs, at - tbs[t].ref_first);
+		longest = tbs[t].nrefs > longest ? tbs[t].nrefs : longest;
+	}
+	ck_assert_uint_eq(nrefs, at);
+	ck_assert_uint_eq(most, longest);
+	free(refs);
+}
+
 /* Every op of the encoding matches the plan's, its channels and remote
  * buffers resolved to the rank's own lists, pipelines followed by their
  * bodies. */
@@ -160,6 +186,7 @@ static void check_encoding(const struct wp_plan *p)
 			}
 		}
 		ck_assert_uint_eq(at, nops);
+		check_refs(tbs, rk->ntbs, ops);
 		free(tbs);
 		free(ops);
 	}

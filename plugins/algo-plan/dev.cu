@@ -3,8 +3,13 @@
  * the rank's plan (dev.h's table), all of its threads on each operation in
  * turn; thread 0 alone signals, waits, pushes port triggers and meets the
  * other blocks, and a block barrier follows every operation. Offsets come
- * from geom.h, the CPU interpreter's own arithmetic. Every wait polls the
- * comm's abort flag, so a dead peer or an abort ends the kernel. */
+ * from geom.h, the CPU interpreter's own arithmetic, computed once a call:
+ * the block's threads resolve all of its references into shared memory at
+ * the start, since per-operation arithmetic (64-bit divisions) repeated by
+ * every thread was most of a small call's time. The call's arguments are
+ * staged in shared memory too: taking their address in place made every
+ * thread copy them to local memory. Every wait polls the comm's abort flag,
+ * so a dead peer or an abort ends the kernel. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -28,6 +33,15 @@ struct wpd_blk {
 };
 
 __shared__ int s_stop; /* set by any thread of the block: abort, stop the call */
+__shared__ int s_cached; /* this block's references are resolved in s_rng */
+
+/* A reference resolved for the call: its buffer (NULL: none mapped here)
+ * and its range (geom.h's wp_ref_range). */
+struct wpd_rng {
+	char *p;
+	uint64_t off, len;
+};
+extern __shared__ wpd_rng s_rng[];
 
 WPD_DEV bool poll_abort(const wpd_args &a, uint32_t n)
 {
@@ -70,12 +84,39 @@ struct wpd_span {
 	uint64_t off, len;
 };
 
-WPD_DEV wpd_span span(const wpd_args &a, const wpd_op &op, const wpd_ref &r, uint64_t at, uint64_t unit)
+/* Reference j of op: its source j, or its destination j - nsrc. */
+WPD_DEV const wpd_ref &ref_at(const wpd_op &op, int j)
 {
+	return j < op.nsrc ? op.src[j] : op.dst[j - op.nsrc];
+}
+
+WPD_DEV wpd_rng resolve(const wpd_args &a, const wpd_blk &x, const wpd_op &op, int j)
+{
+	const wpd_ref &r = ref_at(op, j);
+	wpd_rng g;
+	g.p = ref_ptr(a, x, r);
+	wp_ref_range(a.align, a.rank_size, a.nchunks, r.index, r.size, op.tbg_id, op.tbg_size, &g.off, &g.len);
+	return g;
+}
+
+WPD_DEV wpd_rng rng(const wpd_args &a, const wpd_blk &x, const wpd_op &op, int j)
+{
+	return s_cached ? s_rng[op.ref0 + j] : resolve(a, x, op, j);
+}
+
+/* The part of reference j a step (at, unit) works on. */
+WPD_DEV wpd_span span(const wpd_args &a, const wpd_blk &x, const wpd_op &op, int j, uint64_t at, uint64_t unit)
+{
+	wpd_rng g = rng(a, x, op, j);
 	wpd_span s;
-	wp_step_span(a.align, a.rank_size, a.nchunks, r.index, r.size, op.tbg_id, op.tbg_size, at, unit, &s.off,
-		     &s.len);
+	wp_step_clip(g.off, g.len, at, unit, &s.off, &s.len);
 	return s;
+}
+
+/* Reference j's buffer (NULL: not mapped here). */
+WPD_DEV char *rptr(const wpd_args &a, const wpd_blk &x, const wpd_op &op, int j)
+{
+	return s_cached ? s_rng[op.ref0 + j].p : ref_ptr(a, x, ref_at(op, j));
 }
 
 /* -------------------------------------------------------------- data */
@@ -300,9 +341,9 @@ WPD_DEV void stop(const wpd_args &a)
 WPD_DEV void op_copy(const wpd_args &a, const wpd_blk &x, const wpd_op &op, uint64_t at, uint64_t unit)
 {
 	for (int i = 0; i < op.ndst; i++) {
-		const wpd_ref &s = op.src[op.nsrc == op.ndst ? i : 0], &d = op.dst[i];
-		wpd_span ss = span(a, op, s, at, unit), ds = span(a, op, d, at, unit);
-		char *sp = ref_ptr(a, x, s), *dp = ref_ptr(a, x, d);
+		int js = op.nsrc == op.ndst ? i : 0, jd = op.nsrc + i;
+		wpd_span ss = span(a, x, op, js, at, unit), ds = span(a, x, op, jd, at, unit);
+		char *sp = rptr(a, x, op, js), *dp = rptr(a, x, op, jd);
 		if (!sp || !dp) {
 			stop(a);
 			return;
@@ -317,8 +358,8 @@ WPD_DEV void op_reduce(const wpd_args &a, const wpd_blk &x, const wpd_op &op, ui
 	char *dst[WP_MAX_OP_BUFFS];
 	uint64_t len = 0;
 	for (int i = 0; i < op.nsrc; i++) {
-		wpd_span s = span(a, op, op.src[i], at, unit);
-		const char *p = ref_ptr(a, x, op.src[i]);
+		wpd_span s = span(a, x, op, i, at, unit);
+		const char *p = rptr(a, x, op, i);
 		if (!p) {
 			stop(a);
 			return;
@@ -328,12 +369,12 @@ WPD_DEV void op_reduce(const wpd_args &a, const wpd_blk &x, const wpd_op &op, ui
 			len = s.len;
 	}
 	for (int i = 0; i < op.ndst; i++) {
-		char *p = ref_ptr(a, x, op.dst[i]);
+		char *p = rptr(a, x, op, op.nsrc + i);
 		if (!p) {
 			stop(a);
 			return;
 		}
-		dst[i] = p + span(a, op, op.dst[i], at, unit).off;
+		dst[i] = p + span(a, x, op, op.nsrc + i, at, unit).off;
 	}
 	WPD_BY_TYPE(a.dtype, reduce_bytes, a.op, dst, op.ndst, src, op.nsrc, len)
 }
@@ -346,7 +387,7 @@ WPD_DEV void op_port_put(const wpd_args &a, const wpd_blk &x, const wpd_op &op, 
 	__threadfence_system();
 	for (int i = 0; i < op.ndst; i++) {
 		const wpd_ref &s = op.src[i], &d = op.dst[i];
-		wpd_span ss = span(a, op, s, at, unit), ds = span(a, op, d, at, unit);
+		wpd_span ss = span(a, x, op, i, at, unit), ds = span(a, x, op, op.nsrc + i, at, unit);
 		const wpd_pch &p = a.pch[op.ch[i]];
 		if (ds.len && weft_port_put(&p.port, a.rbufs[d.rbuf].port_id, port_dst_off(a, x, d.rbuf, ds.off),
 					    a.port_mem[s.type], port_src_off(a, x, s.type, ss.off),
@@ -389,18 +430,18 @@ static __device__ __noinline__ void pkt_reduce(const wpd_args &a, const wpd_blk 
 	int send = op.kind == WP_OP_RESPKT || op.kind == WP_OP_RECSPKT;
 	const char *src[WP_MAX_OP_BUFFS];
 	char *dst[WP_MAX_OP_BUFFS];
-	wpd_span s0 = span(a, op, op.src[0], 0, UINT64_MAX);
-	const char *plain = ref_ptr(a, x, op.src[0]);
+	wpd_span s0 = span(a, x, op, 0, 0, UINT64_MAX);
+	const char *plain = rptr(a, x, op, 0);
 	for (int i = 1; i < op.nsrc; i++)
-		src[i] = x.scr + 2 * span(a, op, op.src[i], 0, UINT64_MAX).off;
+		src[i] = x.scr + 2 * span(a, x, op, i, 0, UINT64_MAX).off;
 	int nd = send ? op.ndst : keep ? 2 : 1;
 	for (int i = 0; i < nd; i++) {
-		char *p = ref_ptr(a, x, op.dst[i]);
+		char *p = rptr(a, x, op, op.nsrc + i);
 		if (!p || !plain) {
 			stop(a);
 			return;
 		}
-		uint64_t off = span(a, op, op.dst[i], 0, UINT64_MAX).off;
+		uint64_t off = span(a, x, op, op.nsrc + i, 0, UINT64_MAX).off;
 		dst[i] = p + (i == 0 ? off : 2 * off);
 	}
 	uint64_t npk = s0.len / 8;
@@ -424,7 +465,7 @@ WPD_DEV void op_packets(const wpd_args &a, const wpd_blk &x, const wpd_op &op)
 	case WP_OP_PPKT:
 	case WP_OP_CPKT:
 		for (int i = 0; i < (op.kind == WP_OP_CPKT ? 1 : op.ndst); i++) {
-			wpd_span s = span(a, op, op.src[i], 0, UINT64_MAX), d = span(a, op, op.dst[i], 0, UINT64_MAX);
+			wpd_span s = span(a, x, op, i, 0, UINT64_MAX), d = span(a, x, op, op.nsrc + i, 0, UINT64_MAX);
 			if (op.kind == WP_OP_PPKT && op.chan == WP_CHAN_PORT) {
 				/* The source holds packets already (cpkt made them): put their bytes. */
 				if (threadIdx.x)
@@ -437,8 +478,8 @@ WPD_DEV void op_packets(const wpd_args &a, const wpd_blk &x, const wpd_op &op)
 					stop(a);
 				continue;
 			}
-			const char *sp = ref_ptr(a, x, op.src[i]);
-			char *dp = ref_ptr(a, x, op.dst[i]);
+			const char *sp = rptr(a, x, op, i);
+			char *dp = rptr(a, x, op, op.nsrc + i);
 			if (!sp || !dp) {
 				stop(a);
 				return;
@@ -448,8 +489,8 @@ WPD_DEV void op_packets(const wpd_args &a, const wpd_blk &x, const wpd_op &op)
 		}
 		return;
 	case WP_OP_UPKT: {
-		wpd_span s = span(a, op, op.src[0], 0, UINT64_MAX), d = span(a, op, op.dst[0], 0, UINT64_MAX);
-		char *dp = ref_ptr(a, x, op.dst[0]);
+		wpd_span s = span(a, x, op, 0, 0, UINT64_MAX), d = span(a, x, op, op.nsrc, 0, UINT64_MAX);
+		char *dp = rptr(a, x, op, op.nsrc);
 		if (!dp) {
 			stop(a);
 			return;
@@ -463,19 +504,19 @@ WPD_DEV void op_packets(const wpd_args &a, const wpd_blk &x, const wpd_op &op)
 		return;
 	}
 	case WP_OP_RPPKT: {
-		wpd_span s = span(a, op, op.src[0], 0, UINT64_MAX);
+		wpd_span s = span(a, x, op, 0, 0, UINT64_MAX);
 		const char *pk = x.scr + 2 * s.off;
 		for (uint64_t k = threadIdx.x; k < s.len / 8; k += blockDim.x) {
 			uint64_t v;
 			if (!pkt_read(a, pk + 16 * k, x.flag, &v))
 				break; /* on to the block barrier below, as every thread */
 			for (int i = 0; op.chan != WP_CHAN_PORT && i < op.ndst; i++) {
-				char *dp = ref_ptr(a, x, op.dst[i]);
+				char *dp = rptr(a, x, op, op.nsrc + i);
 				if (!dp) {
 					stop(a);
 					return;
 				}
-				uint64_t doff = span(a, op, op.dst[i], 0, UINT64_MAX).off;
+				uint64_t doff = span(a, x, op, op.nsrc + i, 0, UINT64_MAX).off;
 				weft_ll16_write((uint4 *)(dp + 2 * doff + 16 * k), v, x.flag);
 			}
 		}
@@ -487,7 +528,7 @@ WPD_DEV void op_packets(const wpd_args &a, const wpd_blk &x, const wpd_op &op)
 			return;
 		__threadfence_system();
 		for (int i = 0; i < op.ndst; i++) {
-			wpd_span d = span(a, op, op.dst[i], 0, UINT64_MAX);
+			wpd_span d = span(a, x, op, op.nsrc + i, 0, UINT64_MAX);
 			if (weft_port_put(&a.pch[op.ch[i]].port, a.rbufs[op.dst[i].rbuf].port_id,
 					  port_dst_off(a, x, op.dst[i].rbuf, 2 * d.off), a.port_mem[WP_GEOM_SCRATCH],
 					  port_src_off(a, x, WP_GEOM_SCRATCH, 2 * s.off), (uint32_t)(2 * s.len)) == UINT64_MAX)
@@ -577,41 +618,68 @@ WPD_DEV int run_op(const wpd_args &a, const wpd_blk &x, const wpd_op &op, uint64
 	return __syncthreads_or(s_stop);
 }
 
+WPD_DEV void stamp(const wpd_args &a, int k)
+{
+	if (a.stamps && threadIdx.x == 0)
+		a.stamps[(uint64_t)blockIdx.x * WPD_STAMPS + k] = clock64();
+}
+
+static_assert(sizeof(wpd_args) % 8 == 0, "wpd_args is staged in 8-byte words");
+
 __global__ void __launch_bounds__(1024, 1) k_plan(const wpd_args a)
 {
+	__shared__ wpd_args sa;
 	__shared__ wpd_blk x;
+	stamp(a, WPD_ST_ENTRY);
+	/* Word by word, so the parameter's address is never taken. */
+	for (uint32_t w = threadIdx.x; w < sizeof(wpd_args) / 8; w += blockDim.x)
+		((uint64_t *)&sa)[w] = ((const uint64_t *)&a)[w];
+	const wpd_tb tb = a.tbs[blockIdx.x];
 	if (threadIdx.x == 0) {
 		s_stop = 0;
-		uint32_t f = *(volatile uint32_t *)&a.ctl->flag + 1;
+		s_cached = tb.nrefs <= a.rng_cap;
+		/* Without packets or a double scratch, skip the flag's load here and its count at the end. */
+		uint32_t f = a.flagged ? *(volatile uint32_t *)&a.ctl->flag + 1 : 1;
 		x.flag = f ? f : 1; /* 0 is the flag of never-written scratch */
 		x.second = a.scr_half && !(x.flag & 1);
 		x.scr = a.scr + (x.second ? a.scr_half : 0);
 	}
 	__syncthreads();
-	const wpd_tb tb = a.tbs[blockIdx.x];
-	int stopped = 0;
-	for (uint32_t pc = 0; pc < tb.nops && !stopped;) {
-		const wpd_op &op = a.ops[tb.first + pc];
-		if (op.kind != WP_OP_PIPELINE) {
-			stopped = run_op(a, x, op, 0, UINT64_MAX);
-			pc++;
-			continue;
+	stamp(sa, WPD_ST_ARGS);
+	if (s_cached)
+		for (uint32_t r = threadIdx.x; r < tb.nrefs; r += blockDim.x) {
+			wpd_refloc l = sa.refs[tb.ref_first + r];
+			s_rng[r] = resolve(sa, x, sa.ops[l.op], (int)l.j);
 		}
-		uint64_t steps = wp_pipeline_steps(a.align, a.rank_size, a.nchunks, op.num_chunks, op.unit_size);
-		for (uint64_t it = 0; it < steps && !stopped; it++)
-			for (uint32_t j = 0; j < op.nops && !stopped; j++)
-				stopped = run_op(a, x, a.ops[tb.first + pc + 1 + j], it * op.unit_size, op.unit_size);
-		pc += 1 + op.nops;
+	__syncthreads();
+	stamp(sa, WPD_ST_REFS);
+	int stopped = 0;
+	for (uint32_t pc = 0, n = 0; pc < tb.nops && !stopped; n++) {
+		const wpd_op &op = sa.ops[tb.first + pc];
+		if (op.kind != WP_OP_PIPELINE) {
+			stopped = run_op(sa, x, op, 0, UINT64_MAX);
+			pc++;
+		} else {
+			uint64_t steps = wp_pipeline_steps(sa.align, sa.rank_size, sa.nchunks, op.num_chunks, op.unit_size);
+			for (uint64_t it = 0; it < steps && !stopped; it++)
+				for (uint32_t j = 0; j < op.nops && !stopped; j++)
+					stopped = run_op(sa, x, sa.ops[tb.first + pc + 1 + j], it * op.unit_size,
+							 op.unit_size);
+			pc += 1 + op.nops;
+		}
+		if (n < WPD_STAMP_OPS)
+			stamp(sa, WPD_ST_OP0 + (int)n);
 	}
 	/* The last block out records the call's flag for the next one. */
-	if (threadIdx.x == 0) {
+	if (threadIdx.x == 0 && sa.flagged) {
 		__threadfence();
-		if (atomicAdd(&a.ctl->done, 1u) == gridDim.x - 1) {
-			*(volatile uint32_t *)&a.ctl->flag = x.flag;
-			*(volatile uint32_t *)&a.ctl->done = 0;
+		if (atomicAdd(&sa.ctl->done, 1u) == gridDim.x - 1) {
+			*(volatile uint32_t *)&sa.ctl->flag = x.flag;
+			*(volatile uint32_t *)&sa.ctl->done = 0;
 			__threadfence();
 		}
 	}
+	stamp(sa, WPD_ST_END);
 }
 
 /* ------------------------------------------------------------- launches */
@@ -626,7 +694,7 @@ static int cuda_ck(cudaError_t e, const char *what, char *err, size_t errlen)
 extern "C" int wpd_launch(const struct wpd_args *a, uint32_t ntbs, uint32_t threads, void *stream, char *err,
 			  size_t errlen)
 {
-	k_plan<<<ntbs, threads, 0, (cudaStream_t)stream>>>(*a);
+	k_plan<<<ntbs, threads, (size_t)a->rng_cap * sizeof(wpd_rng), (cudaStream_t)stream>>>(*a);
 	return cuda_ck(cudaGetLastError(), "launching the plan interpreter", err, errlen);
 }
 

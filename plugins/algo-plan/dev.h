@@ -35,15 +35,42 @@ struct wpd_op {
 	uint32_t tbg_id, tbg_size;
 	uint32_t barrier_id, barrier_ntb;
 	uint32_t unit_size, num_chunks, nops;
+	uint32_t ref0; /* its first reference in its threadblock's list (wpd_tb) */
 	uint32_t ch[WP_MAX_OP_CHANNELS]; /* the rank's channels of kind chan */
 	uint32_t sem[WP_MAX_OP_SEMAPHORES];
 	struct wpd_ref src[WP_MAX_OP_BUFFS], dst[WP_MAX_OP_BUFFS];
 };
 
-/* A threadblock: its operations are ops[first, first + nops). */
+/* A threadblock: its operations are ops[first, first + nops), and the
+ * buffer references of those operations (sources, then destinations, op by
+ * op) are refs[ref_first, ref_first + nrefs): the kernel resolves them all
+ * at once when it starts, instead of every thread at every operation. */
 struct wpd_tb {
 	uint32_t first, nops;
+	uint32_t ref_first, nrefs;
 };
+
+/* Where a threadblock's reference is: ops[op]'s source j, or its
+ * destination j - nsrc. */
+struct wpd_refloc {
+	uint32_t op, j;
+};
+
+/* Stamps the kernel writes where a call asks (wpd_args.stamps): per block,
+ * clock64() at entry, after staging the arguments, after resolving the
+ * references, after each of its first WPD_STAMP_OPS operations, and at the
+ * end. A benchmark reads them to tell the phases apart. */
+#define WPD_STAMP_OPS 11
+#define WPD_STAMPS (WPD_STAMP_OPS + 4)
+#define WPD_ST_ENTRY 0
+#define WPD_ST_ARGS 1
+#define WPD_ST_REFS 2
+#define WPD_ST_OP0 3
+#define WPD_ST_END (WPD_STAMPS - 1)
+
+/* References resolved per block at most (24 bytes of shared memory each);
+ * a threadblock with more resolves its references op by op. */
+#define WPD_RNG_CAP 1536
 
 /* A remote buffer as this rank reaches it, for the areas of the moment:
  * through a memory channel, the peer's area mapped here (NULL where only a
@@ -111,6 +138,10 @@ struct wpd_args {
 	uint64_t align;
 	uint32_t nchunks;
 	int dtype, op;
+	const struct wpd_refloc *refs;
+	uint64_t *stamps; /* NULL, or WPD_STAMPS a block (a benchmark's) */
+	uint32_t rng_cap; /* references a block resolves at its start (dynamic shared memory) */
+	uint32_t flagged; /* 0: the plan uses no LL flag (no packets, one scratch): ctl->flag stays */
 };
 
 /* The encoding of one rank's plan (enc.c): ntbs threadblocks, nops table
@@ -118,8 +149,16 @@ struct wpd_args {
  * -E2BIG where the plan needs more than the encoding holds. */
 int wpd_encode(const struct wp_plan *plan, uint32_t rank, struct wpd_tb **tbs, struct wpd_op **ops, uint32_t *nops);
 
+/* The reference lists of the encoded threadblocks: fills each op's ref0 and
+ * each threadblock's ref_first and nrefs, and returns the table (malloc'd)
+ * in *refs, its length in *nrefs and the longest list in *maxrefs; 0, or
+ * -ENOMEM. */
+int wpd_encode_refs(struct wpd_tb *tbs, uint32_t ntbs, struct wpd_op *ops, struct wpd_refloc **refs, uint32_t *nrefs,
+		    uint32_t *maxrefs);
+
 /* The kernel (dev.cu). Launches the interpreter on stream with ntbs blocks
- * of threads threads; 0, or -WEFT_ERR_TRANSPORT with the CUDA error in err. */
+ * of threads threads (and a->rng_cap resolved references' shared memory);
+ * 0, or -WEFT_ERR_TRANSPORT with the CUDA error in err. */
 #ifdef __cplusplus
 extern "C" {
 #endif

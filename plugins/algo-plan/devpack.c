@@ -65,13 +65,15 @@ struct wpd_comm {
 	int direct;  /* no peer reads this rank's input or output, and the plan writes no input */
 	int shared_io; /* some rank reaches another's input or output: those areas are exchanged */
 	int uses_port;
+	int flagged; /* the plan has packets or a double scratch: calls count LL flags */
 	int captured; /* a graph captured a call on the current areas */
 	struct wpd_peer *peers;
 	/* One block of device memory: the tables below, by offset. */
 	char *tab;
 	weft_mem_t *tabmem;
-	size_t off_ops, off_tbs, off_mch, off_pch, off_ctl, off_sems, off_rbufs, off_pstate, tab_len;
+	size_t off_ops, off_tbs, off_mch, off_pch, off_ctl, off_sems, off_rbufs, off_pstate, off_refs, tab_len;
 	uint32_t nops;
+	uint32_t rng_cap; /* references a block resolves at its start */
 	struct wpd_rbuf *h_rbufs;
 	const volatile uint32_t *abort;
 	struct wpd_area area[WP_BUF_KINDS];
@@ -216,15 +218,19 @@ static void plan_shape(struct wpd_comm *d)
 			d->shared_io |= rk->rbufs[i].type != WP_BUF_SCRATCH;
 		d->uses_port |= rk->peers[WP_CHAN_PORT].n != 0;
 	}
-	for (uint32_t t = 0; t < d->rk->ntbs; t++)
-		for (uint32_t i = 0; i < d->rk->tbs[t].nops; i++) {
-			const struct wp_op *op = &d->rk->tbs[t].ops[i];
-			for (uint32_t k = 0; k <= op->nops; k++) {
-				const struct wp_op *o = k ? &op->ops[k - 1] : op;
-				for (uint32_t j = 0; j < o->ndst; j++)
-					writes_input |= !o->dst[j].remote && o->dst[j].type == WP_BUF_INPUT;
+	/* Every rank decides flagged alike: the plan's, not the rank's. */
+	d->flagged = p->double_scratch;
+	for (uint32_t r = 0; r < p->nranks; r++)
+		for (uint32_t t = 0; t < p->ranks[r].ntbs; t++)
+			for (uint32_t i = 0; i < p->ranks[r].tbs[t].nops; i++) {
+				const struct wp_op *op = &p->ranks[r].tbs[t].ops[i];
+				for (uint32_t k = 0; k <= op->nops; k++) {
+					const struct wp_op *o = k ? &op->ops[k - 1] : op;
+					d->flagged |= o->kind >= WP_OP_PPKT && o->kind <= WP_OP_RECSPKT;
+					for (uint32_t j = 0; r == (uint32_t)d->rank && j < o->ndst; j++)
+						writes_input |= !o->dst[j].remote && o->dst[j].type == WP_BUF_INPUT;
+				}
 			}
-		}
 	d->direct = !d->shared_io && !d->uses_port && (p->inplace || !writes_input);
 }
 
@@ -233,10 +239,15 @@ static int make_tables(struct wpd_comm *d)
 {
 	struct wpd_tb *tbs = NULL;
 	struct wpd_op *ops = NULL;
-	uint32_t nops = 0;
+	struct wpd_refloc *refs = NULL;
+	uint32_t nops = 0, nrefs = 0, maxrefs = 0;
 	char err[256];
 	int rc = wpd_encode(d->plan, (uint32_t)d->rank, &tbs, &ops, &nops);
+	if (!rc)
+		rc = wpd_encode_refs(tbs, d->rk->ntbs, ops, &refs, &nrefs, &maxrefs);
 	if (rc) {
+		free(tbs);
+		free(ops);
 		WPD_LOG(d, WEFT_LOG_ERROR, "%s: rank %d's plan does not fit the device encoding: %s", d->name, d->rank,
 			weft_kit_strerror(rc));
 		return rc;
@@ -259,8 +270,11 @@ static int make_tables(struct wpd_comm *d)
 	off += up256((uint64_t)(rk->nrbufs + 1) * sizeof(struct wpd_rbuf));
 	d->off_pstate = off;
 	off += up256((uint64_t)(rk->peers[WP_CHAN_PORT].n + 1) * 3 * sizeof(uint64_t));
+	d->off_refs = off;
+	off += up256((uint64_t)(nrefs + 1) * sizeof(struct wpd_refloc));
 	d->tab_len = off;
 	d->nops = nops;
+	d->rng_cap = maxrefs < WPD_RNG_CAP ? maxrefs : WPD_RNG_CAP;
 	char *img = calloc(1, off);
 	rc = -ENOMEM;
 	if (!img || !(d->h_rbufs = calloc(rk->nrbufs + 1, sizeof(*d->h_rbufs))))
@@ -279,6 +293,7 @@ static int make_tables(struct wpd_comm *d)
 		goto out;
 	memcpy(img + d->off_ops, ops, (size_t)nops * sizeof(*ops));
 	memcpy(img + d->off_tbs, tbs, (size_t)rk->ntbs * sizeof(*tbs));
+	memcpy(img + d->off_refs, refs, (size_t)nrefs * sizeof(*refs));
 	int64_t *sems = (int64_t *)(void *)(img + d->off_sems);
 	for (uint32_t i = 0; i < rk->nsems; i++)
 		sems[i] = rk->sem_init[i];
@@ -288,6 +303,7 @@ out:
 	free(img);
 	free(tbs);
 	free(ops);
+	free(refs);
 	return rc;
 }
 
@@ -541,6 +557,20 @@ int wpd_supports(struct wpd_comm *d, const struct weft_coll_args *a)
 	return 0;
 }
 
+/* Threads a block: the plan's, fewer for a small call. Every operation
+ * strides over its bytes by the block's threads, so any count is correct;
+ * each warp more repeats an operation's bookkeeping, which is what a small
+ * call's time is made of. Enough threads for one 16-byte vector each of the
+ * larger buffer, in whole warps, at least WPD_MIN_THREADS. */
+#define WPD_MIN_THREADS 128
+static uint32_t launch_threads(uint32_t plan, uint64_t in, uint64_t out)
+{
+	uint64_t v = ((in > out ? in : out) + 15) / 16;
+	uint64_t t = (v + 31) / 32 * 32;
+	t = t < WPD_MIN_THREADS ? WPD_MIN_THREADS : t;
+	return t < plan ? (uint32_t)t : plan;
+}
+
 static int inplace_call(const struct weft_coll_args *a, int rank)
 {
 	size_t b = a->count * weft_kit_datatype_size(a->dtype);
@@ -584,6 +614,9 @@ int wpd_execute(struct wpd_comm *d, const struct weft_coll_args *a)
 	k.ctl = (struct wpd_ctl *)(void *)(d->tab + d->off_ctl);
 	k.sems = (int64_t *)(void *)(d->tab + d->off_sems);
 	k.abort = d->abort;
+	k.refs = (const struct wpd_refloc *)(const void *)(d->tab + d->off_refs);
+	k.rng_cap = d->rng_cap;
+	k.flagged = (uint32_t)d->flagged;
 	for (int t = 0; t < 2; t++) {
 		int area = wp_view_area(p->inplace, rs, t);
 		k.vstride[t] = wp_view_stride(p->inplace, ag, rs, t, d->in, d->out);
@@ -606,7 +639,8 @@ int wpd_execute(struct wpd_comm *d, const struct weft_coll_args *a)
 	if (!direct && (rc = wpd_cuda_copy(k.buf[0], a->sendbuf, d->in, a->stream, err, sizeof(err))))
 		goto out;
 	/* A rank without threadblocks only lends its areas to its peers. */
-	if (d->rk->ntbs && (rc = wpd_launch(&k, d->rk->ntbs, p->threads_per_block, a->stream, err, sizeof(err))))
+	if (d->rk->ntbs && (rc = wpd_launch(&k, d->rk->ntbs, launch_threads(p->threads_per_block, d->in, d->out),
+					    a->stream, err, sizeof(err))))
 		goto out;
 	if (!direct && (rc = wpd_cuda_copy(a->recvbuf, k.buf[1], d->out, a->stream, err, sizeof(err))))
 		goto out;

@@ -104,3 +104,31 @@ int wpd_encode(const struct wp_plan *plan, uint32_t rank, struct wpd_tb **tbs_ou
 	*nops_out = n;
 	return 0;
 }
+
+int wpd_encode_refs(struct wpd_tb *tbs, uint32_t ntbs, struct wpd_op *ops, struct wpd_refloc **refs_out,
+		    uint32_t *nrefs_out, uint32_t *maxrefs)
+{
+	uint64_t total = 0;
+	for (uint32_t t = 0; t < ntbs; t++)
+		for (uint32_t i = 0; i < tbs[t].nops; i++)
+			total += (uint64_t)ops[tbs[t].first + i].nsrc + ops[tbs[t].first + i].ndst;
+	struct wpd_refloc *refs = calloc(total + 1, sizeof(*refs));
+	if (!refs)
+		return -ENOMEM;
+	uint32_t n = 0, most = 0;
+	for (uint32_t t = 0; t < ntbs; t++) {
+		tbs[t].ref_first = n;
+		for (uint32_t i = 0; i < tbs[t].nops; i++) {
+			uint32_t k = tbs[t].first + i;
+			ops[k].ref0 = n - tbs[t].ref_first;
+			for (uint32_t j = 0; j < (uint32_t)ops[k].nsrc + ops[k].ndst; j++)
+				refs[n++] = (struct wpd_refloc){k, j};
+		}
+		tbs[t].nrefs = n - tbs[t].ref_first;
+		most = tbs[t].nrefs > most ? tbs[t].nrefs : most;
+	}
+	*refs_out = refs;
+	*nrefs_out = n;
+	*maxrefs = most;
+	return 0;
+}

@@ -54,16 +54,21 @@ WP_HD void wp_ref_range(uint64_t align, uint64_t rank_size, uint32_t nchunks, ui
 	*len = wp_slice_off(align, bytes, (uint64_t)tbg_id + 1, tbg_size) - s0;
 }
 
-/* The part of a reference a pipeline step works on: from `at` within it, at
- * most unit bytes (at 0 and unit UINT64_MAX outside pipelines). len is 0
- * where the reference ends before at. */
+/* The part of a reference's range (o, l) a pipeline step works on: from
+ * `at` within it, at most unit bytes (at 0 and unit UINT64_MAX outside
+ * pipelines). len is 0 where the reference ends before at. */
+WP_HD void wp_step_clip(uint64_t o, uint64_t l, uint64_t at, uint64_t unit, uint64_t *off, uint64_t *len)
+{
+	*off = o + at;
+	*len = at < l ? (l - at < unit ? l - at : unit) : 0;
+}
+
 WP_HD void wp_step_span(uint64_t align, uint64_t rank_size, uint32_t nchunks, uint32_t index, uint32_t size,
 			uint32_t tbg_id, uint32_t tbg_size, uint64_t at, uint64_t unit, uint64_t *off, uint64_t *len)
 {
 	uint64_t o, l;
 	wp_ref_range(align, rank_size, nchunks, index, size, tbg_id, tbg_size, &o, &l);
-	*off = o + at;
-	*len = at < l ? (l - at < unit ? l - at : unit) : 0;
+	wp_step_clip(o, l, at, unit, off, len);
 }
 
 /* Steps of a pipeline: num_chunks of the largest chunk, unit_size bytes at
