@@ -10,18 +10,25 @@
  * checked once each, timed plain (host calls back to back) and in a
  * captured graph of 20 calls; each row says whether the interpreter stays
  * within the issue's target (at most 10% slower from 1 MiB up, at most
- * 1.5 us below). Usage: weft-plan-gpu-bench [max_bytes [threadblocks]].
- * Exits 77 without a GPU (1 with WEFT_REQUIRE_GPU=1), 1 on a wrong result. */
+ * 1.5 us below). Then a breakdown of the plan's call at a few sizes, to
+ * tell where its time goes: the nodes one call adds to a graph, each node
+ * timed alone, the interpreter kernel as launched and in variants (the
+ * plan's own thread count, references resolved op by op as before, no
+ * operations at all), and the clock64() stamps the kernel writes per phase.
+ * Usage: weft-plan-gpu-bench [max_bytes [threadblocks]]. Exits 77 without a
+ * GPU (1 with WEFT_REQUIRE_GPU=1), 1 on a wrong result. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <weft/weft.h>
 
+#include "dev.h"
 #include "geom.h"
 
 #define CK(call)                                                                               \
@@ -44,6 +51,7 @@
 	} while (0)
 
 #define GRAPH_CALLS 20
+#define REPS 21 /* timings are the median of REPS runs */
 
 /* The plan's work with the plan's slices: chunk 0 of 2 of the input to the
  * output, chunk 1 to scratch, then scratch to the output's chunk 1. */
@@ -181,6 +189,253 @@ static int check(struct bench *b, uint64_t bytes, char *h_in, char *h_out, const
 	return 0;
 }
 
+/* ------------------------------------------------------------ breakdown */
+/* The driver's calls for kernel nodes: the interpreter lives in the pack's
+ * own copy of the CUDA runtime, so its function is known here only as the
+ * driver's handle. */
+typedef CUresult (*kget_t)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS *);
+typedef CUresult (*kadd_t)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const CUDA_KERNEL_NODE_PARAMS *);
+typedef CUresult (*fname_t)(const char **, CUfunction);
+static kget_t k_get;
+static kadd_t k_add;
+static fname_t f_name;
+
+static void *driver_fn(const char *sym)
+{
+	void *f = NULL;
+	cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+	if (cudaGetDriverEntryPointByVersion(sym, &f, 12030, cudaEnableDefault, &q) != cudaSuccess ||
+	    q != cudaDriverEntryPointSuccess || !f) {
+		(void)cudaGetLastError();
+		printf("# no breakdown: the driver has no %s\n", sym);
+		return NULL;
+	}
+	return f;
+}
+
+/* One node of a captured call, replayed alone: a kernel with its
+ * arguments (the interpreter's: a copy of its wpd_args), a copy or a set. */
+struct node {
+	cudaGraphNodeType type;
+	CUDA_KERNEL_NODE_PARAMS kp;
+	const char *name;
+	struct wpd_args args; /* the interpreter's, where name says k_plan */
+	int interp;
+	cudaMemcpy3DParms mp;
+	cudaMemsetParams sp;
+};
+
+static const char *node_type(cudaGraphNodeType t)
+{
+	switch (t) {
+	case cudaGraphNodeTypeKernel: return "kernel";
+	case cudaGraphNodeTypeMemcpy: return "memcpy";
+	case cudaGraphNodeTypeMemset: return "memset";
+	case cudaGraphNodeTypeEventRecord: return "event record";
+	case cudaGraphNodeTypeWaitEvent: return "event wait";
+	case cudaGraphNodeTypeHost: return "host function";
+	default: return "other";
+	}
+}
+
+/* The nodes one plan call adds to a graph (malloc'd; *n of them), and the
+ * graph, which holds the arguments of kernels other than the interpreter. */
+static struct node *capture_call(struct bench *b, uint64_t bytes, size_t *n, cudaGraph_t *gp)
+{
+	cudaGraph_t g;
+	CK(cudaStreamBeginCapture(b->st, cudaStreamCaptureModeRelaxed));
+	run_plan(b, bytes);
+	CK(cudaStreamEndCapture(b->st, &g));
+	CK(cudaGraphGetNodes(g, NULL, n));
+	cudaGraphNode_t *gn = (cudaGraphNode_t *)calloc(*n + 1, sizeof(*gn));
+	struct node *out = (struct node *)calloc(*n + 1, sizeof(*out));
+	CK(cudaGraphGetNodes(g, gn, n));
+	for (size_t i = 0; i < *n; i++) {
+		struct node *x = &out[i];
+		CK(cudaGraphNodeGetType(gn[i], &x->type));
+		if (x->type == cudaGraphNodeTypeKernel) {
+			if (k_get((CUgraphNode)gn[i], &x->kp) != CUDA_SUCCESS || f_name(&x->name, x->kp.func) != CUDA_SUCCESS)
+				x->name = "?";
+			x->interp = strstr(x->name, "k_plan") != NULL;
+			if (x->interp)
+				memcpy(&x->args, x->kp.kernelParams[0], sizeof(x->args));
+		} else if (x->type == cudaGraphNodeTypeMemcpy) {
+			CK(cudaGraphMemcpyNodeGetParams(gn[i], &x->mp));
+		} else if (x->type == cudaGraphNodeTypeMemset) {
+			CK(cudaGraphMemsetNodeGetParams(gn[i], &x->sp));
+		}
+	}
+	free(gn);
+	*gp = g;
+	return out;
+}
+
+/* A graph of GRAPH_CALLS copies of node x, one after the other; NULL for a
+ * kind this cannot replay. */
+static cudaGraphExec_t graph_of(struct node *x)
+{
+	cudaGraph_t g;
+	cudaGraphNode_t prev = NULL, cur = NULL;
+	void *params[1] = {&x->args};
+	CUDA_KERNEL_NODE_PARAMS kp = x->kp;
+	if (x->interp)
+		kp.kernelParams = params;
+	CK(cudaGraphCreate(&g, 0));
+	for (int i = 0; i < GRAPH_CALLS; i++) {
+		size_t nd = prev ? 1 : 0;
+		if (x->type == cudaGraphNodeTypeKernel) {
+			if (k_add((CUgraphNode *)&cur, (CUgraph)g, (const CUgraphNode *)&prev, nd, &kp) != CUDA_SUCCESS)
+				break;
+		} else if (x->type == cudaGraphNodeTypeMemcpy) {
+			CK(cudaGraphAddMemcpyNode(&cur, g, &prev, nd, &x->mp));
+		} else if (x->type == cudaGraphNodeTypeMemset) {
+			CK(cudaGraphAddMemsetNode(&cur, g, &prev, nd, &x->sp));
+		} else {
+			break;
+		}
+		prev = cur;
+	}
+	cudaGraphExec_t e = NULL;
+	if (prev)
+		CK(cudaGraphInstantiate(&e, g, 0));
+	CK(cudaGraphDestroy(g));
+	return e;
+}
+
+static int cmp_dbl(const void *x, const void *y)
+{
+	double a = *(const double *)x, b = *(const double *)y;
+	return a < b ? -1 : a > b;
+}
+
+/* Microseconds a node: the median of REPS runs of iters graph launches. */
+static double time_node(struct bench *b, struct node *x, int iters)
+{
+	cudaGraphExec_t e = graph_of(x);
+	if (!e)
+		return -1;
+	cudaEvent_t e0, e1;
+	double t[REPS];
+	CK(cudaEventCreate(&e0));
+	CK(cudaEventCreate(&e1));
+	CK(cudaGraphLaunch(e, b->st)); /* warm */
+	for (int r = 0; r < REPS; r++) {
+		CK(cudaEventRecord(e0, b->st));
+		for (int i = 0; i < iters; i++)
+			CK(cudaGraphLaunch(e, b->st));
+		CK(cudaEventRecord(e1, b->st));
+		CK(cudaEventSynchronize(e1));
+		float ms = 0;
+		CK(cudaEventElapsedTime(&ms, e0, e1));
+		t[r] = 1000.0 * ms / ((double)iters * GRAPH_CALLS);
+	}
+	qsort(t, REPS, sizeof(t[0]), cmp_dbl);
+	CK(cudaGraphExecDestroy(e));
+	cudaEventDestroy(e0);
+	cudaEventDestroy(e1);
+	return t[REPS / 2];
+}
+
+static int cmp_u64(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+	return a < b ? -1 : a > b;
+}
+
+/* One call of the interpreter with its stamps: per phase, the median and
+ * the largest of the blocks' cycles. */
+static void print_stamps(struct bench *b, struct node *x)
+{
+	size_t n = (size_t)x->kp.gridDimX * WPD_STAMPS;
+	uint64_t *d, *h = (uint64_t *)calloc(n, sizeof(*h)), *col = (uint64_t *)calloc(x->kp.gridDimX, sizeof(*col));
+	int khz = 0;
+	CK(cudaMalloc(&d, n * sizeof(*d)));
+	CK(cudaMemset(d, 0, n * sizeof(*d)));
+	cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0);
+	struct node y = *x;
+	y.args.stamps = d;
+	cudaGraphExec_t e = graph_of(&y);
+	CK(cudaGraphLaunch(e, b->st));
+	CK(cudaStreamSynchronize(b->st));
+	CK(cudaGraphExecDestroy(e));
+	CK(cudaMemcpy(h, d, n * sizeof(*h), cudaMemcpyDeviceToHost));
+	static const char *names[WPD_STAMPS] = {"entry", "arguments staged", "references resolved"};
+	printf("#   stamps (cycles a block, median / max of %u blocks; us at %.2f GHz):\n", x->kp.gridDimX, khz / 1e6);
+	for (int k = 1; k < WPD_STAMPS; k++) {
+		unsigned used = 0;
+		for (unsigned blk = 0; blk < x->kp.gridDimX; blk++) {
+			const uint64_t *s = h + (size_t)blk * WPD_STAMPS;
+			uint64_t prev = 0;
+			for (int j = k - 1; j >= 0 && !prev; j--)
+				prev = s[j];
+			if (s[k] && prev)
+				col[used++] = s[k] - prev;
+		}
+		if (!used)
+			continue;
+		qsort(col, used, sizeof(*col), cmp_u64);
+		char label[48];
+		if (k >= WPD_ST_OP0 && k < WPD_ST_END)
+			snprintf(label, sizeof(label), "operation %d done", k - WPD_ST_OP0 + 1);
+		printf("#     %-22s %9llu %9llu  %7.2f us\n", k == WPD_ST_END ? "end" : names[k] ? names[k] : label,
+		       (unsigned long long)col[used / 2], (unsigned long long)col[used - 1],
+		       khz ? col[used / 2] / (khz / 1e3) : 0.0);
+	}
+	free(h);
+	free(col);
+	cudaFree(d);
+}
+
+/* Where a plan call's time goes at one size: its nodes alone, the kernel's
+ * variants, its stamps, against the native kernel. */
+static void breakdown(struct bench *b, uint64_t bytes, int iters)
+{
+	size_t n = 0;
+	cudaGraph_t g;
+	struct node *nodes = capture_call(b, bytes, &n, &g), *k = NULL;
+	printf("# breakdown at %llu bytes: one call is %zu graph node(s)\n", (unsigned long long)bytes, n);
+	for (size_t i = 0; i < n; i++) {
+		struct node *x = &nodes[i];
+		double t = time_node(b, x, iters);
+		printf("#   node %zu: %s", i, node_type(x->type));
+		if (x->type == cudaGraphNodeTypeKernel)
+			printf(" %s, %u x %u threads, %u bytes of dynamic shared memory", x->name, x->kp.gridDimX,
+			       x->kp.blockDimX, x->kp.sharedMemBytes);
+		if (t < 0)
+			printf(": not replayed\n");
+		else
+			printf(": %.2f us alone\n", t);
+		if (x->interp && !k)
+			k = x;
+	}
+	printf("#   native kernel alone: %.2f us\n", time_us(b, bytes, run_native, iters * GRAPH_CALLS, 1));
+	if (!k) {
+		printf("#   no interpreter kernel among the nodes\n");
+		free(nodes);
+		CK(cudaGraphDestroy(g));
+		return;
+	}
+	struct node v = *k;
+	v.kp.blockDimX = 1024; /* the plan's num_threads_per_block */
+	printf("#   interpreter with the plan's 1024 threads: %.2f us\n", time_node(b, &v, iters));
+	v = *k;
+	v.args.rng_cap = 0;
+	v.kp.sharedMemBytes = 0;
+	printf("#   interpreter resolving references op by op: %.2f us\n", time_node(b, &v, iters));
+	v.kp.blockDimX = 1024;
+	printf("#   both (the interpreter before this change, bar staging): %.2f us\n", time_node(b, &v, iters));
+	void *empty;
+	CK(cudaMalloc(&empty, (size_t)k->kp.gridDimX * sizeof(struct wpd_tb)));
+	CK(cudaMemset(empty, 0, (size_t)k->kp.gridDimX * sizeof(struct wpd_tb)));
+	v = *k;
+	v.args.tbs = (const struct wpd_tb *)empty;
+	printf("#   interpreter with no operations (launch, prologue, end): %.2f us\n", time_node(b, &v, iters));
+	CK(cudaFree(empty));
+	print_stamps(b, k);
+	free(nodes);
+	CK(cudaGraphDestroy(g));
+}
+
 int main(int argc, char **argv)
 {
 	uint64_t max = argc > 1 ? strtoull(argv[1], NULL, 0) : (1ull << 30);
@@ -244,6 +499,12 @@ int main(int argc, char **argv)
 		       100.0 * (p - n) / n, ng, pg, 100.0 * (pg - ng) / ng, ok ? "within" : "OVER");
 		fflush(stdout);
 	}
+	k_get = (kget_t)driver_fn("cuGraphKernelNodeGetParams");
+	k_add = (kadd_t)driver_fn("cuGraphAddKernelNode");
+	f_name = (fname_t)driver_fn("cuFuncGetName");
+	int drv = k_get && k_add && f_name;
+	for (uint64_t bytes = 1024; drv && !bad && bytes <= max && bytes <= (16u << 20); bytes *= 32)
+		breakdown(&b, bytes, bytes <= (1u << 20) ? 50 : 5);
 	OK(weft_comm_destroy(b.comm));
 	cudaFree(b.in);
 	cudaFree(b.out);

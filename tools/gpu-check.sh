@@ -41,7 +41,9 @@
 #   plugin-check  weft-plugin-check on nvlink (its CUDA-memory checks) and on
 #              algo-gpu (the pack checks on device buffers), 2 ranks
 #   plan       algo-plan's device interpreter: its GPU tests (test_plan_gpu*),
-#              weft-plan-gpu-bench (one rank, a plan against a native kernel, 1K..1G),
+#              weft-plan-gpu-bench (one rank, a plan against a native kernel, 1K..1G,
+#              then where a plan call's time goes: its graph nodes, the kernel alone
+#              and in variants, its per-phase clock stamps),
 #              then weft-perf with 2 ranks on one GPU, each plan against algo-gpu's
 #              native kernel for the same algorithm, put first by `prefer` rules, 1K..64M
 # Default: build test hier plugin-check bench nccl torch. Logs go to $OUT when set (the device
@@ -491,7 +493,8 @@ do_plugin_check() {
 
 # algo-plan on device buffers: the GPU tests; weft-plan-gpu-bench (a
 # one-rank plan of local operations against a native kernel doing the same
-# work, 1K..1G); then each of three plans against the native kernel of
+# work, 1K..1G, then a breakdown of the plan's call at 1K, 32K and 1M:
+# nodes, kernel variants, per-phase stamps); then each of three plans against the native kernel of
 # algo-gpu that runs the same algorithm (one-shot LL, one-shot,
 # reduce-scatter + allgather), 2 ranks sharing GPU WEFT_PLAN_GPU (default 0),
 # each put first by a `prefer` rule (the plans are out of place: weft-perf's
