@@ -123,8 +123,10 @@ static void check_refs(struct wpd_tb *tbs, uint32_t ntbs, struct wpd_op *ops)
 			const struct wpd_op *o = &ops[tbs[t].first + i];
 			ck_assert_uint_eq(o->ref0, at - tbs[t].ref_first);
 			for (uint32_t j = 0; j < (uint32_t)o->nsrc + o->ndst; j++, at++) {
-				ck_assert_uint_eq(refs[at].op, tbs[t].first + i);
-				ck_assert_uint_eq(refs[at].j, j);
+				const struct wpd_ref *e = j < o->nsrc ? &o->src[j] : &o->dst[j - o->nsrc];
+				ck_assert_mem_eq(&refs[at].ref, e, sizeof(*e));
+				ck_assert_uint_eq(refs[at].tbg_id, o->tbg_id);
+				ck_assert_uint_eq(refs[at].tbg_size, o->tbg_size);
 			}
 		}
 		ck_assert_uint_eq(tbs[t].nrefs, at - tbs[t].ref_first);

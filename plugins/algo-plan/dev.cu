@@ -90,18 +90,17 @@ WPD_DEV const wpd_ref &ref_at(const wpd_op &op, int j)
 	return j < op.nsrc ? op.src[j] : op.dst[j - op.nsrc];
 }
 
-WPD_DEV wpd_rng resolve(const wpd_args &a, const wpd_blk &x, const wpd_op &op, int j)
+WPD_DEV wpd_rng resolve(const wpd_args &a, const wpd_blk &x, const wpd_ref &r, uint32_t tbg_id, uint32_t tbg_size)
 {
-	const wpd_ref &r = ref_at(op, j);
 	wpd_rng g;
 	g.p = ref_ptr(a, x, r);
-	wp_ref_range(a.align, a.rank_size, a.nchunks, r.index, r.size, op.tbg_id, op.tbg_size, &g.off, &g.len);
+	wp_ref_range(a.align, a.rank_size, a.nchunks, r.index, r.size, tbg_id, tbg_size, &g.off, &g.len);
 	return g;
 }
 
 WPD_DEV wpd_rng rng(const wpd_args &a, const wpd_blk &x, const wpd_op &op, int j)
 {
-	return s_cached ? s_rng[op.ref0 + j] : resolve(a, x, op, j);
+	return s_cached ? s_rng[op.ref0 + j] : resolve(a, x, ref_at(op, j), op.tbg_id, op.tbg_size);
 }
 
 /* The part of reference j a step (at, unit) works on. */
@@ -208,6 +207,26 @@ template <typename T, typename W> WPD_DEV void comb_word(int op, W &x, const W &
 		xv[e] = Tr<T>::st(comb<A>(op, Tr<T>::ld(xv[e]), Tr<T>::ld(yv[e])));
 }
 
+/* The vectors of one destination from NS sources, the pointers held in
+ * registers: the general loop below reloads them from local memory at
+ * every vector. */
+template <typename T, int NS> WPD_DEV void reduce_vec(int op, char *dst, const char *const *src, uint64_t nv)
+{
+	const uint4 *s[NS];
+#pragma unroll
+	for (int i = 0; i < NS; i++)
+		s[i] = (const uint4 *)src[i];
+	for (uint64_t v = threadIdx.x; v < nv; v += blockDim.x) {
+		uint4 acc = __ldcg(s[0] + v);
+#pragma unroll
+		for (int i = 1; i < NS; i++) {
+			uint4 y = __ldcg(s[i] + v);
+			comb_word<T>(op, acc, y);
+		}
+		((uint4 *)dst)[v] = acc;
+	}
+}
+
 /* dst[i] = src[0] op src[1] op ... for every destination, over bytes
  * (a multiple of the element size), sources in list order. */
 template <typename T>
@@ -220,14 +239,23 @@ static __device__ __noinline__ void reduce_bytes(int op, char *const *dst, int n
 	for (int i = 0; i < ns; i++)
 		any |= (uintptr_t)src[i];
 	uint64_t nv = (any & 15) == 0 ? bytes / 16 : 0;
-	for (uint64_t v = threadIdx.x; v < nv; v += blockDim.x) {
-		uint4 acc = __ldcg((const uint4 *)src[0] + v);
-		for (int i = 1; i < ns; i++) {
-			uint4 y = __ldcg((const uint4 *)src[i] + v);
-			comb_word<T>(op, acc, y);
+	if (nd == 1 && ns <= 3) {
+		if (ns == 1)
+			reduce_vec<T, 1>(op, dst[0], src, nv);
+		else if (ns == 2)
+			reduce_vec<T, 2>(op, dst[0], src, nv);
+		else
+			reduce_vec<T, 3>(op, dst[0], src, nv);
+	} else {
+		for (uint64_t v = threadIdx.x; v < nv; v += blockDim.x) {
+			uint4 acc = __ldcg((const uint4 *)src[0] + v);
+			for (int i = 1; i < ns; i++) {
+				uint4 y = __ldcg((const uint4 *)src[i] + v);
+				comb_word<T>(op, acc, y);
+			}
+			for (int i = 0; i < nd; i++)
+				((uint4 *)dst[i])[v] = acc;
 		}
-		for (int i = 0; i < nd; i++)
-			((uint4 *)dst[i])[v] = acc;
 	}
 	uint64_t n = bytes / sizeof(T);
 	for (uint64_t e = nv * 16 / sizeof(T) + threadIdx.x; e < n; e += blockDim.x) {
@@ -646,10 +674,14 @@ __global__ void __launch_bounds__(1024, 1) k_plan(const wpd_args a)
 	}
 	__syncthreads();
 	stamp(sa, WPD_ST_ARGS);
+	/* The ops' first lines, into L1 while the references resolve: every
+	 * thread reads them at its op. */
+	for (uint32_t i = threadIdx.x; i < tb.nops; i += blockDim.x)
+		asm volatile("prefetch.global.L1 [%0];" ::"l"(sa.ops + tb.first + i));
 	if (s_cached)
 		for (uint32_t r = threadIdx.x; r < tb.nrefs; r += blockDim.x) {
-			wpd_refloc l = sa.refs[tb.ref_first + r];
-			s_rng[r] = resolve(sa, x, sa.ops[l.op], (int)l.j);
+			const wpd_refloc &l = sa.refs[tb.ref_first + r];
+			s_rng[r] = resolve(sa, x, l.ref, l.tbg_id, l.tbg_size);
 		}
 	__syncthreads();
 	stamp(sa, WPD_ST_REFS);

@@ -50,10 +50,11 @@ struct wpd_tb {
 	uint32_t ref_first, nrefs;
 };
 
-/* Where a threadblock's reference is: ops[op]'s source j, or its
- * destination j - nsrc. */
+/* A threadblock's reference with what resolving it needs (its op's group),
+ * so that a block's start waits on one load, not on the op's too. */
 struct wpd_refloc {
-	uint32_t op, j;
+	struct wpd_ref ref;
+	uint32_t tbg_id, tbg_size;
 };
 
 /* Stamps the kernel writes where a call asks (wpd_args.stamps): per block,

@@ -121,8 +121,10 @@ int wpd_encode_refs(struct wpd_tb *tbs, uint32_t ntbs, struct wpd_op *ops, struc
 		for (uint32_t i = 0; i < tbs[t].nops; i++) {
 			uint32_t k = tbs[t].first + i;
 			ops[k].ref0 = n - tbs[t].ref_first;
-			for (uint32_t j = 0; j < (uint32_t)ops[k].nsrc + ops[k].ndst; j++)
-				refs[n++] = (struct wpd_refloc){k, j};
+			const struct wpd_op *o = &ops[k];
+			for (uint32_t j = 0; j < (uint32_t)o->nsrc + o->ndst; j++)
+				refs[n++] = (struct wpd_refloc){j < o->nsrc ? o->src[j] : o->dst[j - o->nsrc], o->tbg_id,
+								o->tbg_size};
 		}
 		tbs[t].nrefs = n - tbs[t].ref_first;
 		most = tbs[t].nrefs > most ? tbs[t].nrefs : most;
