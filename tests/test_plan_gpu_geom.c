@@ -23,7 +23,8 @@ START_TEST(slices_tile_the_buffer)
 		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
 		uint64_t align = 1ull << (seed >> 60) % 9;
 		uint32_t nchunks = 1 + (uint32_t)(seed >> 40) % 16;
-		uint64_t size = align * ((seed >> 20) % 5000);
+		/* One in four past 2^32 units: wp_div's 64-bit path. */
+		uint64_t size = align * ((seed >> 20) % 5000) << (iter % 4 ? 0 : 24);
 		uint32_t tbg = 1 + (uint32_t)(seed >> 8) % 4;
 		uint64_t at = 0;
 		for (uint32_t c = 0; c < nchunks; c++) {
@@ -65,6 +66,9 @@ START_TEST(known_offsets)
 	ck_assert_uint_eq(wp_slice_off(16, 160, 3, 3), 160);
 	/* A size short of a unit rounds down. */
 	ck_assert_uint_eq(wp_slice_off(16, 170, 3, 3), 160);
+	/* 2^32 units in 3 slices: 1431655766, 1431655765, 1431655765. */
+	ck_assert_uint_eq(wp_slice_off(16, 1ull << 36, 1, 3), 22906492256ull);
+	ck_assert_uint_eq(wp_slice_off(16, 1ull << 36, 2, 3), 45812984496ull);
 	uint64_t o, l;
 	/* Chunk 1 of 4 over 1024 bytes is [256, 512); threadblock 2 of a group
 	 * of 3 takes its last 5 units. */

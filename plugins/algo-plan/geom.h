@@ -34,11 +34,18 @@ WP_HD void wp_geom_rank(uint32_t in_chunks, uint32_t out_chunks, uint64_t in, ui
 	}
 }
 
+/* a / b, in 32 bits where both fit: a GPU has no 64-bit divide, and its
+ * emulation at every reference of a block's start is in each call's time. */
+WP_HD uint64_t wp_div(uint64_t a, uint64_t b)
+{
+	return ((a | b) >> 32) == 0 ? (uint64_t)((uint32_t)a / (uint32_t)b) : a / b;
+}
+
 /* Where slice index of slices starts in size bytes, in whole alignment
  * units, the first (units % slices) slices one unit longer (calcOffset). */
 WP_HD uint64_t wp_slice_off(uint64_t align, uint64_t size, uint64_t index, uint64_t slices)
 {
-	uint64_t units = size / align, each = units / slices, rem = units % slices;
+	uint64_t units = wp_div(size, align), each = wp_div(units, slices), rem = units - each * slices;
 	return (index * each + (index < rem ? index : rem)) * align;
 }
 
