@@ -41,6 +41,7 @@ struct wag_hx {
 	void *snap; /* copies of sends whose bytes the same round overwrites */
 	uint64_t snap_cap;
 	int core_mem; /* without ops.alloc: the buffers come from prim->mem_alloc */
+	int prepare_only; /* calls connect their peers and move nothing (wag_hx_prepare) */
 };
 
 #define HX_LOG(x, level, ...) (x)->core->log((x)->core->self, level, __VA_ARGS__)
@@ -477,7 +478,7 @@ static int snapshot_sends(struct wag_hx *x, struct hx_round *r, size_t esize, vo
 int wag_hx_run(struct wag_hx *x, const struct wag_hx_call *c)
 {
 	const struct wag_hier_plan *pl = c->plan;
-	int rc0 = reserve(x, &x->tmp, &x->tmp_cap, c->tmp_bytes);
+	int rc0 = x->prepare_only ? 0 : reserve(x, &x->tmp, &x->tmp_cap, c->tmp_bytes);
 	if (rc0)
 		return rc0;
 	struct hx_item *it = calloc(pl->n ? pl->n : 1, sizeof(*it));
@@ -498,7 +499,7 @@ int wag_hx_run(struct wag_hx *x, const struct wag_hx_call *c)
 		rc = connect_peers(x, &all);
 	struct hx_run h = {.x = x, .esize = c->esize, .dtype = c->dtype, .op = c->op, .u = c->u, .tx = cur,
 			   .rx = cur ? cur + x->nranks : NULL, .pool = pool, .lens = lens};
-	for (size_t i = 0; i < pl->n && rc == 0;) {
+	for (size_t i = 0; i < pl->n && rc == 0 && !x->prepare_only;) {
 		uint32_t round = pl->moves[i].round;
 		struct hx_round r = {.it = it, .n = 0};
 		for (; i < pl->n && pl->moves[i].round == round; i++) {
@@ -571,15 +572,20 @@ int wag_hx_sendrecv(struct wag_hx *x, const struct weft_p2p_op *ops, size_t nops
 		rc = connect_peers(x, &r);
 	struct hx_run h = {.x = x, .r = &r, .esize = 1, .dtype = WEFT_UINT8, .op = -1, .u = u, .tx = cur,
 			   .rx = cur ? cur + x->nranks : NULL, .pool = pool, .lens = lens};
-	if (rc == 0)
+	if (rc == 0 && !x->prepare_only)
 		rc = snapshot_sends(x, &r, 1, u);
-	if (rc == 0)
+	if (rc == 0 && !x->prepare_only)
 		rc = run_round(&h);
 	free(it);
 	free(pool);
 	free(cur);
 	free(lens);
 	return rc;
+}
+
+void wag_hx_prepare(struct wag_hx *x, int on)
+{
+	x->prepare_only = on;
 }
 
 int wag_hx_layout(const struct weft_algo_comm *ac, struct wag_hier_layout *l)

@@ -86,6 +86,10 @@ int wag_hx_coll(struct wag_hx *x, const struct wag_hier_layout *l, const struct 
  * and in wag_hx_run, a send whose bytes a receive of the same batch (or
  * round) writes goes from a copy taken first, so buffers may overlap. */
 int wag_hx_sendrecv(struct wag_hx *x, const struct weft_p2p_op *ops, size_t nops, void *u);
+/* on = 1: the calls above make the connections, rings and scratch their
+ * plan needs, and move nothing, so that later calls only move data (the
+ * captured calls of xhost.c, whose moves run where nothing may connect). */
+void wag_hx_prepare(struct wag_hx *x, int on);
 
 /* The layout of a pack's communicator from the core's host indices: 0,
  * -ENOTSUP (over 64 ranks, a 0.2 core without topology) or -EINVAL (more

@@ -1725,3 +1725,22 @@ extern "C" int wag_cuda_buffer(const void *ptr, uint64_t *id, int *shareable)
 	*shareable = legacy || (handles & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0;
 	return 0;
 }
+
+extern "C" int wag_cuda_host_register_capture(void *p, size_t bytes, char *err, size_t errlen)
+{
+	/* Registering is not captured and does not touch the capturing stream,
+	 * but a global-mode capture forbids it on every thread: relaxed for
+	 * this thread alone, for this call. */
+	cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+	int rc = cuda_ck(cudaThreadExchangeStreamCaptureMode(&mode), "cudaThreadExchangeStreamCaptureMode", err, errlen);
+	if (rc)
+		return rc;
+	rc = wag_cuda_host_register(p, bytes, err, errlen);
+	(void)cudaThreadExchangeStreamCaptureMode(&mode);
+	return rc;
+}
+
+extern "C" int wag_cuda_host_fn(void *stream, void (*fn)(void *), void *arg, char *err, size_t errlen)
+{
+	return cuda_ck(cudaLaunchHostFunc((cudaStream_t)stream, fn, arg), "cudaLaunchHostFunc", err, errlen);
+}

@@ -182,6 +182,11 @@ int wag_launch_hx_divide(int dtype, void *buf, uint64_t n, int nranks, uint32_t 
  * -ENOTSUP where the GPU cannot use it there. */
 int wag_cuda_host_register(void *p, size_t bytes, char *err, size_t errlen);
 void wag_cuda_host_unregister(void *p);
+/* The same while a stream of this thread may be capturing a graph. */
+int wag_cuda_host_register_capture(void *p, size_t bytes, char *err, size_t errlen);
+/* fn(arg) on a host thread of CUDA's once stream reaches this point
+ * (a host node when captured); fn must not call CUDA. */
+int wag_cuda_host_fn(void *stream, void (*fn)(void *), void *arg, char *err, size_t errlen);
 /* Streams, events and copies for them: 0 or -WEFT_ERR_TRANSPORT with the CUDA
  * error in err. */
 int wag_cuda_stream_new(void **stream, char *err, size_t errlen);

@@ -1232,6 +1232,12 @@ START_TEST(two_ranks_graph_replay)
 }
 END_TEST
 
+START_TEST(four_ranks_graph_replay)
+{
+	ck_assert_int_eq(run(4, graph_rank, 600), 0);
+}
+END_TEST
+
 START_TEST(two_ranks_graph_ce)
 {
 	ck_assert_int_eq(run(2, graph_ce_rank, 300), 0);
@@ -1310,16 +1316,19 @@ int main(void)
 	tcase_add_test(tc, two_ranks_premul);
 	tcase_add_test(tc, two_ranks_premul_graph);
 	suite_add_tcase(s, tc);
-	/* The cross-host entries: what runs outside graph capture. */
+	/* The cross-host entries, graphs included (a host node per call). */
 	tc = tcase_create("hier");
 	tcase_set_timeout(tc, 900);
 	tcase_add_test(tc, two_ranks_matrix);
 	tcase_add_test(tc, two_ranks_premul);
+	tcase_add_test(tc, two_ranks_graph_replay);
+	tcase_add_test(tc, two_ranks_premul_graph);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("multi");
 	tcase_set_timeout(tc, 900);
 	tcase_add_test(tc, three_ranks);
 	tcase_add_test(tc, four_ranks);
+	tcase_add_test(tc, four_ranks_graph_replay);
 	suite_add_tcase(s, tc);
 	rc = wt_run_suite(s);
 	wt_netns_cleanup(&g_ns);
