@@ -112,6 +112,7 @@ struct weft__proxy;
 struct weft__sem_pool;
 
 struct weft__coll_comm;
+struct weft_window;
 
 struct weft_comm {
 	struct weft__bootstrap *bs;
@@ -160,6 +161,9 @@ struct weft_comm {
 	_Atomic uintptr_t busy_owner;
 	int busy_depth;
 	uint32_t shrinks; /* weft_comm_shrink calls begun here (split.c): stale messages of older ones are skipped */
+	/* Windows (window.c): the live ones, newest first, and the ids given. */
+	struct weft_window *windows;
+	uint64_t window_seq;
 };
 
 struct weft_mem {

@@ -16,6 +16,7 @@
 #include "dtype.h"
 #include "log.h"
 #include "handles.h"
+#include "window.h"
 
 /* ------------------------------------------------------------- groups
  * Per thread: the nesting depth and the calls queued since the outermost start. */
@@ -245,6 +246,8 @@ static int run_claimed(weft_comm_t *comm, const char *fn, struct weft_coll_args 
 	int rc = weft__comm_enter(comm, fn);
 	if (rc != 0)
 		return rc;
+	if (args)
+		weft__window_locate(comm, args);
 	rc = args ? weft__coll_run(comm, args) : run_p2p_batch(comm, ops, n, stream);
 	return weft__comm_leave(comm, rc);
 }

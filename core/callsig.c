@@ -89,8 +89,18 @@ int weft__callsig_begin(weft_comm_t *comm, struct weft_coll_args *a)
 	int rooted = a->coll == WEFT_COLL_BROADCAST || a->coll == WEFT_COLL_REDUCE;
 	int op = weft_kit_coll_reduces(a->coll) ? (int)a->op : 0;
 	uint64_t seq = ++comm->calls;
-	a->sig = weft_kit_sig_make(seq, a->coll, a->dtype, op, rooted ? a->root : -1,
-				   weft_kit_sig_mix((uint64_t)a->coll, a->count));
+	uint64_t h = weft_kit_sig_mix((uint64_t)a->coll, a->count);
+	/* Windows (window.c): ranks whose buffers lie in different windows,
+	 * or at different offsets, must not run the call (a pack reads a
+	 * peer's buffer at its own offset). Calls outside windows keep their
+	 * signature. */
+	if (a->send_win || a->recv_win) {
+		h = weft_kit_sig_mix(h, a->send_win ? a->send_win->id : 0);
+		h = weft_kit_sig_mix(h, a->send_off);
+		h = weft_kit_sig_mix(h, a->recv_win ? a->recv_win->id : 0);
+		h = weft_kit_sig_mix(h, a->recv_off);
+	}
+	a->sig = weft_kit_sig_make(seq, a->coll, a->dtype, op, rooted ? a->root : -1, h);
 	struct weft__bs_call c = {.seq = seq, .sig = a->sig, .count = a->count};
 	weft__bootstrap_call_begin(comm->bs, &c);
 	return 0;

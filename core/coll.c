@@ -572,6 +572,24 @@ void weft__coll_comm_cleanup(weft_comm_t *comm)
 	free(cc);
 }
 
+void weft__coll_window(weft_comm_t *comm, const struct weft_algo_window *w, int reg)
+{
+	struct weft__coll_comm *cc = comm_state(comm, 0);
+	for (int i = 0; cc && i < npacks; i++) {
+		const struct weft_algo_ops *o = packs[i].ops;
+		if (!cc->pk[i].done || packs[i].abi_minor < 3)
+			continue;
+		int rc = 0;
+		if (reg && WEFT_HAS_OP(o, struct weft_algo_ops, window_register))
+			rc = o->window_register(cc->pk[i].state, w);
+		else if (!reg && WEFT_HAS_OP(o, struct weft_algo_ops, window_deregister))
+			o->window_deregister(cc->pk[i].state, w);
+		if (rc != 0)
+			WEFT_WARN("%s: window %llu: %s; its calls take the pack's usual path", packs[i].name,
+				  (unsigned long long)w->id, weft_strerror(rc));
+	}
+}
+
 const char *weft__coll_last_algo(weft_comm_t *comm)
 {
 	if (!comm)

@@ -15,6 +15,9 @@
  * API. Accepts NULL and comms that never ran a collective.
  * Thread safety: one thread per comm. */
 void weft__coll_comm_cleanup(weft_comm_t *comm);
+/* Tells each pack set up on comm of window w, registered (reg 1, on every
+ * rank in the same order: weft_algo_ops.window_register) or going (reg 0). */
+void weft__coll_window(weft_comm_t *comm, const struct weft_algo_window *w, int reg);
 
 /* Runs one collective call (or a fused point-to-point batch) whose arguments
  * are checked: numbers and signs it (args->sig, args->p2p_sig), picks the

@@ -25,6 +25,7 @@
 #include "registry.h"
 #include "sem.h"
 #include "topo.h"
+#include "window.h"
 #include "tpsel.h"
 #include "sigkeep.h"
 #include "handles.h"
@@ -294,6 +295,7 @@ WEFT_API int weft_comm_destroy(weft_comm_t *comm)
 	weft__bootstrap_leaving(comm->bs);
 	/* Algorithm packs release what they made through the primitive API, so
 	 * they go first, while connections and memory still work. */
+	weft__window_free_all(comm);
 	weft__coll_comm_cleanup(comm);
 	weft__port_destroy_all(comm);
 	weft__conn_retire_all(comm);

@@ -285,6 +285,22 @@ enum weft_collective {
 	WEFT_COLL_COUNT
 };
 
+/* ABI 0.3: a window (weft_window_register): memory every rank of a
+ * communicator registered together, each rank's part imported by every
+ * other at registration. Packs see it in weft_coll_args.send_win/recv_win
+ * and in weft_algo_ops.window_register/window_deregister; it is the core's,
+ * read-only, valid until window_deregister returns. */
+struct weft_algo_window {
+	size_t size;
+	uint64_t id;                 /* from 1 per comm, the same on every rank, never reused */
+	void *base;                  /* this rank's part */
+	size_t len;
+	size_t min_len;              /* the smallest part of any rank */
+	enum weft_mem_type mem_type; /* the same on every rank */
+	weft_mem_t *mem;             /* this rank's part, registered */
+	weft_rmem_t *const *rmem;    /* nranks entries: rank q's part imported here; NULL at this rank */
+};
+
 /* One collective call as the core hands it to an algorithm. */
 struct weft_coll_args {
 	size_t size;
@@ -319,6 +335,16 @@ struct weft_coll_args {
 	 * counts agree, however the ranks group their calls. NULL when the check
 	 * is off. */
 	const uint64_t *p2p_sig;
+	/* ABI 0.3: the windows holding this rank's send and receive buffers
+	 * whole, within every rank's part (min_len), and the buffers' offsets
+	 * in them; NULL and 0 where none does, and always for broadcast, reduce
+	 * and send/recv. The ids and offsets are folded into sig, so ranks that
+	 * disagree on them fail the call; NCCL requires the same offsets on
+	 * every rank, so a peer's buffer is its part's start plus this rank's
+	 * offset. Read only where size covers them. */
+	const struct weft_algo_window *send_win;
+	const struct weft_algo_window *recv_win;
+	uint64_t send_off, recv_off;
 };
 
 /* One queued weft_send (is_send 1) or weft_recv (is_send 0), in bytes.
@@ -507,6 +533,19 @@ struct weft_algo_ops {
 	 * with the rest of the set-up at communicator creation, which fails on
 	 * every rank naming the first differing key. */
 	const char *(*agreement)(void);
+	/* ABI 0.3, both optional: windows (weft_window_register). The core
+	 * calls window_register on every rank, in the same order of packs, for
+	 * each pack whose comm_setup ran on that comm (its pack_state), right
+	 * after the window is registered and imported everywhere, so a pack
+	 * may talk to its peers there (to map the window ahead of its first
+	 * call, agreeing on the outcome). A pack set up later meets the window
+	 * first in a call's send_win/recv_win. A failure is logged and the
+	 * window still serves the calls: the pack must then take its usual
+	 * path on every rank alike. window_deregister runs before the core
+	 * releases the window, on each rank, not collectively: the pack drops
+	 * what it made of it once its last call on it completed. */
+	int (*window_register)(void *pack_state, const struct weft_algo_window *w);
+	void (*window_deregister)(void *pack_state, const struct weft_algo_window *w);
 };
 
 /* ------------------------------------------------------------ descriptors */

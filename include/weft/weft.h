@@ -198,6 +198,30 @@ WEFT_API int weft_rmem_release(weft_rmem_t *rmem);
  * Both ranks call it. */
 WEFT_API int weft_mem_exchange(weft_mem_t *mem, int peer, weft_rmem_t **rmem);
 
+/* A window: [ptr, ptr+len) of every rank of comm, registered together, each
+ * rank's part imported by every other. A collective call whose buffers lie
+ * in windows (each whole, at the same offset on every rank, within every
+ * rank's part) hands the packs the windows, so they skip the per-call
+ * exchange of buffer addresses (algo-gpu's direct and copy-engine paths).
+ * The window ids and offsets are part of the call's signature: ranks whose
+ * buffers are in different windows, or at different offsets, fail the call
+ * on every rank rather than compute on the wrong data ([core] check_calls
+ * on). Every rank calls it, in the same order among its windows, with its
+ * own ptr and len of one memory type; the memory stays the caller's and
+ * must outlive the window. On success *win is owned by the caller
+ * (weft_window_deregister, or the comm's destroy).
+ * Errors: -EINVAL (NULL comm, ptr or win, len 0, unknown type), those of
+ * weft_mem_register and weft_mem_exchange; -WEFT_ERR_MISMATCH where ranks
+ * passed different memory types; a failure on one rank is returned on
+ * every rank. Thread safety: one thread per comm. Blocking: yes (all ranks). */
+typedef struct weft_window weft_window_t;
+WEFT_API int weft_window_register(weft_comm_t *comm, void *ptr, size_t len, enum weft_mem_type type,
+				  weft_window_t **win);
+/* Releases a window; accepts NULL. Every rank calls it once the calls using
+ * the window completed (on their streams too); it does not wait for peers.
+ * Thread safety: one thread per comm. Blocking: no. */
+WEFT_API int weft_window_deregister(weft_window_t *win);
+
 /* ------------------------------------------------------------ connections */
 /* Connects to peer. transport names a loaded transport plugin ("ofi", "ucx", ...)
  * or is NULL to let the core choose. Both ranks call it with the same transport.
