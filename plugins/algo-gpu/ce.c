@@ -45,6 +45,7 @@ struct wag_ce {
 	void *side[2];
 	void *ev_fork, *ev_join;
 	void *ev_pull[CE_DEPTH], *ev_red[CE_DEPTH];
+	struct ce_sig *wsig; /* the calls in windows (win_sig), refilled per call */
 };
 
 static void sig_free(struct wag_ctx *c, struct ce_sig *g)
@@ -80,6 +81,8 @@ void wag_ce_free(struct wag_ctx *c)
 		e->sigs = g->next;
 		sig_free(c, g);
 	}
+	if (e->wsig)
+		sig_free(c, e->wsig);
 	for (int i = 0; i < 2; i++)
 		wag_cuda_stream_free(e->side[i]);
 	wag_cuda_event_free(e->ev_fork);
@@ -300,6 +303,46 @@ static enum wag_kind ce_twin(enum wag_kind k)
 	}
 }
 
+void wag_ce_quiesce(struct wag_ctx *c)
+{
+	struct ce_sig *g = c->ce ? c->ce->wsig : NULL;
+	char err[256];
+	if (g && g->done && wag_cuda_event_sync(g->done, err, sizeof(err)))
+		WAG_LOG(WEFT_LOG_WARN, "releasing a window's mappings: %s", err);
+}
+
+/* A call whose buffers lie in windows (weft_coll_args.send_win/recv_win):
+ * the peers' buffers are their mapped parts at this rank's offsets, which
+ * the call's signature makes the same on every rank, so no swap is needed.
+ * *out NULL (and 0) where the call takes the usual path: the same on every
+ * rank, as it rests on the signature and the ranks' agreed mappings. */
+static int win_sig(struct wag_ctx *c, const struct weft_coll_args *a, enum wag_kind k, uint64_t in_len,
+		   uint64_t out_len, int capturing, struct ce_sig **out)
+{
+	char *pin[WAG_MAX_RANKS], *pout[WAG_MAX_RANKS];
+	int rc;
+	*out = NULL;
+	if (a->size < offsetof(struct weft_coll_args, recv_off) + sizeof(a->recv_off) || !a->send_win ||
+	    !a->recv_win || k == WAG_BC_CE ||
+	    (k == WAG_A2A_CE && a->send_win == a->recv_win && a->send_off < a->recv_off + out_len &&
+	     a->recv_off < a->send_off + in_len))
+		return 0;
+	if ((rc = wag_win_parts(c, a->send_win, pin)) || (rc = wag_win_parts(c, a->recv_win, pout)))
+		return rc == -ENOENT ? 0 : rc;
+	struct wag_ce *e = c->ce;
+	if (!e->wsig && !(e->wsig = calloc(1, sizeof(*e->wsig))))
+		return -ENOMEM;
+	struct ce_sig *g = e->wsig;
+	for (int q = 0; q < c->nranks; q++) {
+		g->pin[q] = pin[q] + a->send_off;
+		g->pout[q] = pout[q] + a->recv_off;
+		g->rec[q] = (struct ce_rec){.in = (uintptr_t)g->pin[q], .out = (uintptr_t)g->pout[q], .in_len = in_len,
+					    .out_len = out_len, .ok = 1, .capturing = (uint32_t)capturing};
+	}
+	*out = g;
+	return 0;
+}
+
 /* Finds or makes the signature of this call's buffers; *g NULL (and 0) when
  * some rank's buffers cannot be shared: the call then falls back. Every rank
  * takes the same path: the decision rests on the records all ranks gathered. */
@@ -308,6 +351,12 @@ static int sig_get(struct wag_ctx *c, const struct weft_coll_args *a, uint64_t i
 {
 	const struct weft_prim_api *p = c->prim;
 	k = ce_twin(k);
+	struct ce_sig *w = NULL;
+	int wrc = win_sig(c, a, k, in_len, out_len, capturing, &w);
+	if (wrc || w) {
+		*out = w;
+		return wrc;
+	}
 	/* A broadcast's non-roots only receive: their send buffer may be anything. */
 	const void *in = k == WAG_BC_CE && c->rank != a->root ? a->recvbuf : a->sendbuf;
 	if (k == WAG_BC_CE && c->rank != a->root)

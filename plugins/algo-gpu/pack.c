@@ -88,6 +88,7 @@ static void ctx_free(struct wag_ctx *c)
 		p->comm_barrier(c->comm);
 	}
 	wag_ce_free(c);
+	wag_win_free(c);
 	wag_xh_free(c->xh);
 	for (int q = 0; q < c->nranks && q < WAG_MAX_RANKS; q++) {
 		struct wag_peer *pe = &c->peers[q];
@@ -898,6 +899,8 @@ static const struct weft_algo_ops wag_ops = {
 	.algos = wag_algos,
 	.comm_setup = wag_comm_setup,
 	.comm_teardown = wag_comm_teardown,
+	.window_register = wag_win_register,
+	.window_deregister = wag_win_deregister,
 };
 
 static const struct weft_plugin_desc wag_desc = {

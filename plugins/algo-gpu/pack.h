@@ -36,6 +36,7 @@ struct wag_peer {
 
 struct wag_ce;
 struct wag_xh;
+struct wag_win;
 
 /* Per-communicator state of the pack, made by its comm_setup (ABI 0.3). */
 struct wag_ctx {
@@ -54,6 +55,7 @@ struct wag_ctx {
 	 * cross-host algorithms (xhost.c) serve. */
 	int mesh;
 	struct wag_xh *xh; /* the cross-host algorithms' state */
+	struct wag_win *wins; /* windows mapped here (win.c) */
 };
 
 /* The pack's kinds of algorithm (pack.c's table). */
@@ -104,6 +106,17 @@ int wag_run(struct wag_ctx *c, const struct weft_coll_args *a, enum wag_kind k);
 int wag_ce_run(struct wag_ctx *c, const struct weft_coll_args *a, enum wag_kind k, enum wag_kind fallback);
 /* Releases the copy-engine state (after the device and every rank are idle). */
 void wag_ce_free(struct wag_ctx *c);
+/* Waits for the last call that read or wrote peers' windows (win.c). */
+void wag_ce_quiesce(struct wag_ctx *c);
+
+/* Windows (win.c): the pack's hooks (weft_algo_ops), and each rank's part of
+ * window w mapped here into base[nranks]: 0, -ENOENT where some rank cannot
+ * map its peers' parts (agreed: the same on every rank), or the exchange's
+ * error. Collective at a window's first use only. */
+int wag_win_register(void *pack_state, const struct weft_algo_window *w);
+void wag_win_deregister(void *pack_state, const struct weft_algo_window *w);
+int wag_win_parts(struct wag_ctx *c, const struct weft_algo_window *w, char **base);
+void wag_win_free(struct wag_ctx *c);
 
 /* A pre-multiplied sum turned into a plain one (b), its scaled input in
  * the output or in stream-ordered memory *tmp; premul_end releases that and
