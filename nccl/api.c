@@ -933,13 +933,12 @@ WN_ALIAS(ncclCommCuDevice);
 
 /* ------------------------------------------------------------- memory */
 
-typedef int (*cuda_malloc_fn)(void **, size_t);
-typedef int (*cuda_free_fn)(void *);
+
 typedef const char *(*cuda_error_name_fn)(int);
 
 /* The runtime's name of a CUDA error (cudaErrorMemoryAllocation), through the
  * application's libcudart as every CUDA call here; its number where none is. */
-static const char *cuda_error_name(int err)
+const char *wn_cuda_error_name(int err)
 {
 	static __thread char buf[32];
 	cuda_error_name_fn f = (cuda_error_name_fn)dlsym(RTLD_DEFAULT, "cudaGetErrorName");
@@ -949,50 +948,6 @@ static const char *cuda_error_name(int err)
 	snprintf(buf, sizeof(buf), "CUDA error %d", err);
 	return buf;
 }
-
-WN_API ncclResult_t ncclMemAlloc(void **ptr, size_t size)
-{
-	if (!ptr) {
-		WN_ERROR("ncclMemAlloc: ptr is NULL");
-		return ncclInvalidArgument;
-	}
-	*ptr = NULL;
-	/* weft_mem_alloc needs a comm, NCCL's call has none: use the
-	 * application's own CUDA runtime, and refuse where it has none. */
-	cuda_malloc_fn m = (cuda_malloc_fn)dlsym(RTLD_DEFAULT, "cudaMalloc");
-	if (!m) {
-		WN_ERROR("ncclMemAlloc: no CUDA runtime in this process (cudaMalloc not found); weft allocates device "
-			 "memory only through the application's libcudart");
-		return ncclInvalidUsage;
-	}
-	void *p = NULL;
-	int err = m(&p, size);
-	if (err != 0) {
-		WN_ERROR("ncclMemAlloc: cudaMalloc(%zu) failed: %s", size, cuda_error_name(err));
-		return ncclUnhandledCudaError;
-	}
-	*ptr = p;
-	return ncclSuccess;
-}
-WN_ALIAS(ncclMemAlloc);
-
-WN_API ncclResult_t ncclMemFree(void *ptr)
-{
-	if (!ptr)
-		return ncclSuccess;
-	cuda_free_fn f = (cuda_free_fn)dlsym(RTLD_DEFAULT, "cudaFree");
-	if (!f) {
-		WN_ERROR("ncclMemFree: no CUDA runtime in this process (cudaFree not found)");
-		return ncclInvalidUsage;
-	}
-	int err = f(ptr);
-	if (err != 0) {
-		WN_ERROR("ncclMemFree: cudaFree failed: %s", cuda_error_name(err));
-		return ncclUnhandledCudaError;
-	}
-	return ncclSuccess;
-}
-WN_ALIAS(ncclMemFree);
 
 /* The memory type of buff, from the application's CUDA runtime when loaded.
  * cudaPointerAttributes starts {int type; int device; void *dev; void *host}
@@ -1030,7 +985,7 @@ int wn_copy_to_host(void *dst, const void *src, size_t n, void *stream)
 	if (err == 0)
 		err = sync(stream);
 	if (err != 0) {
-		WN_ERROR("reading a device scalar for host buffers failed: %s", cuda_error_name(err));
+		WN_ERROR("reading a device scalar for host buffers failed: %s", wn_cuda_error_name(err));
 		return -WEFT_ERR_TRANSPORT;
 	}
 	return 0;

@@ -229,6 +229,8 @@ void wn_device_leave(int prev);
 /* The memory type of a buffer, from the application's CUDA runtime when it
  * has one loaded (host otherwise). */
 enum weft_mem_type wn_mem_type(const void *buf);
+/* The CUDA runtime's name of error err, or its number (api.c). */
+const char *wn_cuda_error_name(int err);
 /* Copies n bytes of device memory to dst on stream and waits for them,
  * through the application's CUDA runtime: 0, or a weft code (logged). */
 int wn_copy_to_host(void *dst, const void *src, size_t n, void *stream);

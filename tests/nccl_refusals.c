@@ -522,7 +522,9 @@ static int c_redop_destroy(struct nr_ctx *x)
 static int c_mem_free(struct nr_ctx *x)
 {
 	static char host[16];
-	NR_REFUSED(x, "ncclMemFree without a CUDA runtime", ncclMemFree(host), "no CUDA runtime");
+	/* Only what ncclMemAlloc made is freed: host memory is refused, never passed on. */
+	NR_REFUSED(x, "ncclMemFree of memory ncclMemAlloc did not make", ncclMemFree(host),
+		   "not returned by ncclMemAlloc");
 	return 0;
 }
 
