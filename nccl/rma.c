@@ -12,7 +12,9 @@
  * weft_put into the peer's imported region, followed by the signal on the
  * host connection; the call flushes both before it returns, so the source may
  * be reused and the data is at the peer, as NCCL's calls once their stream
- * ran them. With a stream and the application's CUDA runtime, the stream is
+ * ran them. Each window is also the core's (weft_window_register), so that
+ * collectives whose buffers lie in windows skip the packs' per-call swap of
+ * buffer addresses. With a stream and the application's CUDA runtime, the stream is
  * synchronized first, so that the call sees what earlier work on it wrote. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -36,6 +38,7 @@ struct ncclWindow_vidmem {
 	int nranks;
 	weft_rmem_t **rmem; /* [nranks]: each peer's region of this window; NULL at this rank */
 	uint64_t *sizes;    /* [nranks]: each rank's size of it */
+	weft_window_t *cw;  /* the core's window: collectives in it skip the packs' address swaps */
 	struct ncclWindow_vidmem *next;
 };
 
@@ -271,6 +274,7 @@ static void win_free(struct ncclWindow_vidmem *w)
 {
 	if (!w)
 		return;
+	weft_window_deregister(w->cw);
 	for (int p = 0; w->rmem && p < w->nranks; p++)
 		weft_rmem_release(w->rmem[p]);
 	weft_mem_deregister(w->mem);
@@ -384,6 +388,11 @@ static int win_register(struct ncclComm *comm, void *buff, size_t size, int flag
 	}
 	if ((rc = agree(comm, lrc, fn, "importing the window")) != 0)
 		goto fail;
+	/* Collective and agreed by the core: a failure is every rank's. */
+	if ((rc = weft_window_register(wc, buff, size, w->type, &w->cw)) != 0) {
+		WN_ERROR("%s: rank %d: registering the window for collectives failed: %s", fn, me, weft_strerror(rc));
+		goto fail;
+	}
 	free(hdrs);
 	free(blob);
 	free(blobs);

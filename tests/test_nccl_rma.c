@@ -10,7 +10,9 @@
  * The transport is the one WEFT_TRANSPORT_RULES requires (tests/nccl.cmake
  * runs this for shm, ofi and ucx). Also: calls on a non-blocking comm still
  * initializing, a window, a group of collectives and a put, which wait and
- * then succeed. */
+ * then succeed. And allreduce in windows (the core's windows), in place and
+ * out of place, and ranks whose buffers lie at different offsets, or one
+ * outside, failing on every rank. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdint.h>
@@ -296,6 +298,92 @@ START_TEST(calls_while_initializing)
 }
 END_TEST
 
+/* ------------------------------------------- collectives in windows */
+
+#define WCOUNT 4099 /* int32 elements per block: not a multiple of anything */
+
+/* Rank r's element i of round k: pseudo-random, so that every rank can
+ * compute every rank's input for the reference. */
+static int32_t wdata(int r, int i, int k)
+{
+	uint32_t x = (uint32_t)(r * 7919 + i * 104729 + k * 1299709) ^ 0x9e3779b9u;
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	return (int32_t)(x % 2000001u) - 1000000;
+}
+
+static int wcheck(int rank, const int32_t *got, int n, int k, const char *what)
+{
+	for (int i = 0; i < WCOUNT; i++) {
+		int32_t want = 0;
+		for (int r = 0; r < n; r++)
+			want += wdata(r, i, k);
+		RCHECK(got[i] == want, "%s: [%d] = %d, want %d", what, i, got[i], want);
+	}
+	return 0;
+}
+
+/* A call the ranks make differently must fail on every rank: an error from
+ * the call, or from the comm right after (the heartbeats' check). */
+static int wfails(int rank, ncclComm_t comm, ncclResult_t r, const char *what)
+{
+	ncclResult_t async = ncclSuccess;
+	for (int t = 0; r == ncclSuccess && t < 100; t++) {
+		RCHECK(ncclCommGetAsyncError(comm, &async) == ncclSuccess, "ncclCommGetAsyncError failed");
+		if (async != ncclSuccess && async != ncclInProgress)
+			break;
+		usleep(50000);
+	}
+	RCHECK(r != ncclSuccess || (async != ncclSuccess && async != ncclInProgress),
+	       "%s: no error on this rank (the ranks' calls differ)", what);
+	return 0;
+}
+
+/* Allreduce out of place and in place in one window, checked; then rank 1
+ * moves its in-place buffer to another offset of the window (mode 1) or out
+ * of it (mode 2): every rank must fail, as NCCL requires one offset. */
+static int win_coll_rank(int rank, int n, void *arg)
+{
+	int mode = *(const int *)arg;
+	ncclComm_t comm = NULL;
+	NOK(ncclCommInitRank(&comm, n, g_id, rank));
+	size_t blk = (size_t)WCOUNT * sizeof(int32_t);
+	int32_t *w = calloc(4, blk), *plain = calloc(1, blk);
+	RCHECK(w && plain, "out of memory");
+	ncclWindow_t win = NULL;
+	NOK(ncclCommWindowRegister(comm, w, 4 * blk, &win, NCCL_WIN_COLL_SYMMETRIC));
+	for (int i = 0; i < WCOUNT; i++) {
+		w[i] = wdata(rank, i, 1);
+		w[2 * WCOUNT + i] = wdata(rank, i, 2);
+	}
+	NOK(ncclAllReduce(w, w + WCOUNT, WCOUNT, ncclInt32, ncclSum, comm, NULL));
+	if (wcheck(rank, w + WCOUNT, n, 1, "out of place in a window"))
+		return 1;
+	NOK(ncclAllReduce(w + 2 * WCOUNT, w + 2 * WCOUNT, WCOUNT, ncclInt32, ncclSum, comm, NULL));
+	if (wcheck(rank, w + 2 * WCOUNT, n, 2, "in place in a window"))
+		return 1;
+	int32_t *mine = w + 2 * WCOUNT;
+	if (rank == 1)
+		mine = mode == 1 ? w + 3 * WCOUNT : plain;
+	ncclResult_t r = ncclAllReduce(mine, mine, WCOUNT, ncclInt32, ncclSum, comm, NULL);
+	if (wfails(rank, comm, r, mode == 1 ? "another offset on rank 1" : "rank 1 outside the window"))
+		return 1;
+	ncclCommAbort(comm);
+	free(w);
+	free(plain);
+	return 0;
+}
+
+START_TEST(collectives_in_windows)
+{
+	int n = 3, mode = _i + 1;
+	ck_assert_int_eq(ncclGetUniqueId(&g_id), ncclSuccess);
+	int bad = wt_fork_ranks(n, win_coll_rank, &mode, JOB_TIMEOUT);
+	ck_assert_msg(bad == 0, "%d of %d ranks failed", bad, n);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
 	setenv("WEFT_CORE_PEER_TIMEOUT", "5", 0);
@@ -310,6 +398,7 @@ int main(int argc, char **argv)
 		tcase_add_test(mp, one_thread_two_ranks);
 		tcase_add_test(mp, revoke_a_waiting_call);
 		tcase_add_test(mp, calls_while_initializing);
+		tcase_add_loop_test(mp, collectives_in_windows, 0, 2);
 	}
 	suite_add_tcase(s, mp);
 	return wt_run_suite(s);
