@@ -46,6 +46,18 @@ if(_weft_have_cuda AND TARGET weft-plugin-nvlink)
     ${PROJECT_SOURCE_DIR}/plugins/ib/ib_dmabuf.c LABELS gpu TIMEOUT 300
     LIBS CUDA::cudart_static ${CMAKE_DL_LIBS} rt)
 
+  # libweft_nccl on device buffers: ncclMemAlloc (VMM), allreduce in windows,
+  # ranks that disagree on a window's offset. The CUDA runtime is linked as a
+  # shared library: libweft_nccl finds it in the process (dlsym), as in an
+  # application. allreduce-direct from 1 MiB: the path windows serve.
+  if(TARGET weft_nccl AND TARGET weft-plugin-algo-gpu)
+    weft_add_test(test_nccl_win_gpu SOURCES ${_gpudir}/test_nccl_win_gpu.c LABELS gpu TIMEOUT 300
+      LIBS weft_nccl CUDA::cudart ${CMAKE_DL_LIBS}
+      ENV WEFT_CORE_BOOTSTRAP_ADDR=127.0.0.1 NCCL_NVLS_ENABLE=0 WEFT_ALGO_GPU_DIRECT_ALLREDUCE_MIN=1M)
+    target_include_directories(test_nccl_win_gpu PRIVATE ${PROJECT_SOURCE_DIR}/nccl/include)
+    add_dependencies(test_nccl_win_gpu weft-plugin-algo-gpu weft-plugin-nvlink weft-plugin-shm)
+  endif()
+
   add_executable(weft-gpu-bench ${_gpudir}/gpu_bench.cu ${_gpurt})
   target_include_directories(weft-gpu-bench PRIVATE ${PROJECT_SOURCE_DIR}/include)
   target_link_libraries(weft-gpu-bench PRIVATE CUDA::cudart_static ${CMAKE_DL_LIBS} rt Threads::Threads)
