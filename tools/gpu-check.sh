@@ -38,6 +38,9 @@
 #              torch.distributed backend "weft" (no NCCL), 2 ranks on one GPU, every
 #              c10d collective on CPU and CUDA tensors, an async all_reduce on a side
 #              stream, new_group, DDP; libweft of this build, the package from python/
+#   win        windows and ncclMemAlloc: test_nccl_win_gpu, then 1 MiB allreduce without a
+#              graph, 2 ranks, medians of 5 alternating runs: the default choice, and
+#              allreduce-direct on cudaMalloc, ncclMemAlloc, and windows of either
 #   plugin-check  weft-plugin-check on nvlink (its CUDA-memory checks) and on
 #              algo-gpu (the pack checks on device buffers), 2 ranks
 #   plan       algo-plan's device interpreter: its GPU tests (test_plan_gpu*),
@@ -51,7 +54,7 @@
 # A tree built elsewhere at the same path can be run without the build stage, and
 # so can a build packed by tools/gpu-carry.sh into .gpubuild/ (carried to the device
 # machine): its recorded paths are linked to it here, and the build stage is skipped.
-# Usage: tools/gpu-check.sh [build] [test] [hier] [xhost] [xconf] [xtorch] [plugin-check] [bench] [algo-bench] [perf] [sweep] [record] [ce-diag] [nccl] [torch] [pgtorch] [plan]
+# Usage: tools/gpu-check.sh [build] [test] [hier] [xhost] [xconf] [xtorch] [plugin-check] [bench] [algo-bench] [perf] [sweep] [record] [ce-diag] [nccl] [torch] [pgtorch] [plan] [win]
 set -uo pipefail
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$src" || exit
@@ -147,7 +150,8 @@ do_build() {
 			cmake --build "$bdir" -j "$jobs" --target ${WEFT_GPU_TARGETS:-weft-plugin-nvlink weft-plugin-algo-gpu \
 				weft-plugin-shm weft-plugin-algo-host test_algo_host test_nvlink_gpu test_devchan_gpu test_nvlink_nodev test_algo_gpu \
 				test_algo_gpu_sched weft-gpu-bench weft-algo-gpu-bench weft-info weft-perf weft-perf-gpu test_perfgpu_gpu \
-				weft_nccl weft-nccl-driver weft-plugin-check weft-conformance weft-pack-conformance test_ib_dmabuf_gpu} \
+				weft_nccl weft-nccl-driver weft-plugin-check weft-conformance weft-pack-conformance test_ib_dmabuf_gpu \
+				test_nccl_win_gpu} \
 				$(net_targets)
 		fi &&
 		tools/check-no-multicast.sh "$bdir"
@@ -440,6 +444,46 @@ do_nccl() {
 	echo "nccl: no mpirun on this machine: the launcher case was not run"
 }
 
+# Windows and ncclMemAlloc (issue 25 item 3): the GPU test, then the 1 MiB
+# allreduce launched one call at a time (no graph), 2 ranks, every variant in
+# each of 5 rounds so that they alternate, values checked: the default choice
+# (allreduce-rsag below direct_allreduce_min), then allreduce-direct
+# (direct_allreduce_min=1M) on cudaMalloc buffers and on ncclMemAlloc ones
+# (a host exchange of buffer addresses per call), and in windows of either
+# (none). The medians per variant close the log.
+do_win() {
+	local d="$bdir/bin/weft-nccl-driver" t=${WEFT_NCCL_STAGE_TIMEOUT:-60} r=0 i v line
+	local variants=(default direct direct-nccl-mem direct-window direct-nccl-mem-window)
+	local -A us=()
+	export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+	# shellcheck disable=SC2086 # extra ctest arguments
+	WEFT_REQUIRE_GPU=1 ctest --test-dir "$bdir" -R 'test_nccl_win_gpu' --output-on-failure --timeout 300 \
+		${WEFT_GPU_CTEST_ARGS:-} || r=1
+	for i in 1 2 3 4 5; do
+		for v in "${variants[@]}"; do
+			local min=2M args=()
+			[[ $v == direct* ]] && min=1M
+			[[ $v == *nccl-mem* ]] && args+=(--nccl-mem)
+			[[ $v == *window ]] && args+=(--window)
+			line=$(WEFT_ALGO_GPU_DIRECT_ALLREDUCE_MIN=$min timeout "$t" "$d" -o allreduce -b 1M -e 1M -n 200 \
+				-w 20 --mem cuda --np 2 "${args[@]}" | awk '$1 == 1048576 { print $3, $6 }')
+			echo "win: round $i, $v: ${line:-no result} (us, #wrong)"
+			if [[ -z $line || ${line#* } != 0 ]]; then
+				r=1
+				continue
+			fi
+			us[$v]+="${line% *} "
+		done
+	done
+	echo "win: 1 MiB allreduce, int32, 2 ranks, no graph: medians of 5 runs (us)"
+	for v in "${variants[@]}"; do
+		# shellcheck disable=SC2086 # one value a word
+		printf '  %-24s %s\n' "$v" "$(printf '%s\n' ${us[$v]:-} | sort -g |
+			awk '{ a[NR] = $1 } END { print NR ? a[int((NR + 1) / 2)] : "none" }')"
+	done
+	return $r
+}
+
 # PyTorch unchanged on weft: torchrun, libweft_nccl preloaded, every result
 # checked against a reference computed in the script (which also proves weft
 # answered); then again with non-blocking communicators, a shorter set. Both
@@ -553,6 +597,7 @@ for s in "${stages[@]}"; do
 	pgtorch) stage pgtorch do_pgtorch ;;
 	plugin-check) stage plugin-check do_plugin_check ;;
 	plan) stage plan do_plan ;;
+	win) stage win do_win ;;
 	*) echo "gpu-check: unknown stage $s" >&2; exit 2 ;;
 	esac
 done

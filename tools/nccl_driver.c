@@ -31,6 +31,8 @@ struct opts {
 	int iters, warmup, check;
 	int cuda;
 	int graph;      /* calls captured per CUDA graph launch (0: no graph) */
+	int nccl_mem;   /* --nccl-mem: device buffers from ncclMemAlloc */
+	int window;     /* --window: send and receive buffers registered as windows */
 	int np;         /* fork this many ranks */
 	int init_all;   /* ranks in this process through ncclCommInitAll */
 	const char *id_file;
@@ -52,6 +54,7 @@ struct rank_ctx {
 	void *stream;
 	int dev;            /* --mem cuda: this rank's GPU */
 	void *graph_exec;   /* --graph: the captured calls of the current size */
+	ncclWindow_t wsend, wrecv; /* --window */
 	size_t cap;         /* bytes of send and recv */
 };
 
@@ -87,17 +90,56 @@ static int ctx_alloc(struct rank_ctx *c, const struct opts *o)
 		c->recv = c->hr;
 		return 0;
 	}
-	if (cu.set_device(c->dev) || cu.malloc_(&c->send, c->cap) || cu.malloc_(&c->recv, c->cap) ||
-	    cu.stream_create(&c->stream)) {
-		fprintf(stderr, "rank %d: cudaMalloc/cudaStreamCreate failed\n", c->rank);
+	if (cu.set_device(c->dev)) {
+		fprintf(stderr, "rank %d: cudaSetDevice failed\n", c->rank);
+		return -ENODEV;
+	}
+	if (o->nccl_mem) {
+		if (ncclMemAlloc(&c->send, c->cap) || ncclMemAlloc(&c->recv, c->cap)) {
+			fprintf(stderr, "rank %d: ncclMemAlloc failed: %s\n", c->rank, ncclGetLastError(NULL));
+			return -ENOMEM;
+		}
+	} else if (cu.malloc_(&c->send, c->cap) || cu.malloc_(&c->recv, c->cap)) {
+		fprintf(stderr, "rank %d: cudaMalloc failed\n", c->rank);
 		return -ENOMEM;
+	}
+	if (cu.stream_create(&c->stream)) {
+		fprintf(stderr, "rank %d: cudaStreamCreate failed\n", c->rank);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* --window: both buffers of every local rank, collectively (a group for
+ * several ranks of this thread). */
+static int windows_register(struct rank_ctx *cs, int nlocal)
+{
+	ncclResult_t r = ncclGroupStart();
+	for (int l = 0; l < nlocal && !r; l++) {
+		r = ncclCommWindowRegister(cs[l].comm, cs[l].send, cs[l].cap, &cs[l].wsend, NCCL_WIN_COLL_SYMMETRIC);
+		if (!r)
+			r = ncclCommWindowRegister(cs[l].comm, cs[l].recv, cs[l].cap, &cs[l].wrecv,
+						   NCCL_WIN_COLL_SYMMETRIC);
+	}
+	ncclResult_t e = ncclGroupEnd();
+	if (r || e) {
+		fprintf(stderr, "ncclCommWindowRegister failed: %s (%s)\n", ncclGetErrorString(r ? r : e),
+			ncclGetLastError(NULL));
+		return 1;
 	}
 	return 0;
 }
 
 static void ctx_free(struct rank_ctx *c, const struct opts *o)
 {
-	if (o->cuda) {
+	if (c->wsend)
+		ncclCommWindowDeregister(c->comm, c->wsend);
+	if (c->wrecv)
+		ncclCommWindowDeregister(c->comm, c->wrecv);
+	if (o->cuda && o->nccl_mem) {
+		ncclMemFree(c->send);
+		ncclMemFree(c->recv);
+	} else if (o->cuda) {
 		cu.free_(c->send);
 		cu.free_(c->recv);
 	}
@@ -255,8 +297,9 @@ static int run_coll(struct rank_ctx *cs, int nlocal, const struct opts *o, enum 
 {
 	int n = cs[0].nranks, print = cs[0].rank == 0;
 	if (print)
-		printf("# %s: %d ranks, int32, sum, %s memory\n#%12s %12s %10s %10s %10s %8s\n", coll_names[k], n,
-		       o->cuda ? "cuda" : "host", "size(B)", "count", "time(us)", "algbw", "busbw", "#wrong");
+		printf("# %s: %d ranks, int32, sum, %s memory%s%s\n#%12s %12s %10s %10s %10s %8s\n", coll_names[k], n,
+		       o->cuda ? "cuda" : "host", o->nccl_mem ? ", ncclMemAlloc" : "", o->window ? ", in windows" : "",
+		       "size(B)", "count", "time(us)", "algbw", "busbw", "#wrong");
 	for (size_t bytes = o->minb; bytes <= o->maxb; bytes = (size_t)ceil((double)bytes * o->factor)) {
 		/* bytes is the per-rank buffer nccl-tests reports; count per block. */
 		size_t count = bytes / 4;
@@ -328,6 +371,8 @@ static int run_ranks(struct rank_ctx *cs, int nlocal, const struct opts *o)
 	for (int l = 0; l < nlocal && !rc; l++)
 		if (ctx_alloc(&cs[l], o))
 			rc = 1;
+	if (!rc && o->window)
+		rc = windows_register(cs, nlocal);
 	for (int k = 0; k < C_COUNT && !rc; k++)
 		if (o->colls[k])
 			rc = run_coll(cs, nlocal, o, (enum coll)k);
@@ -421,14 +466,17 @@ static int share_id(const char *path, int rank, ncclUniqueId *id)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: weft-nccl-driver [-o COLL[,COLL..]|all] [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]\n"
-		   "                        [-c 0|1] [--mem host|cuda] [--graph N] (--np N | --init-all N | --id-file PATH)\n"
+		   "                        [-c 0|1] [--mem host|cuda] [--graph N] [--nccl-mem] [--window]\n"
+		   "                        (--np N | --init-all N | --id-file PATH)\n"
 		   "  COLL: allreduce allgather broadcast reducescatter alltoall sendrecv (int32, sum)\n"
 		   "  --np N        fork N ranks, one process each (ncclCommInitRank)\n"
 		   "  --init-all N  N ranks in this process (ncclCommInitAll, calls in groups)\n"
 		   "  --id-file P   one rank of a launched job (mpirun/srun/torchrun env); rank 0 writes the id to P\n"
 		   "  --mem cuda    device buffers and a stream (needs the CUDA runtime; else refused)\n"
 		   "  --graph N     with --mem cuda: capture N calls in a CUDA graph and time its launches\n"
-		   "                (per call, as nccl-tests' -G); the first and last launch are checked\n");
+		   "                (per call, as nccl-tests' -G); the first and last launch are checked\n"
+		   "  --nccl-mem    with --mem cuda: buffers from ncclMemAlloc (CUDA VMM), not cudaMalloc\n"
+		   "  --window      register the send and receive buffers as windows (ncclCommWindowRegister)\n");
 }
 
 static size_t parse_size(const char *s)
@@ -449,6 +497,7 @@ int main(int argc, char **argv)
 	struct opts o = {.minb = 4, .maxb = 1 << 20, .factor = 2, .iters = 20, .warmup = 5, .check = 1};
 	static const struct option lo[] = {{"mem", 1, 0, 'm'}, {"np", 1, 0, 'N'}, {"init-all", 1, 0, 'A'},
 					   {"id-file", 1, 0, 'I'}, {"graph", 1, 0, 'G'},
+					   {"nccl-mem", 0, 0, 'M'}, {"window", 0, 0, 'W'},
 					   {"help", 0, 0, 'h'},     {0, 0, 0, 0}};
 	int c, any = 0;
 	while ((c = getopt_long(argc, argv, "o:b:e:f:n:w:c:h", lo, NULL)) != -1) {
@@ -484,12 +533,18 @@ int main(int argc, char **argv)
 		case 'A': o.init_all = atoi(optarg); break;
 		case 'I': o.id_file = optarg; break;
 		case 'G': o.graph = atoi(optarg); break;
+		case 'M': o.nccl_mem = 1; break;
+		case 'W': o.window = 1; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
 	if (!any)
 		o.colls[C_ALLREDUCE] = 1;
+	if (o.nccl_mem && !o.cuda) {
+		fprintf(stderr, "--nccl-mem needs --mem cuda (ncclMemAlloc gives device memory)\n");
+		return 2;
+	}
 	if (o.graph < 0 || (o.graph && !o.cuda)) {
 		fprintf(stderr, "--graph N needs N >= 0 and --mem cuda (graphs capture CUDA streams)\n");
 		return 2;
