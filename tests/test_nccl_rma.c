@@ -302,41 +302,14 @@ END_TEST
 
 #define WCOUNT 4099 /* int32 elements per block: not a multiple of anything */
 
-/* Rank r's element i of round k: pseudo-random, so that every rank can
- * compute every rank's input for the reference. */
-static int32_t wdata(int r, int i, int k)
-{
-	uint32_t x = (uint32_t)(r * 7919 + i * 104729 + k * 1299709) ^ 0x9e3779b9u;
-	x ^= x << 13;
-	x ^= x >> 17;
-	x ^= x << 5;
-	return (int32_t)(x % 2000001u) - 1000000;
-}
-
 static int wcheck(int rank, const int32_t *got, int n, int k, const char *what)
 {
 	for (int i = 0; i < WCOUNT; i++) {
 		int32_t want = 0;
 		for (int r = 0; r < n; r++)
-			want += wdata(r, i, k);
+			want += wt_nccl_data(r, (size_t)i, k);
 		RCHECK(got[i] == want, "%s: [%d] = %d, want %d", what, i, got[i], want);
 	}
-	return 0;
-}
-
-/* A call the ranks make differently must fail on every rank: an error from
- * the call, or from the comm right after (the heartbeats' check). */
-static int wfails(int rank, ncclComm_t comm, ncclResult_t r, const char *what)
-{
-	ncclResult_t async = ncclSuccess;
-	for (int t = 0; r == ncclSuccess && t < 100; t++) {
-		RCHECK(ncclCommGetAsyncError(comm, &async) == ncclSuccess, "ncclCommGetAsyncError failed");
-		if (async != ncclSuccess && async != ncclInProgress)
-			break;
-		usleep(50000);
-	}
-	RCHECK(r != ncclSuccess || (async != ncclSuccess && async != ncclInProgress),
-	       "%s: no error on this rank (the ranks' calls differ)", what);
 	return 0;
 }
 
@@ -354,8 +327,8 @@ static int win_coll_rank(int rank, int n, void *arg)
 	ncclWindow_t win = NULL;
 	NOK(ncclCommWindowRegister(comm, w, 4 * blk, &win, NCCL_WIN_COLL_SYMMETRIC));
 	for (int i = 0; i < WCOUNT; i++) {
-		w[i] = wdata(rank, i, 1);
-		w[2 * WCOUNT + i] = wdata(rank, i, 2);
+		w[i] = wt_nccl_data(rank, (size_t)i, 1);
+		w[2 * WCOUNT + i] = wt_nccl_data(rank, (size_t)i, 2);
 	}
 	NOK(ncclAllReduce(w, w + WCOUNT, WCOUNT, ncclInt32, ncclSum, comm, NULL));
 	if (wcheck(rank, w + WCOUNT, n, 1, "out of place in a window"))
@@ -367,7 +340,7 @@ static int win_coll_rank(int rank, int n, void *arg)
 	if (rank == 1)
 		mine = mode == 1 ? w + 3 * WCOUNT : plain;
 	ncclResult_t r = ncclAllReduce(mine, mine, WCOUNT, ncclInt32, ncclSum, comm, NULL);
-	if (wfails(rank, comm, r, mode == 1 ? "another offset on rank 1" : "rank 1 outside the window"))
+	if (wt_nccl_fails(rank, comm, r, mode == 1 ? "another offset on rank 1" : "rank 1 outside the window"))
 		return 1;
 	ncclCommAbort(comm);
 	free(w);

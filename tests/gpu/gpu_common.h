@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cuda_runtime.h>
@@ -137,6 +138,29 @@ static int g_gpu_present(int *ndev)
 	}
 	printf("SKIP: no CUDA device (%s)\n", why);
 	return 77;
+}
+
+/* g_gpu_present in a child process, for tests whose ranks fork and must
+ * find CUDA uninitialized in their parent. The same results. */
+static int g_gpu_present_forked(int *ndev)
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		int n = 0, rc = g_gpu_present(&n);
+		fflush(NULL);
+		_exit(rc == 0 ? 100 + (n > 50 ? 50 : n) : rc);
+	}
+	int st = 0;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(st))
+		return 1;
+	if (WEXITSTATUS(st) >= 100) {
+		*ndev = WEXITSTATUS(st) - 100;
+		return 0;
+	}
+	return WEXITSTATUS(st);
 }
 
 /* ------------------------------------------------------- the rank mesh */

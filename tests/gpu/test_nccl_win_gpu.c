@@ -24,6 +24,7 @@
 
 #include "../nccl_check.h"
 #include "../testlib.h"
+#include "gpu_common.h"
 
 #define NR 2
 #define COUNT (256 * 1024 + 3) /* int32: a little over 1 MiB, an odd tail */
@@ -38,15 +39,6 @@ static int g_ndev;
 		RCHECK(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_));               \
 	} while (0)
 
-static int32_t gen(int r, size_t i, int k)
-{
-	uint32_t x = (uint32_t)(r * 7919u + i * 104729u + k * 1299709u) ^ 0x9e3779b9u;
-	x ^= x << 13;
-	x ^= x >> 17;
-	x ^= x << 5;
-	return (int32_t)(x % 2000001u) - 1000000;
-}
-
 static int init(int rank, ncclComm_t *comm)
 {
 	CUOK(cudaSetDevice(rank % (g_ndev > 0 ? g_ndev : 1)));
@@ -58,7 +50,7 @@ static int init(int rank, ncclComm_t *comm)
 static int fill(int rank, int32_t *dev, size_t n, int k, int32_t *h)
 {
 	for (size_t i = 0; i < n; i++)
-		h[i] = gen(rank, i, k);
+		h[i] = wt_nccl_data(rank, i, k);
 	CUOK(cudaMemcpy(dev, h, n * sizeof(*h), cudaMemcpyHostToDevice));
 	return 0;
 }
@@ -69,7 +61,7 @@ static int check(int rank, const int32_t *dev, size_t n, int k, int32_t *h, cons
 	for (size_t i = 0; i < n; i++) {
 		int32_t want = 0;
 		for (int r = 0; r < NR; r++)
-			want += gen(r, i, k);
+			want += wt_nccl_data(r, i, k);
 		RCHECK(h[i] == want, "%s: [%zu] = %d, want %d", what, i, h[i], want);
 	}
 	return 0;
@@ -136,23 +128,6 @@ static int realloc_rank(int rank, int n, void *arg)
 	return 0;
 }
 
-/* Every rank must see the call fail: from the call, or from the comm soon
- * after (the heartbeats compare the calls' signatures). */
-static int fails(int rank, ncclComm_t comm, ncclResult_t r, const char *what)
-{
-	ncclResult_t async = ncclSuccess;
-	cudaDeviceSynchronize();
-	for (int t = 0; r == ncclSuccess && t < 100; t++) {
-		RCHECK(ncclCommGetAsyncError(comm, &async) == ncclSuccess, "ncclCommGetAsyncError failed");
-		if (async != ncclSuccess && async != ncclInProgress)
-			break;
-		usleep(50000);
-	}
-	RCHECK(r != ncclSuccess || (async != ncclSuccess && async != ncclInProgress),
-	       "%s: no error on this rank (the ranks' calls differ)", what);
-	return 0;
-}
-
 /* Windows: 4 blocks of COUNT in one ncclMemAlloc buffer; mode 1 moves rank
  * 1's in-place buffer to block 3, mode 2 outside the window. */
 static int window_rank(int rank, int n, void *arg)
@@ -185,7 +160,8 @@ static int window_rank(int rank, int n, void *arg)
 	if (rank == 1)
 		mine = mode == 1 ? w + 3 * COUNT : plain;
 	ncclResult_t r = ncclAllReduce(mine, mine, COUNT, ncclInt32, ncclSum, comm, NULL);
-	if (fails(rank, comm, r, mode == 1 ? "rank 1 at another offset" : "rank 1 outside the window"))
+	cudaDeviceSynchronize(); /* the kernel ends once the comm fails, or completes */
+	if (wt_nccl_fails(rank, comm, r, mode == 1 ? "rank 1 at another offset" : "rank 1 outside the window"))
 		return 1;
 	ncclCommAbort(comm);
 	free(h);
@@ -216,33 +192,10 @@ START_TEST(allreduce_in_windows)
 }
 END_TEST
 
-/* CUDA must not be initialized in the parent before the ranks fork. */
-static int probe_gpu(void)
-{
-	fflush(NULL);
-	pid_t pid = fork();
-	if (pid == 0) {
-		int n = 0;
-		_exit(cudaGetDeviceCount(&n) == cudaSuccess && n > 0 ? 100 + (n > 50 ? 50 : n) : 1);
-	}
-	int st = 0;
-	waitpid(pid, &st, 0);
-	if (WIFEXITED(st) && WEXITSTATUS(st) >= 100) {
-		g_ndev = WEXITSTATUS(st) - 100;
-		return 0;
-	}
-	const char *req = getenv("WEFT_REQUIRE_GPU");
-	if (req && strcmp(req, "1") == 0) {
-		fprintf(stderr, "FAIL: WEFT_REQUIRE_GPU=1 but no CUDA device\n");
-		return 1;
-	}
-	printf("SKIP: no CUDA device\n");
-	return WT_SKIP;
-}
-
 int main(void)
 {
-	int rc = probe_gpu();
+	/* CUDA must not be initialized here, before the ranks fork. */
+	int rc = g_gpu_present_forked(&g_ndev);
 	if (rc != 0)
 		return rc;
 	setenv("WEFT_CORE_BOOTSTRAP_ADDR", "127.0.0.1", 0);
