@@ -11,7 +11,8 @@ if(TARGET weft-plugin-algo-host)
 endif()
 
 # test_coll: forked ranks (2, 3, 4) run every collective over ofi and check
-# them against references computed from each rank's seeded data.
+# them against references computed from each rank's seeded data; windows
+# (weft_window_register): refusals, collectives in them, offsets that differ.
 if(TARGET weft-plugin-algo-host AND TARGET weft-plugin-ofi)
   weft_add_test(test_coll SOURCES test_coll.c LABELS mp TIMEOUT 420 LIBS m)
   add_dependencies(test_coll weft-plugin-algo-host weft-plugin-ofi)

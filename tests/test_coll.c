@@ -385,6 +385,56 @@ static int do_alltoall(int rank, int n, weft_comm_t *comm, enum weft_datatype t,
 	return bad;
 }
 
+/* ---------------------------------------------------------- windows */
+
+#define WN 1001 /* int32 elements per block */
+
+static int32_t wval(int r, int i)
+{
+	return (int32_t)((r * 7919 + i * 104729) % 200001) - 100000;
+}
+
+/* weft_window_register: local refusals; a rank whose part cannot be
+ * registered fails the registration on every rank; windows whose parts
+ * differ in size; allreduce and allgather in them, checked; then rank 1's
+ * allgather output at another offset: every rank fails (the signature folds
+ * the offsets in). The comm goes with its windows still registered. */
+static int windows(int rank, int n, weft_comm_t *comm)
+{
+	size_t blk = WN * sizeof(int32_t), len = (size_t)(2 + n + rank) * blk;
+	int32_t *w = calloc(1, len);
+	weft_window_t *win = NULL, *bad = NULL;
+	RCHECK(w, "out of memory");
+	RCHECK(weft_window_register(comm, NULL, len, WEFT_MEM_HOST, &win) == -EINVAL, "a NULL pointer was taken");
+	RCHECK(weft_window_register(comm, w, 0, WEFT_MEM_HOST, &win) == -EINVAL, "length 0 was taken");
+	RCHECK(weft_window_register(comm, w, len, WEFT_MEM_HOST, NULL) == -EINVAL, "a NULL out-pointer was taken");
+	/* No transport of this comm reaches CUDA memory: rank 1's part fails. */
+	int rc = weft_window_register(comm, w, len, rank == 1 ? WEFT_MEM_CUDA : WEFT_MEM_HOST, &bad);
+	RCHECK(rc != 0 && bad == NULL, "a registration that failed on rank 1 returned %d here", rc);
+	ROK(weft_window_register(comm, w, len, WEFT_MEM_HOST, &win));
+	ROK(weft_comm_barrier(comm));
+	for (int i = 0; i < WN; i++)
+		w[i] = wval(rank, i);
+	ROK(weft_allreduce(w, w + WN, WN, WEFT_INT32, WEFT_SUM, comm, NULL));
+	ROK(weft_allgather(w, w + 2 * WN, WN, WEFT_INT32, comm, NULL));
+	for (int i = 0; i < WN; i++) {
+		int32_t sum = 0;
+		for (int r = 0; r < n; r++) {
+			sum += wval(r, i);
+			RCHECK(w[(size_t)(2 + r) * WN + i] == wval(r, i), "allgather: block %d [%d] = %d", r, i,
+			       w[(size_t)(2 + r) * WN + i]);
+		}
+		RCHECK(w[WN + i] == sum, "allreduce: [%d] = %d, want %d", i, w[WN + i], sum);
+	}
+	/* Rank 1's output one block on: still within every rank's part. */
+	rc = weft_allgather(w, w + (rank == 1 ? 3 : 2) * WN, WN, WEFT_INT32, comm, NULL);
+	for (int t = 0; rc == 0 && t < 100 && weft_comm_status(comm) == 0; t++)
+		usleep(50000);
+	RCHECK(rc != 0 || weft_comm_status(comm) != 0, "rank 1's other offset gave no error here");
+	free(w);
+	return 0;
+}
+
 /* ------------------------------------------------------------ jobs */
 
 enum {
@@ -393,7 +443,8 @@ enum {
 	JOB_TINY = 4,   /* 4 KiB chunks, two slots: flow control everywhere */
 	JOB_RULE = 8,   /* an [algorithm] rule pins the large allreduce for small sizes */
 	JOB_GROUPS = 16, /* fused send/recv, refusals, argument errors */
-	JOB_V = 32       /* alltoallv and allgatherv, uneven counts, gaps, in place */
+	JOB_V = 32,      /* alltoallv and allgatherv, uneven counts, gaps, in place */
+	JOB_WIN = 64     /* windows: refusals, collectives in them, offsets that differ */
 };
 
 struct job {
@@ -716,11 +767,15 @@ static int rank_main(int rank, int n, void *arg)
 		bad = vcolls(rank, n, comm, j->seed + 500000);
 	if (!bad && (j->flags & JOB_RULE))
 		bad = rule(rank, n, comm, j->seed + 400000);
+	if (!bad && (j->flags & JOB_WIN))
+		bad = windows(rank, n, comm);
 	/* A failing rank leaves without destroying its comm: the peers then see a
 	 * dead peer within WEFT_CORE_PEER_TIMEOUT instead of waiting for it. */
 	if (bad)
 		return bad;
-	ROK(weft_comm_destroy(comm));
+	/* The windows job leaves its comm failed on purpose. */
+	int rc = weft_comm_destroy(comm);
+	RCHECK(rc == 0 || (j->flags & JOB_WIN), "weft_comm_destroy returned %d (%s)", rc, weft_strerror(rc));
 	return 0;
 }
 
@@ -735,6 +790,12 @@ static void run_job(int n, int flags)
 START_TEST(np2_grid_groups)
 {
 	run_job(2, JOB_GRID | JOB_GROUPS | JOB_V);
+}
+END_TEST
+
+START_TEST(np3_windows)
+{
+	run_job(3, JOB_WIN);
 }
 END_TEST
 
@@ -781,6 +842,7 @@ int main(void)
 	TCase *tc = tcase_create("host");
 	tcase_set_timeout(tc, JOB_TIMEOUT + 30);
 	tcase_add_test(tc, np2_rule);
+	tcase_add_test(tc, np3_windows);
 	tcase_add_test(tc, np2_grid_groups);
 	tcase_add_test(tc, np3_tiny_slots_groups);
 	tcase_add_test(tc, np3_grid_big);
