@@ -222,7 +222,7 @@ static void report(struct weft__bootstrap *bs, int peer, const char *what, uint6
 	weft_kit_sig_describe(mine, a, sizeof(a));
 	weft_kit_sig_describe(theirs, b, sizeof(b));
 	const char *field = weft_kit_sig_diff(mine, theirs);
-	if (full && field && !strcmp(field, "count"))
+	if (full && field && !strcmp(field, "count or window"))
 		WEFT_ERROR("%s disagree: rank %d made %s with count %llu, rank %d %s with count %llu: the %s "
 			   "differs; the communicator fails on every rank",
 			   what, bs->rank, a, (unsigned long long)s->count, peer, b, (unsigned long long)ps->count,

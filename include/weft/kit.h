@@ -1102,7 +1102,8 @@ static inline int weft_kit_params_load(const struct weft_core_api *core, const c
  *   bits 25-28  the operation
  *   bits 29-40  root + 1, 0 for none (low 12 bits)
  *   bits 41-63  23 bits of a hash of the count (send/recv: of the byte counts
- *               between the pair, in order, each direction)
+ *               between the pair, in order, each direction), and for a call
+ *               whose buffers lie in windows, of the windows and offsets
  * A signature of 0 means the check is off ([core] check_calls = 0). */
 #define WEFT_KIT_SIG_SEQ(s) ((unsigned)((s) & 0xffffu))
 #define WEFT_KIT_SIG_COLL(s) ((int)(((s) >> 16) & 0xfu) - 1)
@@ -1137,7 +1138,7 @@ static inline uint64_t weft_kit_sig_make(uint64_t seq, int coll, int dtype, int 
 }
 
 /* The first field in which two signatures differ ("call number",
- * "collective", "datatype", "operation", "root", "count"), or NULL. */
+ * "collective", "datatype", "operation", "root", "count or window"), or NULL. */
 static inline const char *weft_kit_sig_diff(uint64_t a, uint64_t b)
 {
 	if (WEFT_KIT_SIG_COLL(a) != WEFT_KIT_SIG_COLL(b))
@@ -1151,7 +1152,7 @@ static inline const char *weft_kit_sig_diff(uint64_t a, uint64_t b)
 	if (WEFT_KIT_SIG_ROOT(a) != WEFT_KIT_SIG_ROOT(b))
 		return "root";
 	if (WEFT_KIT_SIG_SIZE(a) != WEFT_KIT_SIG_SIZE(b))
-		return "count";
+		return "count or window";
 	return NULL;
 }
 
