@@ -52,7 +52,11 @@ struct wn_cu {
 	int (*unmap)(wn_cu_ptr, size_t);
 	int (*access)(wn_cu_ptr, size_t, const struct wn_cu_access *, size_t);
 	int (*errstr)(int, const char **);
+	int (*attr)(int *, int, int); /* cuDeviceGetAttribute, optional */
 };
+
+/* cuDeviceGetAttribute's numbers (cuda.h, CUDA 12 and 13). */
+enum { WN_ATTR_VMM = 102, WN_ATTR_POSIX_FD = 103, WN_ATTR_VMM_RDMA = 110 };
 
 /* One allocation of ncclMemAlloc. */
 struct wn_alloc {
@@ -95,6 +99,7 @@ static int cu_load(void)
 	cu.unmap = (int (*)(wn_cu_ptr, size_t))cu_sym(lib, "cuMemUnmap");
 	cu.access = (int (*)(wn_cu_ptr, size_t, const struct wn_cu_access *, size_t))cu_sym(lib, "cuMemSetAccess");
 	cu.errstr = (int (*)(int, const char **))cu_sym(lib, "cuGetErrorString");
+	cu.attr = (int (*)(int *, int, int))cu_sym(lib, "cuDeviceGetAttribute");
 	/* lib stays open: the pointers above may point into it. */
 	int ok = cu.init && cu.gran && cu.reserve && cu.addr_free && cu.create && cu.release && cu.map && cu.unmap &&
 		 cu.access && cu.init(0) == 0;
@@ -137,6 +142,16 @@ static int vmm_alloc(int dev, size_t want, void **ptr, size_t *size, wn_cu_handl
 	int e;
 	if (cu_load() != 0)
 		return -ENOSYS;
+	int vmm = 1, fd = 1, rdma = 0;
+	if (cu.attr && (cu.attr(&vmm, WN_ATTR_VMM, dev) != 0 || cu.attr(&fd, WN_ATTR_POSIX_FD, dev) != 0))
+		vmm = fd = 1; /* unknown: cuMemCreate will say */
+	if (!vmm || !fd) {
+		*step = !vmm ? "the device has no virtual memory management" : "the device exports no POSIX fds";
+		return -ENOTSUP;
+	}
+	/* As NCCL does: the memory may then be registered for GPUDirect RDMA. */
+	if (cu.attr && cu.attr(&rdma, WN_ATTR_VMM_RDMA, dev) == 0 && rdma)
+		prop.rdma = 1;
 	*step = "cuMemGetAllocationGranularity";
 	if ((e = cu.gran(&gran, &prop, 1 /* recommended */)) != 0 || gran == 0)
 		return e ? e : -EINVAL;
@@ -199,8 +214,9 @@ WN_API ncclResult_t ncclMemAlloc(void **ptr, size_t size)
 	if (e != 0) {
 		/* Where VMM or fd handles are not to be had, cudaMalloc memory
 		 * still crosses processes (CUDA IPC), as with NCCL. */
-		WN_INFO("ncclMemAlloc: no VMM memory on device %d (%s: %s); using cudaMalloc", dev, e == -ENOSYS ? "driver"
-			: step, e == -ENOSYS ? "no VMM calls" : cu_err(e));
+		WN_INFO("ncclMemAlloc: no VMM memory on device %d (%s%s%s); using cudaMalloc", dev,
+			e == -ENOSYS ? "the driver has no VMM calls" : step, e == -ENOSYS || e == -ENOTSUP ? "" : ": ",
+			e == -ENOSYS || e == -ENOTSUP ? "" : cu_err(e));
 		a->handle = 0;
 		a->size = size;
 		int err = m(&a->ptr, size);
