@@ -31,6 +31,7 @@ static int calls_refuse(weft_comm_t *c, int rank)
 	weft_rmem_t *rmem = NULL;
 	weft_sem_t *sem = NULL;
 	weft_comm_t *nc = NULL;
+	weft_window_t *win = NULL;
 	void *p = NULL;
 #define REFUSES(call)                                                                          \
 	do {                                                                                   \
@@ -53,6 +54,7 @@ static int calls_refuse(weft_comm_t *c, int rank)
 	REFUSES(weft_connect(c, 0, NULL, &conn));
 	REFUSES(weft_mem_register(c, buf, sizeof(buf), WEFT_MEM_HOST, &mem));
 	REFUSES(weft_mem_import(c, 0, buf, sizeof(buf), &rmem));
+	REFUSES(weft_window_register(c, buf, sizeof(buf), WEFT_MEM_HOST, &win));
 	REFUSES(weft_sem_create(c, &sem));
 	REFUSES(weft_mem_alloc(c, WEFT_MEM_HOST, 64, &p));
 	REFUSES(weft_allreduce(&v, &w, 1, WEFT_INT32, WEFT_SUM, c, NULL));
