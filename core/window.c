@@ -93,14 +93,15 @@ static int win_register(weft_comm_t *comm, void *ptr, size_t len, enum weft_mem_
 	int n = comm->nranks, rc = 0;
 	/* Numbered before anything can fail, so that ids stay the same on every rank. */
 	uint64_t id = ++comm->window_seq;
+	/* On the stack, so that a rank out of memory still tells the others. */
+	struct win_hdr all[n];
 	struct weft_window *win = calloc(1, sizeof(*win));
-	struct win_hdr *all = calloc((size_t)n, sizeof(*all));
-	if (!win || !all || !(win->rmem = calloc((size_t)n, sizeof(*win->rmem))))
-		rc = -ENOMEM;
-	if (rc == 0) {
+	if (win)
 		win->comm = comm;
+	if (!win || !(win->rmem = calloc((size_t)n, sizeof(*win->rmem))))
+		rc = -ENOMEM;
+	if (rc == 0)
 		rc = weft__mem_register_user(comm, ptr, len, type, &win->w.mem);
-	}
 	struct win_hdr mine = {.status = rc, .type = (int32_t)type, .len = len};
 	if ((rc = win_agree(comm, &mine, all, "registering each rank's part")) != 0)
 		goto err_free;
@@ -125,13 +126,11 @@ static int win_register(weft_comm_t *comm, void *ptr, size_t len, enum weft_mem_
 	weft__coll_window(comm, &win->w, 1);
 	win->next = comm->windows;
 	comm->windows = win;
-	free(all);
 	WEFT_DEBUG("window %llu: %zu bytes of %s memory at %p (every rank's at least %zu)", (unsigned long long)id,
 		   len, weft__mem_name(type), ptr, min_len);
 	*out = win;
 	return 0;
 err_free:
-	free(all);
 	win_free(win);
 	return rc;
 }
