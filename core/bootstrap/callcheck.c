@@ -429,6 +429,13 @@ void weft__bootstrap_where(struct weft__bootstrap *bs, char *buf, size_t len)
 	pthread_mutex_unlock(&bs->mu);
 }
 
+void weft__bs_cs_check_peer(struct weft__bootstrap *bs, int peer)
+{
+	struct peer *pe = &bs->peers[peer];
+	if (peer != bs->rank && pe->up && pe->cs.have && weft__bootstrap_status(bs) == 0)
+		check_peer(bs, peer);
+}
+
 void weft__bs_cs_check(struct weft__bootstrap *bs, double now)
 {
 	stall_check(bs, now);

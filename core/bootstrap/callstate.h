@@ -70,5 +70,7 @@ const char *weft__bs_cs_heard(struct weft__bootstrap *bs, int peer, const uint8_
  * mismatch or a peer that left during this rank's call. Service thread,
  * bs->mu held. */
 void weft__bs_cs_check(struct weft__bootstrap *bs, double now);
+/* The same for one peer alone, before its link goes down (callers hold mu). */
+void weft__bs_cs_check_peer(struct weft__bootstrap *bs, int peer);
 
 #endif

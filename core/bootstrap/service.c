@@ -93,6 +93,11 @@ static void peer_down(struct weft__bootstrap *bs, int i, int err, const char *wh
 	struct peer *pe = &bs->peers[i];
 	if (pe->gone)
 		return;
+	/* What its last heartbeat said comes first: a peer that failed on a
+	 * mismatch and left at once fails this rank with that mismatch, not
+	 * with its closed socket (which may be read before the next tick). */
+	if (weft__bootstrap_status(bs) == 0 && !pe->bye_rcvd && !bs->closing)
+		weft__bs_cs_check_peer(bs, i);
 	if (pe->bye_rcvd || bs->closing) {
 		WEFT_DEBUG("bootstrap: rank %d (%s) closed after goodbye", i, pe->link->name);
 	} else if (weft__bootstrap_status(bs) != 0) {
@@ -258,10 +263,13 @@ static int svc_prepare(struct weft__bootstrap *bs, struct svc_loop *s)
 	s->who[k++] = INT_MIN;
 	/* A failed communicator (aborted, or a peer died) leaves without a
 	 * goodbye: its peers must see the failure too, or one of them waiting
-	 * for this rank would wait forever. */
-	if (closing && weft__bootstrap_status(bs) != 0)
+	 * for this rank would wait forever. A heartbeat still to go out (a
+	 * mismatch found here, svc_on_tick) goes first, or a peer would see
+	 * only the closed socket and fail with -WEFT_ERR_PEER instead. */
+	int failed = closing && weft__bootstrap_status(bs) != 0;
+	if (failed && !bs->cs.push)
 		quit = 1;
-	if (closing && !quit && !s->close_deadline)
+	if (closing && !failed && !quit && !s->close_deadline)
 		svc_on_close(bs, s);
 	for (int i = 0; i < n; i++) {
 		struct peer *pe = &bs->peers[i];
@@ -277,7 +285,7 @@ static int svc_prepare(struct weft__bootstrap *bs, struct svc_loop *s)
 		s->who[k++] = i;
 	}
 	pthread_mutex_unlock(&bs->mu);
-	if (quit || (closing && (open == 0 || weft__bs_now_s() > s->close_deadline)))
+	if (quit || (closing && !failed && (open == 0 || weft__bs_now_s() > s->close_deadline)))
 		return 1;
 	for (int i = 0; i < bs->pend.n; i++) {
 		s->pfd[k] = (struct pollfd){.fd = bs->pend.l[i]->fd, .events = POLLIN};
