@@ -56,9 +56,12 @@ if(TARGET weft-plugin-algo-gpu AND TARGET weft-plugin-nvlink)
     WEFT_ALGO_GPU_CE_BROADCAST_MIN=0 WEFT_ALGO_GPU_CE_ALLTOALL_MIN=0)
   # The _cepush entries: the copy-engine paths as in the plain ones, with
   # allreduce-ce on two ranks by pushes only (ce_allreduce_push).
+  # The _mismatch entries: a call the last rank makes with another datatype
+  # (or, in send/recv, one element more) on a stream fails the comm's next
+  # call with -WEFT_ERR_MISMATCH on both ranks; LL kernels, and rings.
   foreach(v graph:graph: multi:multi: rings_two:two:rings rings_graph:graph:rings direct_two:two:direct
       direct_graph:graph:direct direct_multi:multi:direct cepush_two:two:cepush cepush_graph:graph:cepush
-      premul:premul: premul_direct:premul:direct)
+      premul:premul: premul_direct:premul:direct mismatch:mismatch: mismatch_rings:mismatch:rings)
     string(REPLACE ":" ";" _v "${v}")
     list(GET _v 0 _name)
     list(GET _v 1 _case)

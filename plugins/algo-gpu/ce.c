@@ -24,6 +24,7 @@ struct ce_rec {
 	uint64_t in, out, in_len, out_len, in_id, out_id;
 	uint32_t ok;        /* both buffers can be mapped by the peers */
 	uint32_t capturing; /* the call is being captured into a graph */
+	uint64_t call;      /* the call's signature (weft_coll_args.sig), compared here */
 };
 
 /* One set of buffers of every rank, mapped here. */
@@ -362,7 +363,7 @@ static int sig_get(struct wag_ctx *c, const struct weft_coll_args *a, uint64_t i
 	if (k == WAG_BC_CE && c->rank != a->root)
 		in_len = out_len;
 	struct ce_rec mine = {.in = (uintptr_t)in, .out = (uintptr_t)a->recvbuf, .in_len = in_len,
-			      .out_len = out_len, .ok = 1, .capturing = (uint32_t)capturing};
+			      .out_len = out_len, .ok = 1, .capturing = (uint32_t)capturing, .call = wag_call_sig(a)};
 	int sh_in = 0, sh_out = 0;
 	if (wag_cuda_buffer(in, &mine.in_id, &sh_in) || wag_cuda_buffer(a->recvbuf, &mine.out_id, &sh_out) ||
 	    !sh_in || !sh_out)
@@ -386,6 +387,13 @@ static int sig_get(struct wag_ctx *c, const struct weft_coll_args *a, uint64_t i
 	rc = p->comm_allgather(c->comm, &mine, all, sizeof(mine));
 	if (rc)
 		WAG_LOG(WEFT_LOG_ERROR, "cannot gather the ranks' buffers: %s", wag_errname(rc));
+	/* The records carry the calls' signatures: every rank sees every
+	 * difference, so all fail this call together. */
+	for (int q = 0; rc == 0 && mine.call && q < c->nranks; q++)
+		if (all[q].call && all[q].call != mine.call) {
+			wag_sig_report(c, q, mine.call, all[q].call);
+			rc = -WEFT_ERR_MISMATCH;
+		}
 	struct ce_sig *g = NULL;
 	rc = rc ? rc : sig_find(c, all, &g);
 	if (rc == 0 && g && !g->min) {
@@ -696,7 +704,7 @@ int wag_ce_run(struct wag_ctx *c, const struct weft_coll_args *a, enum wag_kind 
 	default:
 		break;
 	}
-	if ((rc = wag_cuda_set_device(c->dev)))
+	if ((rc = wag_sig_status(c)) || (rc = wag_cuda_set_device(c->dev)))
 		return rc;
 	if ((rc = ce_state(c, err, sizeof(err))) || (rc = wag_cuda_capturing(a->stream, &capturing, err, sizeof(err)))) {
 		WAG_LOG(WEFT_LOG_ERROR, "%s", err[0] ? err : wag_errname(rc));

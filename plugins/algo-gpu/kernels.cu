@@ -38,15 +38,83 @@ WAG_DEV char *ring_at(const wag_kargs &a, int owner, uint64_t base, int sender, 
 
 /* ---------------------------------------------------------------- sync */
 
+/* Whether this rank's kernels found a call whose signatures differ: waits
+ * then stop, as for an abort (the host fails the call). */
+WAG_DEV bool sig_failed(const wag_kargs &a)
+{
+	return a.sigerr && a.sigerr[0] != 0;
+}
+
 /* Thread 0: wait until *p >= v, polling the peer's abort flag now and then. */
 WAG_DEV bool wait_geq(const wag_kargs &a, const uint64_t *p, uint64_t v, int peer)
 {
 	for (uint32_t n = 0;; n++) {
 		if (weft_ld_acquire_sys(p) >= v)
 			return true;
-		if (n % WEFT_DEV_ABORT_EVERY == WEFT_DEV_ABORT_EVERY - 1 && weft_dev_aborted(a.abort[peer]))
+		if (n % WEFT_DEV_ABORT_EVERY == WEFT_DEV_ABORT_EVERY - 1 &&
+		    (weft_dev_aborted(a.abort[peer]) || sig_failed(a)))
 			return false;
 	}
+}
+
+/* ------------------------------------------------------ call signatures
+ * One thread of a sender writes its signature as an LL16 packet (sig_at)
+ * with the flag of the data it comes with; the receiving thread reads it
+ * after that data, so the packet is there or on its way: no extra round
+ * trip, no fence. A difference is recorded in the host-mapped a.sigerr,
+ * which the host turns into -WEFT_ERR_MISMATCH (pack.c, wag_sig_status). */
+
+WAG_DEV uint4 *sig_at(const wag_kargs &a, int owner, int fam, int sender, uint64_t slot)
+{
+	return (uint4 *)(a.scr[owner] + a.lay.sig) + ((uint64_t)fam * WAG_MAX_RANKS + sender) * a.lay.sig_slots +
+	       slot % a.lay.sig_slots;
+}
+
+WAG_DEV uint32_t sig_flag(uint64_t c)
+{
+	return (uint32_t)(c % 0xffffffffull) + 1;
+}
+
+/* One thread: this rank's signature sig into peer q's slot. */
+WAG_DEV void sig_send(const wag_kargs &a, int fam, int q, uint64_t slot, uint32_t flag, uint64_t sig)
+{
+	if (sig)
+		weft_ll16_write(sig_at(a, q, fam, a.rank, slot), sig, flag);
+}
+
+/* One thread, after peer q's data of the call: compares q's signature with
+ * this rank's (mine). false: they differ, or the comm was aborted. */
+WAG_DEV bool sig_check(const wag_kargs &a, int fam, int q, uint64_t slot, uint32_t flag, uint64_t mine)
+{
+	uint64_t theirs;
+	if (!mine)
+		return true;
+	if (weft_ll16_read(sig_at(a, a.rank, fam, q, slot), flag, &theirs, a.abort[q]) != WEFT_DEV_OK)
+		return false;
+	if (theirs == mine)
+		return true;
+	volatile uint64_t *w = a.sigerr;
+	if (w && w[0] == 0) {
+		w[1] = mine;
+		w[2] = (uint64_t)q;
+		__threadfence_system();
+		w[0] = theirs;
+	}
+	return false;
+}
+
+/* Thread 0 of the block: the same to every peer (send), or from every peer. */
+WAG_DEV void sig_all(const wag_kargs &a, bool send, int fam, uint64_t slot, uint32_t flag)
+{
+	if (threadIdx.x == 0)
+#pragma unroll
+		for (int q = 0; q < WAG_MAX_RANKS; q++)
+			if (q < a.nranks && q != a.rank) {
+				if (send)
+					sig_send(a, fam, q, slot, flag, a.sig);
+				else
+					sig_check(a, fam, q, slot, flag, a.sig);
+			}
 }
 
 /* The block waits until every peer q raised flag (kind, q, g) in this rank's
@@ -399,6 +467,8 @@ template <typename T> __global__ void __launch_bounds__(WAG_LL_TPB) k_allreduce_
 	uint64_t bytes = a.count * sizeof(T);
 	uint64_t k = (uint64_t)g * WAG_LL_TPB + threadIdx.x;
 	int me = a.rank, n = a.nranks;
+	if (g == 0)
+		sig_all(a, true, WAG_S_LL, half, flag);
 	if (k * 8 < bytes) {
 		uint64_t boff = k * 8;
 		uint32_t nb = bytes - boff < 8 ? (uint32_t)(bytes - boff) : 8;
@@ -430,6 +500,8 @@ template <typename T> __global__ void __launch_bounds__(WAG_LL_TPB) k_allreduce_
 		if (ok)
 			store_bytes(a.out, boff, nb, o);
 	}
+	if (g == 0)
+		sig_all(a, false, WAG_S_LL, half, flag);
 	__syncthreads();
 	if (threadIdx.x == 0)
 		*ep = c;
@@ -465,6 +537,8 @@ __global__ void __launch_bounds__(WAG_LL_TPB) k_ll_move(wag_kargs a)
 	int sends = !bc || me == a.root;
 	const char *in = (const char *)a.in;
 	char *out = (char *)a.out;
+	if (g == 0)
+		sig_all(a, true, WAG_S_LL, half, flag);
 	if (k * 8 < m) {
 		uint64_t boff = k * 8;
 		uint32_t nb = m - boff < 8 ? (uint32_t)(m - boff) : 8;
@@ -489,6 +563,8 @@ __global__ void __launch_bounds__(WAG_LL_TPB) k_ll_move(wag_kargs a)
 				store_bytes(out + (bc ? 0 : (uint64_t)q * m), boff, nb, v);
 		}
 	}
+	if (g == 0)
+		sig_all(a, false, WAG_S_LL, half, flag);
 	__syncthreads();
 	if (threadIdx.x == 0)
 		*ep = c;
@@ -508,6 +584,8 @@ template <typename T> __global__ void __launch_bounds__(WAG_LL_TPB) k_reduce_sca
 	uint64_t k = (uint64_t)g * WAG_LL_TPB + threadIdx.x;
 	int me = a.rank, n = a.nranks;
 	const char *in = (const char *)a.in;
+	if (g == 0)
+		sig_all(a, true, WAG_S_LL, half, flag);
 	if (k * 8 < m) {
 		uint64_t boff = k * 8;
 		uint32_t nb = m - boff < 8 ? (uint32_t)(m - boff) : 8;
@@ -538,6 +616,8 @@ template <typename T> __global__ void __launch_bounds__(WAG_LL_TPB) k_reduce_sca
 		if (ok)
 			store_bytes(a.out, boff, nb, o);
 	}
+	if (g == 0)
+		sig_all(a, false, WAG_S_LL, half, flag);
 	__syncthreads();
 	if (threadIdx.x == 0)
 		*ep = c;
@@ -591,9 +671,13 @@ template <typename T> __global__ void __launch_bounds__(WAG_TPB) k_allreduce_one
 	for (int q = 0; q < WAG_MAX_RANKS; q++)
 		if (q < n && q != me)
 			copy_range(os_at(a, q, half, me) + off * sizeof(T), in, len * sizeof(T));
+	if (g == 0)
+		sig_all(a, true, WAG_S_OS, half, sig_flag(c));
 	block_signal_peers(a, WAG_F_OS, g, c);
 	if (!block_wait_peers(a, WAG_F_OS, g, c))
 		return;
+	if (g == 0)
+		sig_all(a, false, WAG_S_OS, half, sig_flag(c));
 	const T *src[WAG_MAX_RANKS];
 	T *pdst[WAG_MAX_RANKS];
 #pragma unroll
@@ -622,9 +706,13 @@ __global__ void __launch_bounds__(WAG_TPB) k_allgather_oneshot(wag_kargs a)
 	char *mine = out + (uint64_t)me * a.count + off;
 	if (mine != in)
 		copy_range(mine, in, len);
+	if (g == 0)
+		sig_all(a, true, WAG_S_OS, half, sig_flag(c));
 	block_signal_peers(a, WAG_F_OS, g, c);
 	if (!block_wait_peers(a, WAG_F_OS, g, c))
 		return;
+	if (g == 0)
+		sig_all(a, false, WAG_S_OS, half, sig_flag(c));
 #pragma unroll
 	for (int q = 0; q < WAG_MAX_RANKS; q++)
 		if (q < n && q != me)
@@ -654,6 +742,8 @@ template <typename T> __global__ void __launch_bounds__(WAG_TPB) k_allreduce_rsa
 			uint64_t t = g + i * s.nblocks, seq = rs0 + i;
 			if (seq + 1 > D && !block_wait_peers(a, WAG_F_RS_CRED, g, seq + 1 - D))
 				return;
+			if (g == 0 && i == 0)
+				sig_all(a, true, WAG_S_RS, seq, sig_flag(seq));
 #pragma unroll
 			for (int q = 0; q < WAG_MAX_RANKS; q++)
 				if (q < n && q != me) {
@@ -667,6 +757,8 @@ template <typename T> __global__ void __launch_bounds__(WAG_TPB) k_allreduce_rsa
 			uint64_t j = i - 1, t = g + j * s.nblocks, seq = rs0 + j, aseq = ag0 + j;
 			if (!block_wait_peers(a, WAG_F_RS_READY, g, seq + 1))
 				return;
+			if (g == 0 && j == 0)
+				sig_all(a, false, WAG_S_RS, seq, sig_flag(seq));
 			if (aseq + 1 > D && !block_wait_peers(a, WAG_F_AG_CRED, g, aseq + 1 - D))
 				return;
 			uint64_t off, len;
@@ -728,6 +820,8 @@ template <bool A2A> __global__ void __launch_bounds__(WAG_TPB) k_allgather_ring(
 			wag_tile(&s, 0, t, &off, &len);
 			if (seq + 1 > D && !block_wait_peers(a, WAG_F_AG_CRED, g, seq + 1 - D))
 				return;
+			if (g == 0 && i == 0)
+				sig_all(a, true, WAG_S_AG, seq, sig_flag(seq));
 #pragma unroll
 			for (int q = 0; q < WAG_MAX_RANKS; q++)
 				if (q < n && q != me)
@@ -743,6 +837,8 @@ template <bool A2A> __global__ void __launch_bounds__(WAG_TPB) k_allgather_ring(
 			wag_tile(&s, 0, t, &off, &len);
 			if (!block_wait_peers(a, WAG_F_AG_READY, g, seq + 1))
 				return;
+			if (g == 0 && j == 0)
+				sig_all(a, false, WAG_S_AG, seq, sig_flag(seq));
 #pragma unroll
 			for (int q = 0; q < WAG_MAX_RANKS; q++)
 				if (q < n && q != me)
@@ -784,9 +880,13 @@ template <typename T> __global__ void __launch_bounds__(WAG_TPB) k_reduce_scatte
 		if (q < n && q != me)
 			copy_range(os_at(a, q, half, me) + off * sizeof(T), in + wag_peer_block(a.count, q) + off,
 				   len * sizeof(T));
+	if (g == 0)
+		sig_all(a, true, WAG_S_OS, half, sig_flag(c));
 	block_signal_peers(a, WAG_F_OS, g, c);
 	if (!block_wait_peers(a, WAG_F_OS, g, c))
 		return;
+	if (g == 0)
+		sig_all(a, false, WAG_S_OS, half, sig_flag(c));
 	const T *mine = in + wag_peer_block(a.count, me) + off;
 	const T *src[WAG_MAX_RANKS];
 	T *pdst[WAG_MAX_RANKS];
@@ -811,9 +911,13 @@ template <typename T> __global__ void __launch_bounds__(WAG_TPB) k_reduce_onesho
 	const T *in = (const T *)a.in + off;
 	if (wag_reduce_sends(me, root, root))
 		copy_range(os_at(a, root, half, me) + off * sizeof(T), in, len * sizeof(T));
+	if (g == 0)
+		sig_all(a, true, WAG_S_OS, half, sig_flag(c));
 	block_signal_peers(a, WAG_F_OS, g, c);
 	if (!block_wait_peers(a, WAG_F_OS, g, c))
 		return;
+	if (g == 0)
+		sig_all(a, false, WAG_S_OS, half, sig_flag(c));
 	if (me == root) {
 		const T *src[WAG_MAX_RANKS];
 		T *pdst[WAG_MAX_RANKS];
@@ -845,9 +949,13 @@ __global__ void __launch_bounds__(WAG_TPB) k_broadcast_oneshot(wag_kargs a)
 		if (out != in)
 			copy_range(out, in, len);
 	}
+	if (g == 0)
+		sig_all(a, true, WAG_S_OS, half, sig_flag(c));
 	block_signal_peers(a, WAG_F_OS, g, c);
 	if (!block_wait_peers(a, WAG_F_OS, g, c))
 		return;
+	if (g == 0)
+		sig_all(a, false, WAG_S_OS, half, sig_flag(c));
 	if (me != root)
 		copy_range(out, os_at(a, me, half, root) + off, len);
 	os_done(a, g, c);
@@ -872,9 +980,13 @@ __global__ void __launch_bounds__(WAG_TPB) k_alltoall_oneshot(wag_kargs a)
 			copy_range(os_at(a, q, half, me) + off, in + wag_peer_block(a.count, q) + off, len);
 	if (out != in)
 		copy_range(out + wag_peer_block(a.count, me) + off, in + wag_peer_block(a.count, me) + off, len);
+	if (g == 0)
+		sig_all(a, true, WAG_S_OS, half, sig_flag(c));
 	block_signal_peers(a, WAG_F_OS, g, c);
 	if (!block_wait_peers(a, WAG_F_OS, g, c))
 		return;
+	if (g == 0)
+		sig_all(a, false, WAG_S_OS, half, sig_flag(c));
 #pragma unroll
 	for (int q = 0; q < WAG_MAX_RANKS; q++)
 		if (q < n && q != me)
@@ -901,6 +1013,8 @@ template <typename T> __global__ void __launch_bounds__(WAG_TPB) k_reduce_scatte
 			wag_tile(&s, 0, t, &off, &len);
 			if (seq + 1 > D && !block_wait_peers(a, WAG_F_RS_CRED, g, seq + 1 - D))
 				return;
+			if (g == 0 && i == 0)
+				sig_all(a, true, WAG_S_RS, seq, sig_flag(seq));
 #pragma unroll
 			for (int q = 0; q < WAG_MAX_RANKS; q++)
 				if (q < n && q != me)
@@ -913,6 +1027,8 @@ template <typename T> __global__ void __launch_bounds__(WAG_TPB) k_reduce_scatte
 			wag_tile(&s, 0, t, &off, &len);
 			if (!block_wait_peers(a, WAG_F_RS_READY, g, seq + 1))
 				return;
+			if (g == 0 && j == 0)
+				sig_all(a, false, WAG_S_RS, seq, sig_flag(seq));
 			const T *src[WAG_MAX_RANKS];
 			T *pdst[WAG_MAX_RANKS];
 #pragma unroll
@@ -948,12 +1064,16 @@ template <typename T> __global__ void __launch_bounds__(WAG_TPB) k_reduce_ring(w
 		if (me != root) {
 			if (seq + 1 > D && !block_wait_peer(a, WAG_F_RS_CRED, root, g, seq + 1 - D))
 				return;
+			if (g == 0 && i == 0 && threadIdx.x == 0)
+				sig_send(a, WAG_S_RS, root, seq, sig_flag(seq), a.sig);
 			if (wag_reduce_sends(me, root, root))
 				copy_range(ring_at(a, root, a.lay.rs, me, g, seq), in + off, len * sizeof(T));
 			block_signal_peer(a, WAG_F_RS_READY, root, g, seq + 1);
 		} else {
 			if (!block_wait_peers(a, WAG_F_RS_READY, g, seq + 1))
 				return;
+			if (g == 0 && i == 0)
+				sig_all(a, false, WAG_S_RS, seq, sig_flag(seq));
 			const T *src[WAG_MAX_RANKS];
 			T *pdst[WAG_MAX_RANKS];
 #pragma unroll
@@ -989,6 +1109,8 @@ __global__ void __launch_bounds__(WAG_TPB) k_broadcast_ring(wag_kargs a)
 		if (me == root) {
 			if (seq + 1 > D && !block_wait_peers(a, WAG_F_AG_CRED, g, seq + 1 - D))
 				return;
+			if (g == 0 && i == 0)
+				sig_all(a, true, WAG_S_AG, seq, sig_flag(seq));
 #pragma unroll
 			for (int q = 0; q < WAG_MAX_RANKS; q++)
 				if (q < n && wag_bcast_sends(me, root, q))
@@ -999,6 +1121,8 @@ __global__ void __launch_bounds__(WAG_TPB) k_broadcast_ring(wag_kargs a)
 		} else {
 			if (!block_wait_peer(a, WAG_F_AG_READY, root, g, seq + 1))
 				return;
+			if (g == 0 && i == 0 && threadIdx.x == 0)
+				sig_check(a, WAG_S_AG, root, seq, sig_flag(seq), a.sig);
 			copy_range(out + off, ring_at(a, me, a.lay.ag, root, g, seq), len);
 			block_signal_peer(a, WAG_F_AG_CRED, root, g, seq + 1);
 		}
@@ -1068,9 +1192,14 @@ __global__ void __launch_bounds__(WAG_TPB) k_p2p(wag_kargs a, wag_p2p_args p)
 				continue;
 			}
 			uint32_t flag = (uint32_t)(seq % 0xffffffffull) + 1;
+			/* An entry's signature goes with its first tile (block 0's); a
+			 * receiver whose entry differs stops there (its sizes may too). */
+			bool first = h == 0 && i == 0;
 			if (kind == WAG_P2P_SEND) {
 				if (seq + 1 > D && !block_wait_peer(a, WAG_F_P2P_CRED, peer, h, seq + 1 - D))
 					return;
+				if (first && threadIdx.x == 0)
+					sig_send(a, WAG_S_P2P, peer, seq, flag, p.ops[k].sig);
 				if (ll) {
 					/* The packets carry their flag: no READY. */
 					uint4 *slot = p2p_ll_slot(a, peer, me, h, seq);
@@ -1083,6 +1212,9 @@ __global__ void __launch_bounds__(WAG_TPB) k_p2p(wag_kargs a, wag_p2p_args p)
 					block_signal_peer(a, WAG_F_P2P_READY, peer, h, seq + 1);
 				}
 			} else if (ll) {
+				if (first && __syncthreads_or(threadIdx.x == 0 &&
+							      !sig_check(a, WAG_S_P2P, peer, seq, flag, p.ops[k].sig)))
+					return;
 				const uint4 *slot = p2p_ll_slot(a, me, peer, h, seq);
 				uint64_t v;
 				int bad = 0;
@@ -1098,6 +1230,9 @@ __global__ void __launch_bounds__(WAG_TPB) k_p2p(wag_kargs a, wag_p2p_args p)
 				block_signal_peer(a, WAG_F_P2P_CRED, peer, h, seq + 1);
 			} else {
 				if (!block_wait_peer(a, WAG_F_P2P_READY, peer, h, seq + 1))
+					return;
+				if (first && __syncthreads_or(threadIdx.x == 0 &&
+							      !sig_check(a, WAG_S_P2P, peer, seq, flag, p.ops[k].sig)))
 					return;
 				copy_range(buf + off, p2p_slot(a, me, peer, h, seq), len);
 				block_signal_peer(a, WAG_F_P2P_CRED, peer, h, seq + 1);

@@ -73,6 +73,11 @@ static void layout(int nranks, int sms, struct wag_layout *l)
 	l->p2p_ll_max = wag_cfg.p2p_ll_max;
 	l->p2p_ll_slot = 2 * wag_p2p_ll_tile_max(l->p2p_ll_max, l->pblocks);
 	off += (uint64_t)nranks * l->pblocks * l->depth * l->p2p_ll_slot;
+	/* The signature slots: a half each for LL and one-shot, a ring slot
+	 * for the rings and point-to-point (kernels.cu, sig_at). */
+	l->sig = off;
+	l->sig_slots = l->depth > 2 ? l->depth : 2;
+	off += round_up((uint64_t)WAG_S_COUNT * WAG_MAX_RANKS * l->sig_slots * 16, 256);
 	l->total = off;
 }
 
@@ -103,7 +108,32 @@ static void ctx_free(struct wag_ctx *c)
 		p->mem_deregister(c->mem);
 	if (c->scratch)
 		p->mem_free(c->comm, c->scratch);
+	if (c->sigerr) {
+		wag_cuda_host_unregister(c->sigerr);
+		free(c->sigerr);
+	}
 	free(c);
+}
+
+/* The word the kernels report a differing signature in: host memory the
+ * GPU writes, so the host reads it at the next call without a copy or a
+ * sync (a captured graph gets no node for it). Without it the kernels do
+ * not compare (the heartbeats still compare the calls). */
+static void sigerr_create(struct wag_ctx *c)
+{
+	char err[256] = "";
+	void *w = NULL;
+	if (posix_memalign(&w, 4096, 4096) != 0)
+		return;
+	memset(w, 0, 4096);
+	if (wag_cuda_host_register(w, 4096, err, sizeof(err)) != 0) {
+		WAG_LOG(WEFT_LOG_INFO, "the kernels cannot report differing calls (%s): the heartbeats compare them",
+			err[0] ? err : "host memory not mappable");
+		free(w);
+		return;
+	}
+	c->sigerr = w;
+	c->base.sigerr = w;
 }
 
 /* Whether this rank reaches rank q through nvlink with device memory (the
@@ -166,6 +196,7 @@ static int mesh_create(struct wag_ctx *c)
 			c->base.scr[q] = dptr;
 			c->base.abort[q] = dev.abort_flag;
 		}
+	sigerr_create(c);
 	return 0;
 }
 
@@ -444,9 +475,48 @@ int wag_premul_end(const struct weft_coll_args *a, void *tmp, int rc)
 int wag_sync_call(struct wag_ctx *c, char *err, size_t errlen)
 {
 	int rc = wag_cuda_sync_stream(NULL, err, errlen);
-	if (rc == 0 && (rc = c->prim->comm_status(c->comm)) != 0)
+	if (rc == 0 && (rc = wag_sig_status(c)) != 0)
+		snprintf(err, errlen, "the ranks' calls differ");
+	else if (rc == 0 && (rc = c->prim->comm_status(c->comm)) != 0)
 		snprintf(err, errlen, "the call stopped early: %s", wag_errname(rc));
 	return rc;
+}
+
+uint64_t wag_call_sig(const struct weft_coll_args *a)
+{
+	return a->size >= offsetof(struct weft_coll_args, sig) + sizeof(a->sig) ? a->sig : 0;
+}
+
+const uint64_t *wag_call_p2p_sig(const struct weft_coll_args *a)
+{
+	int has = a->size >= offsetof(struct weft_coll_args, p2p_sig) + sizeof(a->p2p_sig);
+	return has && a->sig ? a->p2p_sig : NULL;
+}
+
+void wag_sig_report(struct wag_ctx *c, int peer, uint64_t mine, uint64_t theirs)
+{
+	char m[128], t[128];
+	const char *field = weft_kit_sig_diff(mine, theirs);
+	weft_kit_sig_describe(mine, m, sizeof(m));
+	weft_kit_sig_describe(theirs, t, sizeof(t));
+	WAG_LOG(WEFT_LOG_ERROR, "rank %d's call differs from rank %d's: %s there, %s here: the %s differs", peer, c->rank,
+		t, m, field ? field : "signature");
+}
+
+/* The kernels write words 1 and 2 before word 0 (kernels.cu, sig_check). */
+int wag_sig_status(struct wag_ctx *c)
+{
+	if (!c->sigerr)
+		return 0;
+	uint64_t theirs = __atomic_load_n(&c->sigerr[0], __ATOMIC_ACQUIRE);
+	if (!theirs)
+		return 0;
+	if (!c->sig_logged) {
+		c->sig_logged = 1;
+		wag_sig_report(c, (int)__atomic_load_n(&c->sigerr[2], __ATOMIC_RELAXED),
+			       __atomic_load_n(&c->sigerr[1], __ATOMIC_RELAXED), theirs);
+	}
+	return -WEFT_ERR_MISMATCH;
 }
 
 int wag_run(struct wag_ctx *c, const struct weft_coll_args *a, enum wag_kind k)
@@ -459,6 +529,9 @@ int wag_run(struct wag_ctx *c, const struct weft_coll_args *a, enum wag_kind k)
 	}
 	if (a->count == 0)
 		return 0;
+	/* A call after one whose signatures differed fails at once. */
+	if ((rc = wag_sig_status(c)))
+		return rc;
 	if (a->op == WEFT_PREMUL_SUM) {
 		struct weft_coll_args b;
 		void *tmp;
@@ -473,6 +546,7 @@ int wag_run(struct wag_ctx *c, const struct weft_coll_args *a, enum wag_kind k)
 	ka.in = a->sendbuf;
 	ka.out = a->recvbuf;
 	ka.root = a->root;
+	ka.sig = wag_call_sig(a);
 	ka.vec = (((uintptr_t)a->sendbuf | (uintptr_t)a->recvbuf) & 15) == 0;
 	char err[256] = "";
 	if ((rc = wag_cuda_set_device(c->dev)))
@@ -686,6 +760,10 @@ static int ex_p2p(void *state, const struct weft_coll_args *a)
 			WAG_P2P_MAX_OPS, nops);
 		return -ENOTSUP;
 	}
+	int rc = wag_sig_status(c);
+	if (rc)
+		return rc;
+	const uint64_t *psig = wag_call_p2p_sig(a);
 	/* A send whose bytes a receive of the same batch overwrites ("in place";
 	 * NCCL leaves it undefined): the peer's data would land while this rank
 	 * still reads them, so that send reads a stream-ordered copy taken before
@@ -716,8 +794,8 @@ static int ex_p2p(void *state, const struct weft_coll_args *a)
 		const struct weft_p2p_op *o = &ops[i];
 		if (o->peer != c->rank) {
 			p.ops[p.nops] = (struct wag_p2p_op){
-				.buf = o->buf, .src = NULL, .bytes = o->bytes, .peer = o->peer,
-				.kind = o->is_send ? WAG_P2P_SEND : WAG_P2P_RECV,
+				.buf = o->buf, .src = NULL, .bytes = o->bytes, .sig = psig ? psig[i] : 0,
+				.peer = o->peer, .kind = o->is_send ? WAG_P2P_SEND : WAG_P2P_RECV,
 			};
 			from[p.nops++] = (int)i;
 			*(o->is_send ? &tx[o->peer] : &rx[o->peer]) = 1;
@@ -764,7 +842,6 @@ static int ex_p2p(void *state, const struct weft_coll_args *a)
 		p.ch_kind[p.nch++] = WAG_P2P_SELF;
 	}
 	char err[256] = "";
-	int rc;
 	if ((rc = wag_cuda_set_device(c->dev)))
 		return rc;
 	for (size_t j = 0; j < nops && rc == 0; j++) {

@@ -56,6 +56,10 @@ struct wag_ctx {
 	int mesh;
 	struct wag_xh *xh; /* the cross-host algorithms' state */
 	struct wag_win *wins; /* windows mapped here (win.c) */
+	/* The kernels' report of a call whose signatures differed (wag.h's
+	 * sigerr), pinned and mapped; NULL where the GPU cannot map it. */
+	uint64_t *sigerr;
+	int sig_logged;
 };
 
 /* The pack's kinds of algorithm (pack.c's table). */
@@ -98,6 +102,15 @@ static inline const char *wag_errname(int rc)
 size_t wag_esize(enum weft_datatype t);
 /* Syncs a stream-less call and returns the comm's status if it stopped early. */
 int wag_sync_call(struct wag_ctx *c, char *err, size_t errlen);
+/* The call's signature (weft_coll_args.sig; 0 from a core before ABI 0.3). */
+uint64_t wag_call_sig(const struct weft_coll_args *a);
+/* Send/recv: the batch entries' signatures (weft_coll_args.p2p_sig), or NULL. */
+const uint64_t *wag_call_p2p_sig(const struct weft_coll_args *a);
+/* Logs that rank peer's call (theirs) differs from this rank's (mine). */
+void wag_sig_report(struct wag_ctx *c, int peer, uint64_t mine, uint64_t theirs);
+/* -WEFT_ERR_MISMATCH once a kernel of this comm found a peer's call to
+ * differ (logged once), else 0. Reads host memory only: no CUDA call. */
+int wag_sig_status(struct wag_ctx *c);
 /* Runs one call with a kernel algorithm of the pack (pack.c). */
 int wag_run(struct wag_ctx *c, const struct weft_coll_args *a, enum wag_kind k);
 /* Runs one call on the callers' own buffers (ce.c): on the copy engines

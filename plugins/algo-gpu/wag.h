@@ -39,6 +39,12 @@ enum { WAG_L_LL = 0, WAG_L_OS, WAG_L_RS, WAG_L_AG, WAG_L_CE, WAG_L_DIRECT, WAG_L
 /* Point-to-point sequence counters, [dir][peer][block h] in this rank's
  * scratch: dir 0 counts tiles sent to peer, dir 1 tiles received from it. */
 enum { WAG_P2P_TX = 0, WAG_P2P_RX = 1 };
+/* Call signatures (weft_coll_args.sig) travel as one LL16 packet per sender
+ * in the receiver's scratch, [family][sender][slot], flagged like the data
+ * they come with and in a slot that the family's own flow control frees:
+ * the half for LL and one-shot calls, the sequence number of the call's
+ * first tile (block 0) for the rings and point-to-point. */
+enum { WAG_S_LL = 0, WAG_S_OS, WAG_S_RS, WAG_S_AG, WAG_S_P2P, WAG_S_COUNT };
 
 /* Most entries of one send/recv batch one kernel takes (kernel parameters). */
 #define WAG_P2P_MAX_OPS 64
@@ -69,6 +75,8 @@ struct wag_layout {
 	uint64_t p2p_ll;    /* nranks * pblocks * depth * p2p_ll_slot: LL16 slots */
 	uint64_t p2p_ll_slot; /* 2 x the largest LL tile (packets double the bytes) */
 	uint64_t p2p_ll_max; /* entries up to this many bytes move as LL packets */
+	uint64_t sig;       /* WAG_S_COUNT * WAG_MAX_RANKS * sig_slots LL16 packets */
+	uint32_t sig_slots; /* max(2, depth) */
 	uint64_t total;
 };
 
@@ -111,6 +119,10 @@ struct wag_kargs {
 			   * kernel moves bytes) */
 	char *scr[WAG_MAX_RANKS];                     /* scratch of every rank, mapped here */
 	const volatile uint32_t *abort[WAG_MAX_RANKS]; /* per peer, host-mapped */
+	uint64_t sig;         /* the call's signature, 0: not compared */
+	/* Host-mapped: {a peer's signature, this rank's, the peer} of the first
+	 * call whose signatures differed; word 0 written last (NULL: none). */
+	volatile uint64_t *sigerr;
 	struct wag_layout lay;
 	struct wag_sched s;
 	struct wag_ce_red red; /* k_ce_reduce */
@@ -124,6 +136,7 @@ struct wag_p2p_op {
 	char *buf;       /* send: read; recv, self: written */
 	const char *src; /* self: read */
 	uint64_t bytes;
+	uint64_t sig;    /* send, recv: the message's signature (weft_coll_args.p2p_sig), 0: none */
 	int peer;
 	int kind;
 };

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cuda_bf16.h>
@@ -961,6 +962,69 @@ static int graph_rank(int rank, int n, void *arg)
 	return ctx_close(&c);
 }
 
+/* A call the last rank makes differently, on a stream: an allreduce of 1000
+ * int32 against float32 (same bytes), or (arg non-NULL) a send/recv ring
+ * whose last rank sends one element more. The call returns once enqueued;
+ * after the stream is synchronized, the comm's next call returns
+ * -WEFT_ERR_MISMATCH on every rank within 2 s, and the call after it too. */
+static int mismatch_call(struct ctx *c, int p2p, size_t count, enum weft_datatype t)
+{
+	if (!p2p)
+		return weft_allreduce(c->dsend, c->drecv, count, t, WEFT_SUM, c->comm, c->st);
+	int rc = weft_group_start();
+	if (rc)
+		return rc;
+	int r1 = weft_send(c->dsend, count, t, (c->rank + 1) % c->n, c->comm, c->st);
+	int r2 = weft_recv(c->drecv, count, t, (c->rank + c->n - 1) % c->n, c->comm, c->st);
+	rc = weft_group_end();
+	return r1 ? r1 : r2 ? r2 : rc;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int mismatch_rank(int rank, int n, void *arg)
+{
+	struct ctx c;
+	int p2p = arg != NULL, last = rank == n - 1;
+	const size_t count = 1000;
+	if (ctx_open(&c, rank, n, 1u << 20))
+		return 1;
+	CK(cudaMemset(c.dsend, 0, c.cap));
+	OK(mismatch_call(&c, p2p, count, WEFT_FLOAT32));
+	CK(cudaStreamSynchronize(c.st));
+	const char *what = p2p ? "send/recv of 1000 against 1001 floats" : "allreduce of float32 against int32";
+	int rc = mismatch_call(&c, p2p, count + (p2p && last), last && !p2p ? WEFT_INT32 : WEFT_FLOAT32);
+	if (rc != 0 && rc != -WEFT_ERR_MISMATCH)
+		RFAIL("%s on a stream returned %s", what, weft_strerror(rc));
+	CK(cudaStreamSynchronize(c.st));
+	double t0 = now_s();
+	while (rc == 0 && now_s() - t0 < 2.0) {
+		rc = mismatch_call(&c, p2p, count, WEFT_FLOAT32);
+		cudaStreamSynchronize(c.st);
+		if (rc == 0)
+			usleep(20 * 1000);
+	}
+	if (rc != -WEFT_ERR_MISMATCH)
+		RFAIL("after a %s on a stream, the next calls returned %s within %.1f s, not -WEFT_ERR_MISMATCH", what,
+		      weft_strerror(rc), now_s() - t0);
+	rc = mismatch_call(&c, p2p, count, WEFT_FLOAT32);
+	if (rc != -WEFT_ERR_MISMATCH)
+		RFAIL("the call after the failed one returned %s, not -WEFT_ERR_MISMATCH", weft_strerror(rc));
+	cudaStreamSynchronize(c.st);
+	weft_comm_destroy(c.comm);
+	cudaFree(c.dsend);
+	cudaFree(c.drecv);
+	cudaFreeHost(c.hbuf);
+	cudaFreeHost(c.hout);
+	cudaStreamDestroy(c.st);
+	return 0;
+}
+
 /* The copy-engine algorithms (large sizes) captured in a graph: an allreduce,
  * an allgather and a reduce-scatter of new data on every one of 20 replays.
  * Buffers are mapped at capture; replays reuse them. */
@@ -1203,7 +1267,7 @@ END_TEST
 
 /* WAG_TEST_TIMEOUT (seconds) bounds each fork of ranks: a hung kernel fails
  * the case instead of stalling the run. */
-static int run(int n, wt_rank_fn fn, int timeout)
+static int run_arg(int n, wt_rank_fn fn, void *arg, int timeout)
 {
 	const char *t = getenv("WAG_TEST_TIMEOUT");
 	if (t && atoi(t) > 0)
@@ -1211,13 +1275,18 @@ static int run(int n, wt_rank_fn fn, int timeout)
 	if (g_netns) {
 		if (wt_id_pipe_open(&g_pipe, n - 1) != 0)
 			return -1;
-		int bad = wt_fork_ranks(n, fn, NULL, timeout);
+		int bad = wt_fork_ranks(n, fn, arg, timeout);
 		wt_id_pipe_close(&g_pipe);
 		return bad;
 	}
 	if (weft_get_unique_id(&g_id) != 0)
 		return -1;
-	return wt_fork_ranks(n, fn, NULL, timeout);
+	return wt_fork_ranks(n, fn, arg, timeout);
+}
+
+static int run(int n, wt_rank_fn fn, int timeout)
+{
+	return run_arg(n, fn, NULL, timeout);
 }
 
 START_TEST(two_ranks_matrix)
@@ -1241,6 +1310,19 @@ END_TEST
 START_TEST(two_ranks_graph_ce)
 {
 	ck_assert_int_eq(run(2, graph_ce_rank, 300), 0);
+}
+END_TEST
+
+START_TEST(two_ranks_mismatch)
+{
+	ck_assert_int_eq(run(2, mismatch_rank, 120), 0);
+}
+END_TEST
+
+START_TEST(two_ranks_mismatch_p2p)
+{
+	static int p2p = 1;
+	ck_assert_int_eq(run_arg(2, mismatch_rank, &p2p, 120), 0);
 }
 END_TEST
 
@@ -1323,6 +1405,11 @@ int main(void)
 	tcase_add_test(tc, two_ranks_premul);
 	tcase_add_test(tc, two_ranks_graph_replay);
 	tcase_add_test(tc, two_ranks_premul_graph);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("mismatch");
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, two_ranks_mismatch);
+	tcase_add_test(tc, two_ranks_mismatch_p2p);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("multi");
 	tcase_set_timeout(tc, 900);
