@@ -1,13 +1,23 @@
 # SPDX-License-Identifier: Apache-2.0
 # algo-gpu's cross-host executor on host memory (the hxtest pack, in a folder
 # of its own): forked ranks on 2 and 3 test hosts, shm inside a host and ofi
-# or ucx (tcp on 127.0.0.1) between, every collective, and a rank killed.
+# or ucx (tcp on 127.0.0.1) between, every collective, and a rank killed;
+# and weft-plugin-check's mismatch check on it (one host, shm).
 if(TARGET weft-plugin-algo-host AND TARGET weft-plugin-shm AND WEFT_TEST_HOOKS)
   set(_hx_dir ${CMAKE_CURRENT_BINARY_DIR}/plugins-hxtest)
   set(_ag ${PROJECT_SOURCE_DIR}/plugins/algo-gpu)
   weft_add_plugin(hxtest SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/plugins/pack_hxtest.c ${_ag}/hx.c ${_ag}/hier.c
     ${_ag}/schedule.c INCLUDES ${_ag} NO_INSTALL)
   set_target_properties(weft-plugin-hxtest PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${_hx_dir})
+  # weft-plugin-check's mismatch check on the executor (the one gpu-check
+  # runs on algo-gpu): a call the last rank makes with another datatype of
+  # the same size fails with -WEFT_ERR_MISMATCH on every rank.
+  add_test(NAME pack_conformance_hxtest_mismatch
+    COMMAND weft-plugin-check --np 2,3 --check "*mismatch" $<TARGET_FILE:weft-plugin-hxtest>)
+  set_tests_properties(pack_conformance_hxtest_mismatch PROPERTIES LABELS mp TIMEOUT 120
+    ENVIRONMENT
+    "WEFT_CONFIG=${CMAKE_CURRENT_BINARY_DIR}/empty.conf;WEFT_PLUGIN_PATH=;WEFT_CORE_PLUGINS=shm,hxtest;WEFT_CORE_BOOTSTRAP_ADDR=127.0.0.1"
+    FAIL_REGULAR_EXPRESSION "(^|\n)not ok ")
   foreach(t ofi ucx)
     if(TARGET weft-plugin-${t})
       weft_add_test(test_hier_exec_${t} SOURCES test_hier_exec.c LABELS mp TIMEOUT 240 LIBS m

@@ -25,6 +25,14 @@ struct hx_peer {
 	weft_sem_t *sdata, *scred;  /* this rank's: raised by the peer */
 	weft_rsem_t *rdata, *rcred; /* the peer's */
 	uint64_t sent, recvd;       /* pieces posted to it, pieces applied from it */
+	/* Call signatures: {piece + 1, signature} per ring slot, in host memory
+	 * (the rings may be device memory, which the host cannot read), put
+	 * with the first piece of a call each way before its signal. */
+	uint64_t *sland, *ssend;
+	weft_mem_t *msland, *mssend;
+	weft_rmem_t *rsland;
+	uint64_t tx0, rx0;  /* pieces sent and applied before this call */
+	uint64_t ssig, rsig; /* this call's signature each way, 0: not compared */
 };
 
 struct wag_hx {
@@ -120,6 +128,8 @@ static void peer_free(struct wag_hx *x, struct hx_peer *pe, int keep)
 	p->rsem_release(pe->rcred);
 	if (pe->rland)
 		p->rmem_release(pe->rland);
+	if (pe->rsland)
+		p->rmem_release(pe->rsland);
 	if (keep) {
 		/* A peer still inside its call may write these rings and tokens
 		 * until its connections close: weft_comm_destroy releases them
@@ -133,8 +143,14 @@ static void peer_free(struct wag_hx *x, struct hx_peer *pe, int keep)
 		p->mem_deregister(pe->mland);
 	if (pe->msend)
 		p->mem_deregister(pe->msend);
+	if (pe->msland)
+		p->mem_deregister(pe->msland);
+	if (pe->mssend)
+		p->mem_deregister(pe->mssend);
 	buf_free(x, pe->mem, pe->land);
 	buf_free(x, pe->mem, pe->send);
+	buf_free(x, WEFT_MEM_HOST, pe->sland);
+	buf_free(x, WEFT_MEM_HOST, pe->ssend);
 	if (pe->data)
 		p->conn_close(pe->data);
 	if (pe->ctl)
@@ -179,8 +195,21 @@ static int peer_make(struct wag_hx *x, int q)
 		rc = p->mem_register(x->comm, pe->land, ring, pe->mem, &pe->mland);
 	if (rc == 0)
 		rc = p->mem_register(x->comm, pe->send, ring, pe->mem, &pe->msend);
+	size_t sigs = 16 * (size_t)x->cfg.depth;
+	if (rc == 0 && (step = "make its signature slots", 1))
+		rc = buf_alloc(x, WEFT_MEM_HOST, sigs, (void **)&pe->sland);
+	if (rc == 0)
+		rc = buf_alloc(x, WEFT_MEM_HOST, sigs, (void **)&pe->ssend);
+	if (rc == 0) {
+		memset(pe->sland, 0, sigs);
+		rc = p->mem_register(x->comm, pe->sland, sigs, WEFT_MEM_HOST, &pe->msland);
+	}
+	if (rc == 0)
+		rc = p->mem_register(x->comm, pe->ssend, sigs, WEFT_MEM_HOST, &pe->mssend);
 	if (rc == 0 && (step = "exchange rings and semaphores", 1))
 		rc = p->mem_exchange(pe->mland, q, &pe->rland);
+	if (rc == 0)
+		rc = p->mem_exchange(pe->msland, q, &pe->rsland);
 	if (rc == 0)
 		rc = p->sem_create(x->comm, &pe->sdata);
 	if (rc == 0)
@@ -248,6 +277,41 @@ static int apply(struct hx_run *h, int kind, void *dst, const void *src, uint64_
 	return dst == src ? 0 : h->x->ops.copy(h->u, dst, src, n * h->esize);
 }
 
+/* The call's signature with its first piece to q: over the connection that
+ * signals the piece, which orders it before the signal. Its slot is the
+ * piece's, free again once the piece's credit came back. */
+static int sig_put(struct wag_hx *x, int q)
+{
+	struct hx_peer *pe = &x->peers[q];
+	size_t off = 16 * (size_t)(pe->tx0 % x->cfg.depth);
+	uint64_t *e = pe->ssend + off / 8;
+	e[0] = pe->tx0 + 1;
+	e[1] = pe->ssig;
+	int rc = x->p->put(pe->sig_on_ctl ? pe->ctl : pe->data, pe->rsland, off, pe->mssend, off, 16);
+	if (rc)
+		HX_LOG(x, WEFT_LOG_ERROR, "cross-host schedule: signature to rank %d: %s", q, weft_kit_strerror(rc));
+	return rc;
+}
+
+/* Before the call's first piece from q is applied: its signature against
+ * this rank's. A slot of another piece (q sent none with it) is not
+ * compared; the heartbeats still compare the calls. */
+static int sig_check(struct wag_hx *x, int q)
+{
+	struct hx_peer *pe = &x->peers[q];
+	const uint64_t *e = pe->sland + 2 * (pe->rx0 % x->cfg.depth);
+	uint64_t no = __atomic_load_n(&e[0], __ATOMIC_ACQUIRE), theirs = __atomic_load_n(&e[1], __ATOMIC_ACQUIRE);
+	if (no != pe->rx0 + 1 || !theirs || theirs == pe->rsig)
+		return 0;
+	char m[128], t[128];
+	const char *field = weft_kit_sig_diff(pe->rsig, theirs);
+	weft_kit_sig_describe(pe->rsig, m, sizeof(m));
+	weft_kit_sig_describe(theirs, t, sizeof(t));
+	HX_LOG(x, WEFT_LOG_ERROR, "rank %d's call differs from rank %d's: %s there, %s here: the %s differs", q, x->rank,
+	       t, m, field ? field : "signature");
+	return -WEFT_ERR_MISMATCH;
+}
+
 /* Copies every piece credit allows into send slots, then puts and signals them. */
 static int tx_step(struct hx_run *h, int *moved)
 {
@@ -292,6 +356,8 @@ static int tx_step(struct hx_run *h, int *moved)
 		}
 		if (rc == 0 && pe->sig_on_ctl && (rc = p->flush(pe->data)) != 0)
 			HX_LOG(x, WEFT_LOG_ERROR, "cross-host schedule: flush to rank %d: %s", q, weft_kit_strerror(rc));
+		if (rc == 0 && pe->ssig && first[q] <= pe->tx0 && pe->tx0 < pe->sent)
+			rc = sig_put(x, q);
 		if (rc == 0 && (rc = p->signal(pe->sig_on_ctl ? pe->ctl : pe->data, pe->rdata, pe->sent + 1)) != 0)
 			HX_LOG(x, WEFT_LOG_ERROR, "cross-host schedule: signal to rank %d: %s", q, weft_kit_strerror(rc));
 	}
@@ -312,6 +378,8 @@ static int rx_step(struct hx_run *h, int *moved)
 		first[q] = pe->recvd;
 		uint64_t tok = c->k < c->n ? p->sem_value(pe->sdata) : 0, avail = tok ? tok - 1 : 0;
 		while (c->k < c->n && pe->recvd < avail && rc == 0) {
+			if (pe->recvd == pe->rx0 && pe->rsig && (rc = sig_check(x, q)) != 0)
+				break;
 			const struct hx_item *it = &h->r->it[c->idx[c->k]];
 			uint64_t n = it->n - c->done < per ? it->n - c->done : per;
 			const char *slot = (const char *)pe->land + (pe->recvd % x->cfg.depth) * x->cfg.chunk;
@@ -475,6 +543,16 @@ static int snapshot_sends(struct wag_hx *x, struct hx_round *r, size_t esize, vo
 	return rc;
 }
 
+/* A call's start: its first piece each way with q carries a signature. */
+static void call_begin(struct wag_hx *x, int q, uint64_t ssig, uint64_t rsig)
+{
+	struct hx_peer *pe = &x->peers[q];
+	pe->tx0 = pe->sent;
+	pe->rx0 = pe->recvd;
+	pe->ssig = ssig;
+	pe->rsig = rsig;
+}
+
 int wag_hx_run(struct wag_hx *x, const struct wag_hx_call *c)
 {
 	const struct wag_hier_plan *pl = c->plan;
@@ -497,6 +575,9 @@ int wag_hx_run(struct wag_hx *x, const struct wag_hx_call *c)
 	}
 	if (rc == 0)
 		rc = connect_peers(x, &all);
+	/* Preparing, a replay of another call may be using the peers' state. */
+	for (int q = 0; q < x->nranks && !x->prepare_only; q++)
+		call_begin(x, q, c->sig, c->sig);
 	struct hx_run h = {.x = x, .esize = c->esize, .dtype = c->dtype, .op = c->op, .u = c->u, .tx = cur,
 			   .rx = cur ? cur + x->nranks : NULL, .pool = pool, .lens = lens};
 	for (size_t i = 0; i < pl->n && rc == 0 && !x->prepare_only;) {
@@ -527,7 +608,7 @@ int wag_hx_run(struct wag_hx *x, const struct wag_hx_call *c)
 	return rc;
 }
 
-int wag_hx_sendrecv(struct wag_hx *x, const struct weft_p2p_op *ops, size_t nops, void *u)
+int wag_hx_sendrecv(struct wag_hx *x, const struct weft_p2p_op *ops, const uint64_t *sigs, size_t nops, void *u)
 {
 	struct hx_item *it = calloc(nops ? nops : 1, sizeof(*it));
 	size_t *pool = calloc(nops ? nops : 1, sizeof(*pool));
@@ -570,6 +651,15 @@ int wag_hx_sendrecv(struct wag_hx *x, const struct weft_p2p_op *ops, size_t nops
 	}
 	if (rc == 0)
 		rc = connect_peers(x, &r);
+	/* Each way, the first message's signature (what its first piece carries). */
+	for (int q = 0; q < x->nranks && !x->prepare_only; q++)
+		call_begin(x, q, 0, 0);
+	for (size_t i = 0; sigs && i < nops && !x->prepare_only; i++) {
+		struct hx_peer *pe = &x->peers[ops[i].peer];
+		uint64_t *s = ops[i].is_send ? &pe->ssig : &pe->rsig;
+		if (ops[i].peer != x->rank && ops[i].bytes && !*s)
+			*s = sigs[i];
+	}
 	struct hx_run h = {.x = x, .r = &r, .esize = 1, .dtype = WEFT_UINT8, .op = -1, .u = u, .tx = cur,
 			   .rx = cur ? cur + x->nranks : NULL, .pool = pool, .lens = lens};
 	if (rc == 0 && !x->prepare_only)
@@ -629,8 +719,10 @@ int wag_hx_plan(const struct wag_hier_layout *l, int coll, uint64_t count, int r
 int wag_hx_coll(struct wag_hx *x, const struct wag_hier_layout *l, const struct weft_coll_args *a, size_t esize,
 		enum wag_hier_inter how, void *u)
 {
+	int has = a->size >= offsetof(struct weft_coll_args, p2p_sig) + sizeof(a->p2p_sig);
 	if (a->coll == WEFT_COLL_SENDRECV)
-		return wag_hx_sendrecv(x, (const struct weft_p2p_op *)a->sendbuf, a->count, u);
+		return wag_hx_sendrecv(x, (const struct weft_p2p_op *)a->sendbuf, has && a->sig ? a->p2p_sig : NULL,
+				       a->count, u);
 	int reducing = weft_kit_coll_reduces(a->coll);
 	struct wag_hier_plan plan;
 	uint64_t tmp = 0;
@@ -642,7 +734,7 @@ int wag_hx_coll(struct wag_hx *x, const struct wag_hier_layout *l, const struct 
 	/* An average sums, then divides where the sum ends up. */
 	int op = reducing ? (a->op == WEFT_AVG ? WEFT_SUM : (int)a->op) : -1;
 	struct wag_hx_call c = {.plan = &plan, .in = a->sendbuf, .out = a->recvbuf, .tmp_bytes = tmp * esize,
-				.esize = esize, .dtype = (int)a->dtype, .op = op, .u = u};
+				.esize = esize, .dtype = (int)a->dtype, .op = op, .u = u, .sig = has ? a->sig : 0};
 	rc = wag_hx_run(x, &c);
 	wag_hier_plan_free(&plan);
 	if (rc == 0 && reducing && a->op == WEFT_AVG && (a->coll != WEFT_COLL_REDUCE || a->root == x->rank)) {

@@ -73,6 +73,7 @@ struct wag_hx_call {
 	size_t esize;
 	int dtype, op;
 	void *u;
+	uint64_t sig; /* the call's signature (weft_coll_args.sig), 0: not compared */
 };
 int wag_hx_run(struct wag_hx *x, const struct wag_hx_call *c);
 
@@ -82,10 +83,11 @@ int wag_hx_run(struct wag_hx *x, const struct wag_hx_call *c);
  * operation of PREMUL_SUM must have been turned into a sum by the caller. */
 int wag_hx_coll(struct wag_hx *x, const struct wag_hier_layout *l, const struct weft_coll_args *a, size_t esize,
 		enum wag_hier_inter how, void *u);
-/* One send/recv batch (weft_p2p_op entries, the core's convention). Here
+/* One send/recv batch (weft_p2p_op entries, the core's convention; sigs:
+ * their signatures, weft_coll_args.p2p_sig, or NULL). Here
  * and in wag_hx_run, a send whose bytes a receive of the same batch (or
  * round) writes goes from a copy taken first, so buffers may overlap. */
-int wag_hx_sendrecv(struct wag_hx *x, const struct weft_p2p_op *ops, size_t nops, void *u);
+int wag_hx_sendrecv(struct wag_hx *x, const struct weft_p2p_op *ops, const uint64_t *sigs, size_t nops, void *u);
 /* on = 1: the calls above make the connections, rings and scratch their
  * plan needs, and move nothing, so that later calls only move data (the
  * captured calls of xhost.c, whose moves run where nothing may connect). */

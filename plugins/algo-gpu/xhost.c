@@ -217,7 +217,7 @@ int wag_xh_supports(struct wag_ctx *c, const struct weft_coll_args *a)
  * receives overwrite its sends' bytes (hx.h). */
 static int xh_sendrecv(struct wag_ctx *c, const struct weft_coll_args *a, struct xh_call *k)
 {
-	int rc = wag_hx_sendrecv(c->xh->x, a->sendbuf, a->count, k);
+	int rc = wag_hx_sendrecv(c->xh->x, a->sendbuf, wag_call_p2p_sig(a), a->count, k);
 	return rc ? rc : xh_sync(k);
 }
 
@@ -230,6 +230,7 @@ struct xh_graph {
 	struct wag_xh *h;
 	struct weft_coll_args a;   /* on the host buffers (mem_type host) */
 	struct weft_p2p_op *ops;   /* send/recv: the batch, on the host buffers */
+	uint64_t *sigs;            /* and its signatures (the call's are gone by then) */
 	enum wag_hier_inter how;
 	size_t esize;
 	char *host;                /* pinned: input, output, then the scalar */
@@ -247,6 +248,7 @@ static void graphs_free(struct wag_xh *h)
 		if (g->host)
 			xh_free(h, WEFT_MEM_HOST, g->host);
 		free(g->ops);
+		free(g->sigs);
 		free(g);
 	}
 }
@@ -266,7 +268,7 @@ static int graph_run(struct xh_graph *g, int prepare)
 	wag_hx_prepare(x, prepare);
 	int rc = 0;
 	if (g->a.coll == WEFT_COLL_SENDRECV) {
-		rc = wag_hx_sendrecv(x, g->ops, g->a.count, NULL);
+		rc = wag_hx_sendrecv(x, g->ops, g->sigs, g->a.count, NULL);
 	} else {
 		if (g->scale_elems && !prepare)
 			rc = weft_kit_scale(g->a.dtype, (void *)(uintptr_t)g->a.sendbuf, g->a.sendbuf, g->scalar,
@@ -311,8 +313,11 @@ static int hh_create(struct wag_xh *h)
 static int graph_p2p(struct xh_graph *g, const struct weft_coll_args *a, uint64_t *bytes)
 {
 	const struct weft_p2p_op *ops = a->sendbuf;
-	if (!(g->ops = calloc(a->count, sizeof(*g->ops))))
+	const uint64_t *sigs = wag_call_p2p_sig(a);
+	if (!(g->ops = calloc(a->count, sizeof(*g->ops))) || (sigs && !(g->sigs = calloc(a->count, sizeof(*sigs)))))
 		return -ENOMEM;
+	if (sigs)
+		memcpy(g->sigs, sigs, a->count * sizeof(*sigs));
 	*bytes = 0;
 	for (size_t i = 0; i < a->count; i++) {
 		g->ops[i] = ops[i];
@@ -409,8 +414,9 @@ int wag_xh_run(struct wag_ctx *c, const struct weft_coll_args *a)
 					"call is not one");
 		return -ENOTSUP;
 	}
-	int rc = wag_cuda_set_device(c->dev);
-	if (rc)
+	/* A kernel of this comm found calls that differ: so does this one. */
+	int rc = wag_sig_status(c);
+	if (rc || (rc = wag_cuda_set_device(c->dev)))
 		return rc;
 	int cap = 0;
 	char err[256] = "";
