@@ -103,18 +103,17 @@ WAG_DEV bool sig_check(const wag_kargs &a, int fam, int q, uint64_t slot, uint32
 	return false;
 }
 
-/* Thread 0 of the block: the same to every peer (send), or from every peer. */
+/* The same to every peer (send), or from every peer: thread q of the block
+ * for peer q, so that the peers' packets are waited for at once. */
 WAG_DEV void sig_all(const wag_kargs &a, bool send, int fam, uint64_t slot, uint32_t flag)
 {
-	if (threadIdx.x == 0)
-#pragma unroll
-		for (int q = 0; q < WAG_MAX_RANKS; q++)
-			if (q < a.nranks && q != a.rank) {
-				if (send)
-					sig_send(a, fam, q, slot, flag, a.sig);
-				else
-					sig_check(a, fam, q, slot, flag, a.sig);
-			}
+	int q = (int)threadIdx.x;
+	if (q >= a.nranks || q == a.rank)
+		return;
+	if (send)
+		sig_send(a, fam, q, slot, flag, a.sig);
+	else
+		sig_check(a, fam, q, slot, flag, a.sig);
 }
 
 /* The block waits until every peer q raised flag (kind, q, g) in this rank's
