@@ -75,6 +75,7 @@ static void layout(int nranks, int sms, struct wag_layout *l)
 	off += (uint64_t)nranks * l->pblocks * l->depth * l->p2p_ll_slot;
 	/* The signature slots: a half each for LL and one-shot, a ring slot
 	 * for the rings and point-to-point (kernels.cu, sig_at). */
+	off = round_up(off, 256); /* uint4 packets: 16-byte aligned whatever the tiles */
 	l->sig = off;
 	l->sig_slots = l->depth > 2 ? l->depth : 2;
 	off += round_up((uint64_t)WAG_S_COUNT * WAG_MAX_RANKS * l->sig_slots * 16, 256);
