@@ -27,10 +27,12 @@ struct hx_peer {
 	uint64_t sent, recvd;       /* pieces posted to it, pieces applied from it */
 	/* Call signatures: {piece + 1, signature} per ring slot, in host memory
 	 * (the rings may be device memory, which the host cannot read), put
-	 * with the first piece of a call each way before its signal. */
-	uint64_t *sland, *ssend;
-	weft_mem_t *msland, *mssend;
-	weft_rmem_t *rsland;
+	 * with the first piece of a call each way before its signal. One
+	 * buffer: the landing slots, then the send slots. */
+	uint64_t *sigs;
+	weft_mem_t *msigs;
+	weft_rmem_t *rsigs;
+	int sigs_own; /* posix_memalign's, where no transport allocates host memory */
 	uint64_t tx0, rx0;  /* pieces sent and applied before this call */
 	uint64_t ssig, rsig; /* this call's signature each way, 0: not compared */
 };
@@ -128,8 +130,8 @@ static void peer_free(struct wag_hx *x, struct hx_peer *pe, int keep)
 	p->rsem_release(pe->rcred);
 	if (pe->rland)
 		p->rmem_release(pe->rland);
-	if (pe->rsland)
-		p->rmem_release(pe->rsland);
+	if (pe->rsigs)
+		p->rmem_release(pe->rsigs);
 	if (keep) {
 		/* A peer still inside its call may write these rings and tokens
 		 * until its connections close: weft_comm_destroy releases them
@@ -143,14 +145,14 @@ static void peer_free(struct wag_hx *x, struct hx_peer *pe, int keep)
 		p->mem_deregister(pe->mland);
 	if (pe->msend)
 		p->mem_deregister(pe->msend);
-	if (pe->msland)
-		p->mem_deregister(pe->msland);
-	if (pe->mssend)
-		p->mem_deregister(pe->mssend);
+	if (pe->msigs)
+		p->mem_deregister(pe->msigs);
 	buf_free(x, pe->mem, pe->land);
 	buf_free(x, pe->mem, pe->send);
-	buf_free(x, WEFT_MEM_HOST, pe->sland);
-	buf_free(x, WEFT_MEM_HOST, pe->ssend);
+	if (pe->sigs_own)
+		free(pe->sigs);
+	else
+		buf_free(x, WEFT_MEM_HOST, pe->sigs);
 	if (pe->data)
 		p->conn_close(pe->data);
 	if (pe->ctl)
@@ -171,6 +173,25 @@ void wag_hx_free(struct wag_hx *x)
 	}
 	free(x->peers);
 	free(x);
+}
+
+/* The signature slots of pe. Where no transport allocates host memory
+ * (only device rings, no shm), plain memory serves: only puts reach it
+ * (after a failure it stays allocated, as peers may still write it). */
+static int sigs_make(struct wag_hx *x, struct hx_peer *pe)
+{
+	size_t bytes = 32 * (size_t)x->cfg.depth;
+	int rc = buf_alloc(x, WEFT_MEM_HOST, bytes, (void **)&pe->sigs);
+	if (rc == -ENOTSUP) {
+		if (posix_memalign((void **)&pe->sigs, 4096, bytes) != 0)
+			return -ENOMEM;
+		pe->sigs_own = 1;
+		rc = 0;
+	}
+	if (rc)
+		return rc;
+	memset(pe->sigs, 0, bytes);
+	return x->p->mem_register(x->comm, pe->sigs, bytes, WEFT_MEM_HOST, &pe->msigs);
 }
 
 /* Pairwise with q, which makes its side in the same call: both sides do
@@ -195,21 +216,12 @@ static int peer_make(struct wag_hx *x, int q)
 		rc = p->mem_register(x->comm, pe->land, ring, pe->mem, &pe->mland);
 	if (rc == 0)
 		rc = p->mem_register(x->comm, pe->send, ring, pe->mem, &pe->msend);
-	size_t sigs = 16 * (size_t)x->cfg.depth;
 	if (rc == 0 && (step = "make its signature slots", 1))
-		rc = buf_alloc(x, WEFT_MEM_HOST, sigs, (void **)&pe->sland);
-	if (rc == 0)
-		rc = buf_alloc(x, WEFT_MEM_HOST, sigs, (void **)&pe->ssend);
-	if (rc == 0) {
-		memset(pe->sland, 0, sigs);
-		rc = p->mem_register(x->comm, pe->sland, sigs, WEFT_MEM_HOST, &pe->msland);
-	}
-	if (rc == 0)
-		rc = p->mem_register(x->comm, pe->ssend, sigs, WEFT_MEM_HOST, &pe->mssend);
+		rc = sigs_make(x, pe);
 	if (rc == 0 && (step = "exchange rings and semaphores", 1))
 		rc = p->mem_exchange(pe->mland, q, &pe->rland);
 	if (rc == 0)
-		rc = p->mem_exchange(pe->msland, q, &pe->rsland);
+		rc = p->mem_exchange(pe->msigs, q, &pe->rsigs);
 	if (rc == 0)
 		rc = p->sem_create(x->comm, &pe->sdata);
 	if (rc == 0)
@@ -283,11 +295,11 @@ static int apply(struct hx_run *h, int kind, void *dst, const void *src, uint64_
 static int sig_put(struct wag_hx *x, int q)
 {
 	struct hx_peer *pe = &x->peers[q];
-	size_t off = 16 * (size_t)(pe->tx0 % x->cfg.depth);
-	uint64_t *e = pe->ssend + off / 8;
+	size_t off = 16 * (size_t)(pe->tx0 % x->cfg.depth), soff = 16 * (size_t)x->cfg.depth + off;
+	uint64_t *e = pe->sigs + soff / 8;
 	e[0] = pe->tx0 + 1;
 	e[1] = pe->ssig;
-	int rc = x->p->put(pe->sig_on_ctl ? pe->ctl : pe->data, pe->rsland, off, pe->mssend, off, 16);
+	int rc = x->p->put(pe->sig_on_ctl ? pe->ctl : pe->data, pe->rsigs, off, pe->msigs, soff, 16);
 	if (rc)
 		HX_LOG(x, WEFT_LOG_ERROR, "cross-host schedule: signature to rank %d: %s", q, weft_kit_strerror(rc));
 	return rc;
@@ -299,7 +311,7 @@ static int sig_put(struct wag_hx *x, int q)
 static int sig_check(struct wag_hx *x, int q)
 {
 	struct hx_peer *pe = &x->peers[q];
-	const uint64_t *e = pe->sland + 2 * (pe->rx0 % x->cfg.depth);
+	const uint64_t *e = pe->sigs + 2 * (pe->rx0 % x->cfg.depth);
 	uint64_t no = __atomic_load_n(&e[0], __ATOMIC_ACQUIRE), theirs = __atomic_load_n(&e[1], __ATOMIC_ACQUIRE);
 	if (no != pe->rx0 + 1 || !theirs || theirs == pe->rsig)
 		return 0;
