@@ -167,7 +167,9 @@ static int cmp_str(const void *a, const void *b)
 }
 
 /* The parameters whose values must agree: those of every loaded algorithm
- * pack (they shape the wire protocol of its collectives) and core.require.
+ * pack (they shape the wire protocol of its collectives), core.require and
+ * core.check_calls (a rank that compares signatures waits for a peer's,
+ * which a rank with the check off never sends).
  * Taken from the same listing weft-info -c prints, so every value is resolved
  * exactly as the code reads it (environment, file, default). */
 static int add_params(char **buf, size_t *len, size_t *cap)
@@ -195,7 +197,8 @@ static int add_params(char **buf, size_t *len, size_t *cap)
 			int keep = 0;
 			if (dot) {
 				size_t sl = (size_t)(dot - line);
-				keep = strncmp(line, "core.require", 12) == 0 && eq - line == 12;
+				keep = (strncmp(line, "core.require", 12) == 0 && eq - line == 12) ||
+				       (strncmp(line, "core.check_calls", 16) == 0 && eq - line == 16);
 				for (int i = 0; i < ne && !keep; i++)
 					keep = e[i]->state == WEFT_PLUGIN_LOADED && e[i]->kind == WEFT_PLUGIN_ALGO_PACK &&
 					       e[i]->name && strlen(e[i]->name) == sl && strncmp(e[i]->name, line, sl) == 0;

@@ -697,6 +697,20 @@ START_TEST(different_params_fail_creation)
 }
 END_TEST
 
+START_TEST(different_check_calls_fail_creation)
+{
+	/* A rank that compares call signatures would wait for a peer's that a
+	 * rank with the check off never sends: the ranks must agree. */
+	struct scenario sc = {.env = {{"WEFT_CORE_CHECK_CALLS=0"}, {NULL}}, .create_rc = -WEFT_ERR_MISMATCH};
+	char *logs[NR];
+	run(&sc, logs);
+	for (int r = 0; r < 2; r++)
+		ck_assert_msg(strstr(logs[r], "param core.check_calls is '0' on rank 0 but '"),
+			      "rank %d did not name the difference:\n%s", r, logs[r]);
+	free_logs(logs);
+}
+END_TEST
+
 START_TEST(different_plugin_sets_fail_creation)
 {
 	/* Rank 1 does not search the folder with the test plugin. */
@@ -883,6 +897,7 @@ int main(void)
 	tcase_add_test(tc, misspelled_name_fails_creation);
 	tcase_add_test(tc, different_rules_fail_creation);
 	tcase_add_test(tc, different_params_fail_creation);
+	tcase_add_test(tc, different_check_calls_fail_creation);
 	tcase_add_test(tc, third_rank_differs);
 	tcase_add_test(tc, different_plugin_sets_fail_creation);
 	tcase_add_test(tc, one_rank_missing_required_fails_all);
