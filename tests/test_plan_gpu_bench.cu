@@ -359,7 +359,7 @@ static void print_stamps(struct bench *b, struct node *x)
 	CK(cudaStreamSynchronize(b->st));
 	CK(cudaGraphExecDestroy(e));
 	CK(cudaMemcpy(h, d, n * sizeof(*h), cudaMemcpyDeviceToHost));
-	static const char *names[WPD_STAMPS] = {"entry", "arguments staged", "references resolved"};
+	static const char *names[WPD_STAMPS] = {"entry", "args, image staged", "references resolved"};
 	printf("#   stamps (cycles a block, median / max of %u blocks; us at %.2f GHz):\n", x->kp.gridDimX, khz / 1e6);
 	for (int k = 1; k < WPD_STAMPS; k++) {
 		unsigned used = 0;
@@ -419,18 +419,29 @@ static void breakdown(struct bench *b, uint64_t bytes, int iters)
 	v.kp.blockDimX = 1024; /* the plan's num_threads_per_block */
 	printf("#   interpreter with the plan's 1024 threads: %.2f us\n", time_node(b, &v, iters));
 	v = *k;
+	v.args.img = NULL;
+	v.kp.sharedMemBytes = WPD_IMG_REFS + v.args.rng_cap * (unsigned)sizeof(struct wpd_refloc);
+	printf("#   interpreter without the threadblocks' images (ops from global memory): %.2f us\n",
+	       time_node(b, &v, iters));
 	v.args.rng_cap = 0;
 	v.kp.sharedMemBytes = 0;
-	printf("#   interpreter resolving references op by op: %.2f us\n", time_node(b, &v, iters));
+	printf("#   interpreter without images, resolving references op by op: %.2f us\n", time_node(b, &v, iters));
 	v.kp.blockDimX = 1024;
-	printf("#   both (the interpreter before this change, bar staging): %.2f us\n", time_node(b, &v, iters));
+	printf("#   that with 1024 threads (the interpreter before these changes, bar staging): %.2f us\n",
+	       time_node(b, &v, iters));
+	/* No operations: images (or threadblocks) of zeros. */
+	size_t zbytes = (size_t)k->kp.gridDimX * (k->args.img ? k->args.img_stride : sizeof(struct wpd_tb));
 	void *empty;
-	CK(cudaMalloc(&empty, (size_t)k->kp.gridDimX * sizeof(struct wpd_tb)));
-	CK(cudaMemset(empty, 0, (size_t)k->kp.gridDimX * sizeof(struct wpd_tb)));
+	CK(cudaMalloc(&empty, zbytes));
+	CK(cudaMemset(empty, 0, zbytes));
 	v = *k;
-	v.args.tbs = (const struct wpd_tb *)empty;
+	if (v.args.img)
+		v.args.img = (const char *)empty;
+	else
+		v.args.tbs = (const struct wpd_tb *)empty;
 	printf("#   interpreter with no operations (launch, prologue, end): %.2f us\n", time_node(b, &v, iters));
 	CK(cudaFree(empty));
+	printf("#   threadblock images: %s, %u bytes a block\n", k->args.img ? "yes" : "no", k->args.img_stride);
 	print_stamps(b, k);
 	free(nodes);
 	CK(cudaGraphDestroy(g));

@@ -4,6 +4,7 @@
  * run, and the encoding of a rank's plan into the kernel's table (enc.c),
  * on MSCCL++ 0.9's own plans, the project's plans and a plan with a
  * pipeline. */
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,6 +114,42 @@ START_TEST(in_place_views)
 }
 END_TEST
 
+/* The threadblocks' images a block stages at its start: each holds its
+ * threadblock, then its references, then its ops, as the tables do, at a
+ * 16-byte stride that fits the shared memory a block gets; or none where a
+ * threadblock would not fit. */
+static void check_images(const struct wpd_tb *tbs, uint32_t ntbs, const struct wpd_op *ops,
+			 const struct wpd_refloc *refs)
+{
+	char *img;
+	uint32_t stride, at;
+	int rc = wpd_encode_images(tbs, ntbs, ops, refs, &img, &stride, &at);
+	uint64_t need = 0;
+	for (uint32_t t = 0; t < ntbs; t++) {
+		uint64_t n = WPD_IMG_REFS + (uint64_t)tbs[t].nrefs * sizeof(*refs) + 15 + tbs[t].nops * sizeof(*ops);
+		need = n > need ? n : need;
+	}
+	if (rc == -E2BIG) {
+		ck_assert_uint_gt(need, WPD_IMG_CAP - 15);
+		return;
+	}
+	ck_assert_int_eq(rc, 0);
+	ck_assert_uint_eq(stride % 16, 0);
+	ck_assert_uint_eq(at % 16, 0);
+	ck_assert_uint_le(stride, WPD_IMG_CAP);
+	for (uint32_t t = 0; t < ntbs; t++) {
+		const char *b = img + (uint64_t)t * stride;
+		ck_assert_mem_eq(b, &tbs[t], sizeof(tbs[t]));
+		ck_assert_uint_le(WPD_IMG_REFS + tbs[t].nrefs * sizeof(*refs), at);
+		ck_assert_uint_le(at + tbs[t].nops * sizeof(*ops), stride);
+		if (tbs[t].nrefs)
+			ck_assert_mem_eq(b + WPD_IMG_REFS, refs + tbs[t].ref_first, tbs[t].nrefs * sizeof(*refs));
+		if (tbs[t].nops)
+			ck_assert_mem_eq(b + at, ops + tbs[t].first, tbs[t].nops * sizeof(*ops));
+	}
+	free(img);
+}
+
 /* The reference lists the kernel resolves at its start: each threadblock's
  * list holds every source and destination of its ops, in order, and each op
  * finds its own at ref0. */
@@ -138,6 +175,7 @@ static void check_refs(struct wpd_tb *tbs, uint32_t ntbs, struct wpd_op *ops)
 	}
 	ck_assert_uint_eq(nrefs, at);
 	ck_assert_uint_eq(most, longest);
+	check_images(tbs, ntbs, ops, refs);
 	free(refs);
 }
 
@@ -207,6 +245,28 @@ static void check_file(const char *path)
 	check_encoding(p);
 	wp_plan_free(p);
 }
+
+/* A threadblock whose image would pass the shared memory a block gets runs
+ * from the tables: no images for its plan; one op less fits. */
+START_TEST(long_threadblocks_have_no_image)
+{
+	uint32_t fit = (WPD_IMG_CAP - WPD_IMG_REFS) / sizeof(struct wpd_op);
+	struct wpd_op *ops = calloc(fit + 1, sizeof(*ops));
+	struct wpd_refloc ref;
+	struct wpd_tb tb = {0, fit + 1, 0, 0};
+	char *img = NULL;
+	uint32_t stride = 0, at = 0;
+	ck_assert_ptr_nonnull(ops);
+	ck_assert_int_eq(wpd_encode_images(&tb, 1, ops, &ref, &img, &stride, &at), -E2BIG);
+	ck_assert_ptr_null(img);
+	tb.nops = fit;
+	ck_assert_int_eq(wpd_encode_images(&tb, 1, ops, &ref, &img, &stride, &at), 0);
+	ck_assert_uint_eq(at, WPD_IMG_REFS);
+	ck_assert_uint_le(stride, WPD_IMG_CAP);
+	free(img);
+	free(ops);
+}
+END_TEST
 
 static const char *const mscclpp_plans[] = {
 	"allreduce", "allreduce_packet", "reduce", "reduce_pack", "reduce_pack_tbg", "reduce_tbg",
@@ -297,6 +357,7 @@ int main(void)
 	tcase_add_loop_test(tc, encodes_mscclpp_plans, 0, (int)(sizeof(mscclpp_plans) / sizeof(mscclpp_plans[0])));
 	tcase_add_loop_test(tc, encodes_own_plans, 0, (int)(sizeof(own_plans) / sizeof(own_plans[0])));
 	tcase_add_test(tc, encodes_a_pipeline);
+	tcase_add_test(tc, long_threadblocks_have_no_image);
 	suite_add_tcase(s, tc);
 	return wt_run_suite(s);
 }

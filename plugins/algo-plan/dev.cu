@@ -41,7 +41,17 @@ struct wpd_rng {
 	char *p;
 	uint64_t off, len;
 };
-extern __shared__ wpd_rng s_rng[];
+static_assert(sizeof(wpd_rng) == sizeof(wpd_refloc), "references resolve in place in an image");
+static_assert(sizeof(wpd_tb) <= WPD_IMG_REFS, "a threadblock heads its image");
+
+/* Dynamic shared memory: the threadblock's image (dev.h), or without one
+ * the resolved references from WPD_IMG_REFS alike. */
+extern __shared__ uint4 s_dyn[];
+
+WPD_DEV wpd_rng *s_rng()
+{
+	return (wpd_rng *)((char *)s_dyn + WPD_IMG_REFS);
+}
 
 WPD_DEV bool poll_abort(const wpd_args &a, uint32_t n)
 {
@@ -100,7 +110,7 @@ WPD_DEV wpd_rng resolve(const wpd_args &a, const wpd_blk &x, const wpd_ref &r, u
 
 WPD_DEV wpd_rng rng(const wpd_args &a, const wpd_blk &x, const wpd_op &op, int j)
 {
-	return s_cached ? s_rng[op.ref0 + j] : resolve(a, x, ref_at(op, j), op.tbg_id, op.tbg_size);
+	return s_cached ? s_rng()[op.ref0 + j] : resolve(a, x, ref_at(op, j), op.tbg_id, op.tbg_size);
 }
 
 /* The part of reference j a step (at, unit) works on. */
@@ -115,7 +125,7 @@ WPD_DEV wpd_span span(const wpd_args &a, const wpd_blk &x, const wpd_op &op, int
 /* Reference j's buffer (NULL: not mapped here). */
 WPD_DEV char *rptr(const wpd_args &a, const wpd_blk &x, const wpd_op &op, int j)
 {
-	return s_cached ? s_rng[op.ref0 + j].p : ref_ptr(a, x, ref_at(op, j));
+	return s_cached ? s_rng()[op.ref0 + j].p : ref_ptr(a, x, ref_at(op, j));
 }
 
 /* -------------------------------------------------------------- data */
@@ -654,6 +664,25 @@ WPD_DEV void stamp(const wpd_args &a, int k)
 
 static_assert(sizeof(wpd_args) % 8 == 0, "wpd_args is staged in 8-byte words");
 
+/* Bytes (a multiple of 16) from global to shared memory, WPD_LD_BATCH loads
+ * in flight a thread: one at a time, each would wait for the last. */
+#define WPD_LD_BATCH 8
+WPD_DEV void stage(uint4 *dst, const uint4 *src, uint32_t bytes)
+{
+	uint32_t n = bytes / 16, step = blockDim.x;
+	for (uint32_t w = threadIdx.x; w < n; w += WPD_LD_BATCH * step) {
+		uint4 v[WPD_LD_BATCH];
+#pragma unroll
+		for (int k = 0; k < WPD_LD_BATCH; k++)
+			if (w + k * step < n)
+				v[k] = __ldg(src + w + k * step);
+#pragma unroll
+		for (int k = 0; k < WPD_LD_BATCH; k++)
+			if (w + k * step < n)
+				dst[w + k * step] = v[k];
+	}
+}
+
 __global__ void __launch_bounds__(1024, 1) k_plan(const wpd_args a)
 {
 	__shared__ wpd_args sa;
@@ -662,10 +691,15 @@ __global__ void __launch_bounds__(1024, 1) k_plan(const wpd_args a)
 	/* Word by word, so the parameter's address is never taken. */
 	for (uint32_t w = threadIdx.x; w < sizeof(wpd_args) / 8; w += blockDim.x)
 		((uint64_t *)&sa)[w] = ((const uint64_t *)&a)[w];
-	const wpd_tb tb = a.tbs[blockIdx.x];
+	/* The image's loads and the flag's go out together: the start waits on one round. */
+	if (a.img)
+		stage(s_dyn, (const uint4 *)(a.img + (uint64_t)blockIdx.x * a.img_stride), a.img_stride);
+	wpd_tb tb;
+	if (!a.img)
+		tb = a.tbs[blockIdx.x];
 	if (threadIdx.x == 0) {
 		s_stop = 0;
-		s_cached = tb.nrefs <= a.rng_cap;
+		s_cached = a.img || tb.nrefs <= a.rng_cap;
 		/* Without packets or a double scratch, skip the flag's load here and its count at the end. */
 		uint32_t f = a.flagged ? *(volatile uint32_t *)&a.ctl->flag + 1 : 1;
 		x.flag = f ? f : 1; /* 0 is the flag of never-written scratch */
@@ -674,20 +708,31 @@ __global__ void __launch_bounds__(1024, 1) k_plan(const wpd_args a)
 	}
 	__syncthreads();
 	stamp(sa, WPD_ST_ARGS);
-	/* The ops' first lines, into L1 while the references resolve: every
-	 * thread reads them at its op. */
-	for (uint32_t i = threadIdx.x; i < tb.nops; i += blockDim.x)
-		asm volatile("prefetch.global.L1 [%0];" ::"l"(sa.ops + tb.first + i));
+	const wpd_op *ops;
+	const wpd_refloc *refs;
+	if (sa.img) {
+		tb = *(const wpd_tb *)s_dyn;
+		ops = (const wpd_op *)((const char *)s_dyn + sa.img_ops);
+		refs = (const wpd_refloc *)s_rng();
+	} else {
+		ops = sa.ops + tb.first;
+		refs = sa.refs + tb.ref_first;
+		/* The ops' first lines, into L1 while the references resolve: every
+		 * thread reads them at its op. */
+		for (uint32_t i = threadIdx.x; i < tb.nops; i += blockDim.x)
+			asm volatile("prefetch.global.L1 [%0];" ::"l"(ops + i));
+	}
+	/* In an image, reference r resolves into its own slot: each thread reads its slots before writing them. */
 	if (s_cached)
 		for (uint32_t r = threadIdx.x; r < tb.nrefs; r += blockDim.x) {
-			const wpd_refloc &l = sa.refs[tb.ref_first + r];
-			s_rng[r] = resolve(sa, x, l.ref, l.tbg_id, l.tbg_size);
+			const wpd_refloc l = refs[r];
+			s_rng()[r] = resolve(sa, x, l.ref, l.tbg_id, l.tbg_size);
 		}
 	__syncthreads();
 	stamp(sa, WPD_ST_REFS);
 	int stopped = 0;
 	for (uint32_t pc = 0, n = 0; pc < tb.nops && !stopped; n++) {
-		const wpd_op &op = sa.ops[tb.first + pc];
+		const wpd_op &op = ops[pc];
 		if (op.kind != WP_OP_PIPELINE) {
 			stopped = run_op(sa, x, op, 0, UINT64_MAX);
 			pc++;
@@ -695,8 +740,7 @@ __global__ void __launch_bounds__(1024, 1) k_plan(const wpd_args a)
 			uint64_t steps = wp_pipeline_steps(sa.align, sa.rank_size, sa.nchunks, op.num_chunks, op.unit_size);
 			for (uint64_t it = 0; it < steps && !stopped; it++)
 				for (uint32_t j = 0; j < op.nops && !stopped; j++)
-					stopped = run_op(sa, x, sa.ops[tb.first + pc + 1 + j], it * op.unit_size,
-							 op.unit_size);
+					stopped = run_op(sa, x, ops[pc + 1 + j], it * op.unit_size, op.unit_size);
 			pc += 1 + op.nops;
 		}
 		if (n < WPD_STAMP_OPS)
@@ -726,7 +770,8 @@ static int cuda_ck(cudaError_t e, const char *what, char *err, size_t errlen)
 extern "C" int wpd_launch(const struct wpd_args *a, uint32_t ntbs, uint32_t threads, void *stream, char *err,
 			  size_t errlen)
 {
-	k_plan<<<ntbs, threads, (size_t)a->rng_cap * sizeof(wpd_rng), (cudaStream_t)stream>>>(*a);
+	size_t shm = a->img ? a->img_stride : WPD_IMG_REFS + (size_t)a->rng_cap * sizeof(wpd_rng);
+	k_plan<<<ntbs, threads, shm, (cudaStream_t)stream>>>(*a);
 	return cuda_ck(cudaGetLastError(), "launching the plan interpreter", err, errlen);
 }
 

@@ -58,8 +58,8 @@ struct wpd_refloc {
 };
 
 /* Stamps the kernel writes where a call asks (wpd_args.stamps): per block,
- * clock64() at entry, after staging the arguments, after resolving the
- * references, after each of its first WPD_STAMP_OPS operations, and at the
+ * clock64() at entry, after staging the arguments (and the threadblock's
+ * image), after resolving the references, after each of its first WPD_STAMP_OPS operations, and at the
  * end. A benchmark reads them to tell the phases apart. */
 #define WPD_STAMP_OPS 11
 #define WPD_STAMPS (WPD_STAMP_OPS + 4)
@@ -72,6 +72,18 @@ struct wpd_refloc {
 /* References resolved per block at most (24 bytes of shared memory each);
  * a threadblock with more resolves its references op by op. */
 #define WPD_RNG_CAP 1536
+
+/* A threadblock's image: what its block needs of the plan in one place, so
+ * that it comes into shared memory with one round of vector loads at the
+ * start, instead of a chain of dependent loads (the threadblock, then its
+ * references, then each operation as the block reaches it). At
+ * blockIdx x stride: the wpd_tb, its wpd_refloc list from WPD_IMG_REFS (each
+ * resolved in place into the kernel's 24-byte range), its wpd_op list from
+ * wpd_args.img_ops (ref0 and pipeline bodies as in the table). A plan whose
+ * longest image is over WPD_IMG_CAP bytes (the shared memory a block gets
+ * without asking) runs from the tables instead. */
+#define WPD_IMG_REFS 16
+#define WPD_IMG_CAP (46u * 1024)
 
 /* A remote buffer as this rank reaches it, for the areas of the moment:
  * through a memory channel, the peer's area mapped here (NULL where only a
@@ -143,6 +155,9 @@ struct wpd_args {
 	uint64_t *stamps; /* NULL, or WPD_STAMPS a block (a benchmark's) */
 	uint32_t rng_cap; /* references a block resolves at its start (dynamic shared memory) */
 	uint32_t flagged; /* 0: the plan uses no LL flag (no packets, one scratch): ctl->flag stays */
+	const char *img;     /* the threadblocks' images, or NULL: from the tables (ops, tbs, refs) */
+	uint32_t img_stride; /* bytes from one image to the next, a multiple of 16 */
+	uint32_t img_ops;    /* where an image's operations start */
 };
 
 /* The encoding of one rank's plan (enc.c): ntbs threadblocks, nops table
@@ -156,6 +171,12 @@ int wpd_encode(const struct wp_plan *plan, uint32_t rank, struct wpd_tb **tbs, s
  * -ENOMEM. */
 int wpd_encode_refs(struct wpd_tb *tbs, uint32_t ntbs, struct wpd_op *ops, struct wpd_refloc **refs, uint32_t *nrefs,
 		    uint32_t *maxrefs);
+
+/* The threadblocks' images (see WPD_IMG_REFS) of the encoded tables: 0 and
+ * the images (malloc'd, ntbs x *stride bytes) in *img, with *stride and
+ * *ops_at; -E2BIG where one is over WPD_IMG_CAP, -ENOMEM. */
+int wpd_encode_images(const struct wpd_tb *tbs, uint32_t ntbs, const struct wpd_op *ops,
+		      const struct wpd_refloc *refs, char **img, uint32_t *stride, uint32_t *ops_at);
 
 /* The kernel (dev.cu). Launches the interpreter on stream with ntbs blocks
  * of threads threads (and a->rng_cap resolved references' shared memory);

@@ -71,9 +71,10 @@ struct wpd_comm {
 	/* One block of device memory: the tables below, by offset. */
 	char *tab;
 	weft_mem_t *tabmem;
-	size_t off_ops, off_tbs, off_mch, off_pch, off_ctl, off_sems, off_rbufs, off_pstate, off_refs, tab_len;
+	size_t off_ops, off_tbs, off_mch, off_pch, off_ctl, off_sems, off_rbufs, off_pstate, off_refs, off_img, tab_len;
 	uint32_t nops;
 	uint32_t rng_cap; /* references a block resolves at its start */
+	uint32_t img_stride, img_ops; /* the threadblocks' images (dev.h); stride 0: none */
 	struct wpd_rbuf *h_rbufs;
 	const volatile uint32_t *abort;
 	struct wpd_area area[WP_BUF_KINDS];
@@ -240,12 +241,21 @@ static int make_tables(struct wpd_comm *d)
 	struct wpd_tb *tbs = NULL;
 	struct wpd_op *ops = NULL;
 	struct wpd_refloc *refs = NULL;
+	char *imgs = NULL;
 	uint32_t nops = 0, nrefs = 0, maxrefs = 0;
 	char err[256];
 	int rc = wpd_encode(d->plan, (uint32_t)d->rank, &tbs, &ops, &nops);
 	if (!rc)
 		rc = wpd_encode_refs(tbs, d->rk->ntbs, ops, &refs, &nrefs, &maxrefs);
+	/* Without images (a threadblock too long for shared memory) blocks read the tables. */
+	if (!rc)
+		rc = wpd_encode_images(tbs, d->rk->ntbs, ops, refs, &imgs, &d->img_stride, &d->img_ops);
+	if (rc == -E2BIG) {
+		d->img_stride = 0;
+		rc = 0;
+	}
 	if (rc) {
+		free(refs);
 		free(tbs);
 		free(ops);
 		WPD_LOG(d, WEFT_LOG_ERROR, "%s: rank %d's plan does not fit the device encoding: %s", d->name, d->rank,
@@ -272,6 +282,8 @@ static int make_tables(struct wpd_comm *d)
 	off += up256((uint64_t)(rk->peers[WP_CHAN_PORT].n + 1) * 3 * sizeof(uint64_t));
 	d->off_refs = off;
 	off += up256((uint64_t)(nrefs + 1) * sizeof(struct wpd_refloc));
+	d->off_img = off;
+	off += up256((uint64_t)rk->ntbs * d->img_stride);
 	d->tab_len = off;
 	d->nops = nops;
 	d->rng_cap = maxrefs < WPD_RNG_CAP ? maxrefs : WPD_RNG_CAP;
@@ -294,6 +306,8 @@ static int make_tables(struct wpd_comm *d)
 	memcpy(img + d->off_ops, ops, (size_t)nops * sizeof(*ops));
 	memcpy(img + d->off_tbs, tbs, (size_t)rk->ntbs * sizeof(*tbs));
 	memcpy(img + d->off_refs, refs, (size_t)nrefs * sizeof(*refs));
+	if (d->img_stride)
+		memcpy(img + d->off_img, imgs, (size_t)rk->ntbs * d->img_stride);
 	int64_t *sems = (int64_t *)(void *)(img + d->off_sems);
 	for (uint32_t i = 0; i < rk->nsems; i++)
 		sems[i] = rk->sem_init[i];
@@ -304,6 +318,7 @@ out:
 	free(tbs);
 	free(ops);
 	free(refs);
+	free(imgs);
 	return rc;
 }
 
@@ -617,6 +632,11 @@ int wpd_execute(struct wpd_comm *d, const struct weft_coll_args *a)
 	k.refs = (const struct wpd_refloc *)(const void *)(d->tab + d->off_refs);
 	k.rng_cap = d->rng_cap;
 	k.flagged = (uint32_t)d->flagged;
+	if (d->img_stride) {
+		k.img = d->tab + d->off_img;
+		k.img_stride = d->img_stride;
+		k.img_ops = d->img_ops;
+	}
 	for (int t = 0; t < 2; t++) {
 		int area = wp_view_area(p->inplace, rs, t);
 		k.vstride[t] = wp_view_stride(p->inplace, ag, rs, t, d->in, d->out);

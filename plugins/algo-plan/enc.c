@@ -134,3 +134,35 @@ int wpd_encode_refs(struct wpd_tb *tbs, uint32_t ntbs, struct wpd_op *ops, struc
 	*maxrefs = most;
 	return 0;
 }
+
+static uint64_t up16(uint64_t n)
+{
+	return (n + 15) & ~(uint64_t)15;
+}
+
+int wpd_encode_images(const struct wpd_tb *tbs, uint32_t ntbs, const struct wpd_op *ops,
+		      const struct wpd_refloc *refs, char **img_out, uint32_t *stride_out, uint32_t *ops_out)
+{
+	uint64_t most_refs = 0, most_ops = 0;
+	for (uint32_t t = 0; t < ntbs; t++) {
+		most_refs = tbs[t].nrefs > most_refs ? tbs[t].nrefs : most_refs;
+		most_ops = tbs[t].nops > most_ops ? tbs[t].nops : most_ops;
+	}
+	uint64_t at = up16(WPD_IMG_REFS + most_refs * sizeof(struct wpd_refloc));
+	uint64_t stride = up16(at + most_ops * sizeof(struct wpd_op));
+	if (stride > WPD_IMG_CAP)
+		return -E2BIG;
+	char *img = calloc(ntbs ? ntbs : 1, stride);
+	if (!img)
+		return -ENOMEM;
+	for (uint32_t t = 0; t < ntbs; t++) {
+		char *b = img + (uint64_t)t * stride;
+		memcpy(b, &tbs[t], sizeof(tbs[t]));
+		memcpy(b + WPD_IMG_REFS, refs + tbs[t].ref_first, tbs[t].nrefs * sizeof(*refs));
+		memcpy(b + at, ops + tbs[t].first, tbs[t].nops * sizeof(*ops));
+	}
+	*img_out = img;
+	*stride_out = (uint32_t)stride;
+	*ops_out = (uint32_t)at;
+	return 0;
+}
