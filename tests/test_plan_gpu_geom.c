@@ -345,6 +345,73 @@ START_TEST(encodes_a_pipeline)
 }
 END_TEST
 
+/* A one-rank plan of local copies and a reduction, out of place or in
+ * place (%s): weft-plan-gpu-bench's, then a copy that depends on nothing
+ * before it, then one that depends on the reduction, not on that copy. */
+static const char local_plan[] =
+	"{\"name\":\"l\",\"collective\":\"allreduce\",\"protocol\":\"Simple\",\"inplace\":%s,\"gpus\":["
+	"{\"id\":0,\"input_chunks\":2,\"output_chunks\":2,\"scratch_chunks\":2,\"channels\":[],"
+	"\"remote_buffers\":[],\"threadblocks\":[{\"id\":0,\"channels\":[],\"ops\":["
+	"{\"name\":\"copy\",\"src_buff\":[{\"type\":\"i\",\"index\":0,\"size\":1}],"
+	"\"dst_buff\":[{\"type\":\"o\",\"index\":0,\"size\":1}]},"
+	"{\"name\":\"copy\",\"src_buff\":[{\"type\":\"i\",\"index\":1,\"size\":1}],"
+	"\"dst_buff\":[{\"type\":\"s\",\"index\":0,\"size\":1}]},"
+	"{\"name\":\"re\",\"src_buff\":[{\"type\":\"s\",\"index\":0,\"size\":1}],"
+	"\"dst_buff\":[{\"type\":\"o\",\"index\":1,\"size\":1}]},"
+	"{\"name\":\"copy\",\"src_buff\":[{\"type\":\"i\",\"index\":0,\"size\":1}],"
+	"\"dst_buff\":[{\"type\":\"s\",\"index\":1,\"size\":1}]},"
+	"{\"name\":\"copy\",\"src_buff\":[{\"type\":\"o\",\"index\":1,\"size\":1}],"
+	"\"dst_buff\":[{\"type\":\"s\",\"index\":0,\"size\":1}]}]}]}]}\n";
+
+/* A block skips the barrier after an op only where the next touches none
+ * of the chunks it, or any op since the last barrier, writes, nor writes
+ * any they read: the reduction reads what the second copy wrote, the last
+ * copy what the reduction wrote; in place, input and output are one
+ * buffer; the last op keeps its barrier. */
+static void check_nosync(const char *inplace, const uint8_t *want)
+{
+	char text[2048];
+	snprintf(text, sizeof(text), local_plan, inplace);
+	struct wp_plan *p = NULL;
+	char err[512];
+	int rc = wp_plan_load_mem("local.json", text, strlen(text), &p, err, sizeof(err));
+	ck_assert_msg(rc == 0, "%s", err);
+	struct wpd_tb *tbs;
+	struct wpd_op *ops;
+	uint32_t nops;
+	ck_assert_int_eq(wpd_encode(p, 0, &tbs, &ops, &nops), 0);
+	ck_assert_uint_eq(nops, 5);
+	for (uint32_t i = 0; i < nops; i++)
+		ck_assert_msg(ops[i].nosync == want[i], "inplace %s, op %u: nosync %u", inplace, i, ops[i].nosync);
+	free(tbs);
+	free(ops);
+	wp_plan_free(p);
+}
+
+START_TEST(independent_ops_skip_the_barrier)
+{
+	static const uint8_t out_of_place[] = {1, 0, 1, 0, 0}, in_place[] = {0, 0, 0, 1, 0};
+	check_nosync("false", out_of_place);
+	check_nosync("true", in_place);
+	/* Operations with channels keep theirs. */
+	struct wp_plan *p = NULL;
+	char err[512];
+	ck_assert_int_eq(wp_plan_load_mem("pipeline.json", pipeline_plan, strlen(pipeline_plan), &p, err, sizeof(err)),
+			 0);
+	struct wpd_tb *tbs;
+	struct wpd_op *ops;
+	uint32_t nops;
+	for (uint32_t r = 0; r < 2; r++) {
+		ck_assert_int_eq(wpd_encode(p, r, &tbs, &ops, &nops), 0);
+		for (uint32_t i = 0; i < nops; i++)
+			ck_assert_uint_eq(ops[i].nosync, 0);
+		free(tbs);
+		free(ops);
+	}
+	wp_plan_free(p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("plan_gpu_geom");
@@ -358,6 +425,7 @@ int main(void)
 	tcase_add_loop_test(tc, encodes_own_plans, 0, (int)(sizeof(own_plans) / sizeof(own_plans[0])));
 	tcase_add_test(tc, encodes_a_pipeline);
 	tcase_add_test(tc, long_threadblocks_have_no_image);
+	tcase_add_test(tc, independent_ops_skip_the_barrier);
 	suite_add_tcase(s, tc);
 	return wt_run_suite(s);
 }

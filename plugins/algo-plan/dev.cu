@@ -581,7 +581,8 @@ WPD_DEV void op_packets(const wpd_args &a, const wpd_blk &x, const wpd_op &op)
 
 /* One operation (of a pipeline's body: at and unit give its step). Returns,
  * the same in every thread, whether the block must stop: the barrier that
- * ends each operation also gathers the threads' verdicts. */
+ * ends each operation (bar those marked nosync) also gathers the threads'
+ * verdicts. */
 WPD_DEV int run_op(const wpd_args &a, const wpd_blk &x, const wpd_op &op, uint64_t at, uint64_t unit)
 {
 	switch (op.kind) {
@@ -653,7 +654,9 @@ WPD_DEV int run_op(const wpd_args &a, const wpd_blk &x, const wpd_op &op, uint64
 		op_packets(a, x, op);
 		break;
 	}
-	return __syncthreads_or(s_stop);
+	/* Without a barrier (a local op the next does not depend on), a stop
+	 * shows at the next one: s_stop stays set. */
+	return op.nosync ? 0 : __syncthreads_or(s_stop);
 }
 
 WPD_DEV void stamp(const wpd_args &a, int k)

@@ -31,7 +31,8 @@ struct wpd_op {
 	uint8_t kind; /* enum wp_op_kind */
 	uint8_t chan; /* enum wp_chan */
 	uint8_t nsrc, ndst, nchan, nsems;
-	uint16_t pad;
+	uint8_t nosync; /* 1: no block barrier after it (wpd_encode) */
+	uint8_t pad;
 	uint32_t tbg_id, tbg_size;
 	uint32_t barrier_id, barrier_ntb;
 	uint32_t unit_size, num_chunks, nops;
@@ -161,8 +162,12 @@ struct wpd_args {
 };
 
 /* The encoding of one rank's plan (enc.c): ntbs threadblocks, nops table
- * entries. Returns 0 and the tables (malloc'd: free both), -ENOMEM, or
- * -E2BIG where the plan needs more than the encoding holds. */
+ * entries. Of two operations in a row that only move or reduce this rank's
+ * own buffers, touching no chunk the other writes, the first is marked
+ * nosync: the block's threads go on to the second without a barrier,
+ * overlapping their memory latencies (MSCCL++ plans sync only at nops).
+ * Returns 0 and the tables (malloc'd: free both), -ENOMEM, or -E2BIG where
+ * the plan needs more than the encoding holds. */
 int wpd_encode(const struct wp_plan *plan, uint32_t rank, struct wpd_tb **tbs, struct wpd_op **ops, uint32_t *nops);
 
 /* The reference lists of the encoded threadblocks: fills each op's ref0 and

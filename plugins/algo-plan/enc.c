@@ -57,6 +57,61 @@ static int enc_op(const struct wp_threadblock *tb, const struct wp_op *op, struc
 	return rc;
 }
 
+/* Whether two references of this rank's own buffers may share a byte: in
+ * place, input and output are views of one buffer, chunked apart. */
+static int ref_clash(const struct wpd_ref *x, const struct wpd_ref *y, int inplace)
+{
+	if (x->remote || y->remote)
+		return 1;
+	if (x->type != y->type)
+		return inplace && x->type != WP_BUF_SCRATCH && y->type != WP_BUF_SCRATCH;
+	return x->index < y->index + y->size && y->index < x->index + x->size;
+}
+
+/* Copies and reductions that read and write local buffers only. */
+static int local_data_op(const struct wpd_op *o)
+{
+	if (o->kind != WP_OP_COPY && o->kind != WP_OP_RE)
+		return 0;
+	for (uint32_t j = 0; j < (uint32_t)o->nsrc + o->ndst; j++)
+		if ((j < o->nsrc ? o->src[j] : o->dst[j - o->nsrc]).remote)
+			return 0;
+	return 1;
+}
+
+/* b may run beside a: neither writes what the other reads or writes. */
+static int independent(const struct wpd_op *a, const struct wpd_op *b, int inplace)
+{
+	if (!local_data_op(a) || !local_data_op(b))
+		return 0;
+	for (uint32_t i = 0; i < (uint32_t)a->nsrc + a->ndst; i++)
+		for (uint32_t j = 0; j < (uint32_t)b->nsrc + b->ndst; j++) {
+			int aw = i >= a->nsrc, bw = j >= b->nsrc;
+			const struct wpd_ref *x = aw ? &a->dst[i - a->nsrc] : &a->src[i];
+			const struct wpd_ref *y = bw ? &b->dst[j - b->nsrc] : &b->src[j];
+			if ((aw || bw) && ref_clash(x, y, inplace))
+				return 0;
+		}
+	return 1;
+}
+
+/* Marks nosync the threadblock's operations (not pipelines' bodies) that
+ * the next one does not depend on, nor on any since the last barrier: all
+ * of those may still be running. The last keeps its barrier. */
+static void mark_nosync(struct wpd_op *ops, uint32_t n, int inplace)
+{
+	for (uint32_t k = 0, from = 0, next; k < n; k = next) {
+		next = k + 1 + (ops[k].kind == WP_OP_PIPELINE ? ops[k].nops : 0);
+		int go_on = next < n;
+		/* Past from, the window holds local data operations only: no pipeline. */
+		for (uint32_t j = from; go_on && j <= k; j++)
+			go_on = independent(&ops[j], &ops[next], inplace);
+		ops[k].nosync = (uint8_t)go_on;
+		if (!go_on)
+			from = next;
+	}
+}
+
 int wpd_encode(const struct wp_plan *plan, uint32_t rank, struct wpd_tb **tbs_out, struct wpd_op **ops_out,
 	       uint32_t *nops_out)
 {
@@ -93,6 +148,8 @@ int wpd_encode(const struct wp_plan *plan, uint32_t rank, struct wpd_tb **tbs_ou
 			}
 		}
 		tbs[t].nops = n - tbs[t].first;
+		if (!rc)
+			mark_nosync(ops + tbs[t].first, tbs[t].nops, plan->inplace);
 	}
 	if (rc) {
 		free(tbs);
