@@ -392,6 +392,11 @@ WPD_DEV void op_copy(const wpd_args &a, const wpd_blk &x, const wpd_op &op, uint
 
 WPD_DEV void op_reduce(const wpd_args &a, const wpd_blk &x, const wpd_op &op, uint64_t at, uint64_t unit)
 {
+	/* One source reduces to a copy: skip the per-type call and its pointer arrays in local memory. */
+	if (op.nsrc == 1) {
+		op_copy(a, x, op, at, unit);
+		return;
+	}
 	const char *src[WP_MAX_OP_BUFFS];
 	char *dst[WP_MAX_OP_BUFFS];
 	uint64_t len = 0;
