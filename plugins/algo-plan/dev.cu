@@ -672,6 +672,15 @@ WPD_DEV void stamp(const wpd_args &a, int k)
 
 static_assert(sizeof(wpd_args) % 8 == 0, "wpd_args is staged in 8-byte words");
 
+/* Waits for the kernel before this one on the stream to finish, its
+ * stores visible (a no-op unless launched as a programmatic dependent, see
+ * wpd_launch). Before it, a block touches only what no call writes: the
+ * arguments and the plan's tables. */
+WPD_DEV void wait_prev_kernel()
+{
+	asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+
 /* Bytes (a multiple of 16) from global to shared memory, WPD_LD_BATCH loads
  * in flight a thread: one at a time, each would wait for the last. */
 #define WPD_LD_BATCH 8
@@ -696,6 +705,9 @@ __global__ void __launch_bounds__(1024, 1) k_plan(const wpd_args a)
 	__shared__ wpd_args sa;
 	__shared__ wpd_blk x;
 	stamp(a, WPD_ST_ENTRY);
+	/* The LL flag is the last call's: wait for it before reading it. */
+	if (a.flagged)
+		wait_prev_kernel();
 	/* Word by word, so the parameter's address is never taken. */
 	for (uint32_t w = threadIdx.x; w < sizeof(wpd_args) / 8; w += blockDim.x)
 		((uint64_t *)&sa)[w] = ((const uint64_t *)&a)[w];
@@ -738,6 +750,8 @@ __global__ void __launch_bounds__(1024, 1) k_plan(const wpd_args a)
 		}
 	__syncthreads();
 	stamp(sa, WPD_ST_REFS);
+	if (!sa.flagged)
+		wait_prev_kernel();
 	int stopped = 0;
 	for (uint32_t pc = 0, n = 0; pc < tb.nops && !stopped; n++) {
 		const wpd_op &op = ops[pc];
@@ -779,8 +793,26 @@ extern "C" int wpd_launch(const struct wpd_args *a, uint32_t ntbs, uint32_t thre
 			  size_t errlen)
 {
 	size_t shm = a->img ? a->img_stride : WPD_IMG_REFS + (size_t)a->rng_cap * sizeof(wpd_rng);
-	k_plan<<<ntbs, threads, shm, (cudaStream_t)stream>>>(*a);
-	return cuda_ck(cudaGetLastError(), "launching the plan interpreter", err, errlen);
+	/* A programmatic dependent launch: the blocks may start as the kernel
+	 * before them on the stream ends, and stage the plan meanwhile
+	 * (wait_prev_kernel). Where the driver refuses it, a plain launch. */
+	cudaLaunchAttribute at = {};
+	at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+	at.val.programmaticStreamSerializationAllowed = 1;
+	cudaLaunchConfig_t cfg = {};
+	cfg.gridDim = dim3(ntbs);
+	cfg.blockDim = dim3(threads);
+	cfg.dynamicSmemBytes = shm;
+	cfg.stream = (cudaStream_t)stream;
+	cfg.attrs = &at;
+	cfg.numAttrs = 1;
+	cudaError_t e = cudaLaunchKernelEx(&cfg, k_plan, *a);
+	if (e == cudaErrorNotSupported || e == cudaErrorInvalidValue) {
+		(void)cudaGetLastError();
+		k_plan<<<ntbs, threads, shm, (cudaStream_t)stream>>>(*a);
+		e = cudaGetLastError();
+	}
+	return cuda_ck(e, "launching the plan interpreter", err, errlen);
 }
 
 extern "C" int wpd_cuda_device(int *dev)
