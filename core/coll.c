@@ -92,6 +92,7 @@ static const struct weft_prim_api prim_api = {
 	.rmem_port_id = weft_rmem_port_id,
 	.rsem_port_id = weft_rsem_port_id,
 	.comm_progress = weft_comm_progress,
+	.mem_in_alloc = weft__buf_in_alloc,
 };
 
 const struct weft_prim_api *weft__coll_prim_api(void)

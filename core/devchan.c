@@ -24,6 +24,7 @@ struct devmem {
 	struct weft__tp *tp;
 	void *user; /* what the caller got */
 	void *host, *dev;
+	size_t bytes;
 	enum weft_mem_type type;
 };
 
@@ -66,6 +67,7 @@ static int tp_alloc(weft_comm_t *comm, enum weft_mem_type type, size_t bytes, st
 				m->dev = dev;
 				m->type = type;
 				m->user = type == WEFT_MEM_HOST ? host : dev;
+				m->bytes = bytes;
 				return 0;
 			}
 			if (rc != -ENOTSUP && rc != -ENOSYS)
@@ -170,6 +172,19 @@ int weft__buf_alloc(weft_comm_t *comm, enum weft_mem_type type, size_t bytes, vo
 int weft__buf_alloc_quiet(weft_comm_t *comm, enum weft_mem_type type, size_t bytes, void **ptr)
 {
 	return buf_alloc(comm, type, bytes, ptr, 1);
+}
+
+int weft__buf_in_alloc(const void *ptr, size_t len)
+{
+	uintptr_t a = (uintptr_t)ptr;
+	int in = 0;
+	pthread_mutex_lock(&g_lock);
+	for (struct devmem *m = g_mem; m && !in; m = m->next) {
+		uintptr_t b = (uintptr_t)m->user;
+		in = ptr && a >= b && len <= m->bytes && a - b <= m->bytes - len;
+	}
+	pthread_mutex_unlock(&g_lock);
+	return in;
 }
 
 int weft__buf_free(weft_comm_t *comm, void *ptr)

@@ -47,5 +47,7 @@ int weft__buf_alloc(weft_comm_t *comm, enum weft_mem_type type, size_t bytes, vo
 /* The same for packs (prim->mem_alloc): "no transport allocates" at debug. */
 int weft__buf_alloc_quiet(weft_comm_t *comm, enum weft_mem_type type, size_t bytes, void **ptr);
 int weft__buf_free(weft_comm_t *comm, void *ptr);
+/* 1 when [ptr, ptr + len) lies in one of this process's mem_alloc allocations. */
+int weft__buf_in_alloc(const void *ptr, size_t len);
 
 #endif

@@ -3,7 +3,8 @@
  * gather (kept output registrations, the own block copied piece by piece as it
  * goes out) and publish-and-pull, checked against references computed here,
  * for blocks that span several pieces, in place and out of place, on the same
- * buffers again (kept registration) and on new ones. */
+ * buffers again (kept registration), on new ones, and on outputs from
+ * weft_mem_alloc freed and allocated again (never kept). */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -78,6 +79,37 @@ static int gathers(weft_comm_t *comm, int rank, int n)
 	return 0;
 }
 
+/* Outputs from weft_mem_alloc, which shm lets peers map: each is freed
+ * after its call and the next is allocated anew, most often at the same
+ * address. A registration kept from the last call would have peers write
+ * through their mapping of the freed segment, and this rank would read
+ * stale or 0xee data. */
+static int gathers_in_allocs(weft_comm_t *comm, int rank, int n)
+{
+	static const size_t counts[] = {4096, (1u << 17) + 1};
+	for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+		size_t count = counts[c];
+		uint32_t *in = malloc(count * sizeof(*in));
+		if (!in)
+			return 40;
+		int rc = 0;
+		for (int k = 0; k < 4 && !rc; k++) {
+			void *out = NULL;
+			if (weft_mem_alloc(comm, WEFT_MEM_HOST, (size_t)n * count * sizeof(uint32_t), &out) != 0) {
+				rc = 41;
+				break;
+			}
+			rc = gather_once(comm, rank, n, count, k == 3, 10 + k, out, in);
+			if (weft_mem_free(comm, out) != 0 && !rc)
+				rc = 42;
+		}
+		free(in);
+		if (rc)
+			return rc + 100 * (int)c;
+	}
+	return 0;
+}
+
 /* rs+ag allreduce, whose allgather phase goes direct too: sums of int32. */
 static int allreduce_big(weft_comm_t *comm, int rank, int n)
 {
@@ -113,6 +145,8 @@ static int rank_main(int rank, int n, void *arg)
 	if (weft_comm_create(&g_id, n, rank, &comm) != 0)
 		return 1;
 	int rc = gathers(comm, rank, n);
+	if (!rc)
+		rc = gathers_in_allocs(comm, rank, n);
 	if (!rc)
 		rc = allreduce_big(comm, rank, n);
 	/* A failing rank leaves without destroying its comm: the peers then see a

@@ -427,6 +427,11 @@ struct weft_prim_api {
 	/* ABI 0.3: weft_comm_progress, for packs that poll tokens or landed
 	 * data from a host thread instead of waiting in sem_wait. */
 	int (*comm_progress)(weft_comm_t *comm);
+	/* ABI 0.3: 1 when [ptr, ptr + len) lies in one allocation of mem_alloc
+	 * (of any communicator of this process), else 0. Such memory is what a
+	 * WEFT_TP_CAP_HOST_MAPPABLE transport lets peers map, so a pack that
+	 * keeps a registration across calls asks before keeping one. */
+	int (*mem_in_alloc)(const void *ptr, size_t len);
 };
 
 /* ABI 0.3: one transport that reaches a peer, with what it can do. */

@@ -152,6 +152,12 @@ struct ah_ctx {
 	size_t rsag_push_min; /* parameter: see ah_rsag_pushes (0: never) */
 	int rsag_push_always; /* parameter: rsag_push_min applies with a CPU per rank too */
 	int spin_all;         /* set with pull_ok: every rank has a CPU */
+	/* From the transports' capabilities (weft_algo_route.caps): every peer is
+	 * reached by one that writes by address without pinning (so a kept
+	 * registration stays valid), on this rank and, once agreed with
+	 * pull_ok, on every rank; and some peer by one that maps its peers'
+	 * allocations (so a buffer in one is not kept). */
+	int unpinned, unpinned_all, maps_allocs;
 	size_t oneshot_push_max; /* parameter: see ah_oneshot_pushes */
 	size_t nt_min; /* parameter: see ah_direct_gather (0: never) */
 	uint64_t pub_seq; /* chunks this rank has published (the same on every rank) */

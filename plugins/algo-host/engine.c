@@ -187,6 +187,18 @@ static void read_boot_id(char *out)
 	}
 }
 
+/* The capabilities of the transport that reaches peer r: the one the
+ * transport parameter names, else weft_connect's first choice; none where
+ * the core lists no routes (a 0.2 core). */
+static uint32_t route_caps(const struct weft_algo_comm *ac, const char *tp, int r)
+{
+	const struct weft_algo_peer *pe = weft_algo_peer_at(ac, r);
+	for (int i = 0; pe && pe->routes && i < pe->nroutes; i++)
+		if (!tp || !*tp || (pe->routes[i].transport && strcmp(pe->routes[i].transport, tp) == 0))
+			return pe->routes[i].caps;
+	return 0;
+}
+
 static int ctx_create(const struct weft_algo_comm *ac, struct ah_ctx **out)
 {
 	struct ah_ctx *c = calloc(1, sizeof(*c));
@@ -201,6 +213,12 @@ static int ctx_create(const struct weft_algo_comm *ac, struct ah_ctx **out)
 	int rc = read_params(c);
 	if (rc)
 		goto err_free;
+	c->unpinned = 1;
+	for (int r = 0; r < c->nranks; r++) {
+		uint32_t caps = r == c->rank ? WEFT_TP_CAP_UNPINNED_WRITES : route_caps(ac, c->transport, r);
+		c->unpinned &= (caps & WEFT_TP_CAP_UNPINNED_WRITES) != 0;
+		c->maps_allocs |= (caps & WEFT_TP_CAP_HOST_MAPPABLE) != 0;
+	}
 	size_t n = (size_t)c->nranks;
 	rc = -ENOMEM;
 	if (c->area > SIZE_MAX / n)
@@ -736,24 +754,24 @@ static int consumed(struct ah_ctx *c, int peer)
 	return rc;
 }
 
-/* Whether [p, p + len) lies in a memfd mapping (a shared segment, such as
- * weft_mem_alloc's under shm): peers map those, and a mapping outlives the
- * segment's reuse of the same address, so their registration is not kept. */
-static int in_memfd(const void *p, size_t len)
+/* Whether [p, p + len) lies in an allocation of the core's allocator that a
+ * transport of ours lets peers map: a peer's mapping outlives the
+ * allocation's reuse of the same address, so its registration is not kept.
+ * Unknown (a core without the query): not kept either. */
+static int in_mapped_alloc(const struct ah_ctx *c, const void *p, size_t len)
 {
-	FILE *f = fopen("/proc/self/maps", "re");
-	if (!f)
-		return 1; /* unknown: do not keep */
-	char line[512];
-	int hit = 0;
-	uintptr_t a = (uintptr_t)p, b = a + len;
-	while (!hit && fgets(line, sizeof(line), f)) {
-		unsigned long lo, hi;
-		if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && a < hi && b > lo && strstr(line, "/memfd:"))
-			hit = 1;
-	}
-	fclose(f);
-	return hit;
+	if (!c->maps_allocs)
+		return 0;
+	if (!WEFT_HAS_OP(c->prim, struct weft_prim_api, mem_in_alloc))
+		return 1;
+	return c->prim->mem_in_alloc(p, len) != 0;
+}
+
+/* Whether registrations may be kept across calls: every pair maps each other
+ * and every rank's transports write by address (the same on every rank). */
+static int cache_ok(struct ah_ctx *c)
+{
+	return ah_pull_ready(c) && c->cached_min && c->unpinned_all;
 }
 
 /* With every pair fast and every rank on a CPU of its own, the cached direct
@@ -764,7 +782,7 @@ static int in_memfd(const void *p, size_t len)
  * (docs/perf/2026-11-30-vm2core-cpu-collectives-vs-openmpi-2.md, -4.md). */
 int ah_use_direct(struct ah_ctx *c, size_t block)
 {
-	if (ah_pull_ready(c) && c->cached_min)
+	if (cache_ok(c))
 		return (c->spin || c->cached_oversub) && block >= c->cached_min &&
 		       (!c->cached_max || block <= c->cached_max);
 	return c->direct_min && block >= c->direct_min;
@@ -812,7 +830,7 @@ static void copy_nt(char *dst, const char *src, size_t n)
 /* The registration of the input the cached direct gather puts from, kept for
  * the next call on the same (src, len) like the output's. Only this rank
  * uses it (a put's source), so nothing is exchanged; one in a shared segment
- * is registered for the call only (see in_memfd). */
+ * is registered for the call only (see in_mapped_alloc). */
 static int src_registration(struct ah_ctx *c, const void *src, size_t len)
 {
 	const struct weft_prim_api *pr = c->prim;
@@ -827,7 +845,7 @@ static int src_registration(struct ah_ctx *c, const void *src, size_t len)
 	}
 	c->src_ptr = src;
 	c->src_len = len;
-	c->src_volatile = in_memfd(src, len);
+	c->src_volatile = in_mapped_alloc(c, src, len);
 	return 0;
 }
 
@@ -844,10 +862,10 @@ static int src_registration(struct ah_ctx *c, const void *src, size_t len)
  * cache does: each rank numbers its registrations (generations) and, on
  * entering, publishes the number of its current one in its header; a pair
  * exchanges again only when either side's generation differs from the pair
- * it last exchanged, which both sides see alike. Keeping is safe here
- * because a fast pair's transport writes unmapped memory by address (shm's
- * CMA): whatever buffer lives at that address when both ranks name it again
- * is the one to write. A peer's buffer that this rank reaches through a
+ * it last exchanged, which both sides see alike. Keeping is safe only where
+ * every rank's transports write unmapped memory by address without pinning
+ * (WEFT_TP_CAP_UNPINNED_WRITES; shm's CMA): whatever buffer lives at that
+ * address when both ranks name it again is the one to write. A peer's buffer that this rank reaches through a
  * mapping (a shared segment, which can be freed and replaced at the same
  * address) is not kept: this rank then moves to a new generation, so the
  * next call exchanges afresh. Elsewhere buf is registered for the call only. */
@@ -856,7 +874,7 @@ int ah_direct_gather(struct ah_ctx *c, void *buf, size_t len, const size_t *off,
 	const struct weft_prim_api *pr = c->prim;
 	int n = c->nranks, me = c->rank, rc;
 	weft_mem_t *mem = NULL;
-	int cached = ah_pull_ready(c) && c->cached_min;
+	int cached = cache_ok(c);
 	if (c->broken)
 		return c->broken;
 	if (cached && c->dir_mem && c->dir_ptr == buf && c->dir_len == len && !c->dir_volatile) {
@@ -873,7 +891,7 @@ int ah_direct_gather(struct ah_ctx *c, void *buf, size_t len, const size_t *off,
 			c->dir_ptr = buf;
 			c->dir_len = len;
 			c->dir_gen++;
-			c->dir_volatile = in_memfd(buf, len);
+			c->dir_volatile = in_mapped_alloc(c, buf, len);
 		}
 	}
 	if (cached) {
@@ -1030,18 +1048,20 @@ int ah_pull_ready(struct ah_ctx *c)
 	for (int p = 0; p < c->nranks; p++)
 		if (p != c->rank && !c->peers[p].fast)
 			mine = 0;
-	mine |= (uint8_t)(c->spin << 1);
+	mine |= (uint8_t)(c->spin << 1 | (c->unpinned != 0) << 2);
 	int rc = c->prim->comm_allgather(c->comm, &mine, all, 1);
-	int ok = rc == 0, spin_all = 1;
+	int ok = rc == 0, spin_all = 1, unpinned_all = 1;
 	for (int p = 0; ok && p < c->nranks; p++) {
 		ok = (all[p] & 1) != 0;
-		spin_all &= all[p] >> 1;
+		spin_all &= (all[p] >> 1) & 1;
+		unpinned_all &= (all[p] >> 2) & 1;
 	}
 	if (rc) {
 		AH_LOG(WEFT_LOG_ERROR, "cannot agree on the publish-and-pull mode: %s", weft_kit_strerror(rc));
 		c->broken = rc;
 	}
 	c->spin_all = ok && spin_all;
+	c->unpinned_all = ok && unpinned_all;
 	c->pull_ok = ok;
 	AH_LOG(WEFT_LOG_DEBUG, "publish-and-pull %s", ok ? "on: every pair maps each other" : "off");
 	return ok;
