@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include <weft/kit.h>
 #include <weft/plugin.h>
 #include <weft/weft.h>
 
@@ -26,12 +27,6 @@ static const char *const redops[WEFT_REDOP_COUNT] = {
 	[WEFT_PREMUL_SUM] = "premul_sum",
 };
 
-static const char *const coll_names[WEFT_COLL_COUNT] = {
-	[WEFT_COLL_ALLREDUCE] = "allreduce", [WEFT_COLL_ALLGATHER] = "allgather",
-	[WEFT_COLL_REDUCE_SCATTER] = "reduce_scatter", [WEFT_COLL_BROADCAST] = "broadcast",
-	[WEFT_COLL_REDUCE] = "reduce", [WEFT_COLL_ALLTOALL] = "alltoall", [WEFT_COLL_SENDRECV] = "sendrecv",
-};
-
 static const char *const mem_names[WEFT_MEM_TYPE_COUNT] = {
 	[WEFT_MEM_HOST] = "host", [WEFT_MEM_CUDA] = "cuda", [WEFT_MEM_HIP] = "hip",
 };
@@ -48,7 +43,7 @@ int weft__redop_valid(int op)
 
 const char *weft__coll_name(int c)
 {
-	return c >= 0 && c < WEFT_COLL_COUNT ? coll_names[c] : "unknown collective";
+	return c >= 0 && c < WEFT_COLL_COUNT ? weft_kit_coll_name(c) : "unknown collective";
 }
 
 const char *weft__mem_name(int m)

@@ -1119,6 +1119,15 @@ static inline int weft_kit_coll_reduces(enum weft_collective c)
 	return c == WEFT_COLL_ALLREDUCE || c == WEFT_COLL_REDUCE_SCATTER || c == WEFT_COLL_REDUCE;
 }
 
+/* A collective's name for logs ("allreduce", "reduce_scatter", "sendrecv"),
+ * "?" for a value weft does not name. */
+static inline const char *weft_kit_coll_name(int c)
+{
+	static const char *const colls[] = {"allreduce", "allgather", "reduce_scatter", "broadcast",
+					    "reduce",    "alltoall",  "sendrecv"};
+	return c >= 0 && c < (int)(sizeof(colls) / sizeof(colls[0])) ? colls[c] : "?";
+}
+
 /* Mixes v into h (a 64-bit finalizer, so near counts land far apart). */
 static inline uint64_t weft_kit_sig_mix(uint64_t h, uint64_t v)
 {
@@ -1159,13 +1168,11 @@ static inline const char *weft_kit_sig_diff(uint64_t a, uint64_t b)
 /* "call 17: allreduce float32 sum, count #3a2f1" (the count is a hash). */
 static inline void weft_kit_sig_describe(uint64_t s, char *buf, size_t len)
 {
-	static const char *const colls[] = {"allreduce", "allgather", "reduce_scatter", "broadcast",
-					    "reduce",    "alltoall",  "sendrecv"};
 	static const char *const types[] = {"int8",     "uint8",   "int32",   "uint32",  "int64",    "uint64",
 					    "float16",  "bfloat16", "float32", "float64", "fp8_e4m3", "fp8_e5m2"};
 	static const char *const ops[] = {"sum", "prod", "min", "max", "avg", "premul_sum"};
 	int c = WEFT_KIT_SIG_COLL(s), t = WEFT_KIT_SIG_DTYPE(s), o = WEFT_KIT_SIG_OP(s), r = WEFT_KIT_SIG_ROOT(s);
-	const char *cn = c >= 0 && c < 7 ? colls[c] : "?";
+	const char *cn = weft_kit_coll_name(c);
 	const char *tn = t < 12 ? types[t] : "?";
 	const char *on = o < 6 ? ops[o] : "?";
 	int reducing = weft_kit_coll_reduces((enum weft_collective)c);
