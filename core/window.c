@@ -6,6 +6,7 @@
  * are caught by the call's signature, which folds in the windows and
  * offsets (callsig.c). */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,15 +19,36 @@
 #include "log.h"
 #include "window.h"
 
-#define WIN_MAGIC 0x77696e64u /* "wind" */
 
 struct weft_window {
-	unsigned magic;
 	struct weft_window *next;
+	struct weft_window *live_next; /* in g_live */
 	weft_comm_t *comm;
 	struct weft_algo_window w;
 	weft_rmem_t **rmem; /* [nranks] */
 };
+
+/* Every live window of the process: a comm's destroy frees its windows, so
+ * a later weft_window_deregister of such a handle must be refused without
+ * reading through it (as with comm handles, handles.c). */
+static pthread_mutex_t g_live_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct weft_window *g_live;
+
+/* Removes win from the live set when unlink is set; 1 if it was there. */
+static int win_live(struct weft_window *win, int unlink)
+{
+	int found = 0;
+	pthread_mutex_lock(&g_live_lock);
+	for (struct weft_window **pp = &g_live; *pp; pp = &(*pp)->live_next)
+		if (*pp == win) {
+			found = 1;
+			if (unlink)
+				*pp = win->live_next;
+			break;
+		}
+	pthread_mutex_unlock(&g_live_lock);
+	return found;
+}
 
 /* What each rank says of its part, twice: after registering, after importing. */
 struct win_hdr {
@@ -42,7 +64,6 @@ static void win_free(struct weft_window *win)
 	for (int q = 0; win->rmem && q < win->comm->nranks; q++)
 		weft_rmem_release(win->rmem[q]);
 	weft_mem_deregister(win->w.mem);
-	win->magic = 0;
 	free(win->rmem);
 	free(win);
 }
@@ -119,13 +140,16 @@ static int win_register(weft_comm_t *comm, void *ptr, size_t len, enum weft_mem_
 	mine.status = win_swap(win);
 	if ((rc = win_agree(comm, &mine, all, "importing the parts")) != 0)
 		goto err_free;
-	win->magic = WIN_MAGIC;
 	win->w = (struct weft_algo_window){.size = sizeof(win->w), .id = id, .base = ptr, .len = len,
 					   .min_len = min_len, .mem_type = type, .mem = win->w.mem,
 					   .rmem = win->rmem};
 	weft__coll_window(comm, &win->w, 1);
 	win->next = comm->windows;
 	comm->windows = win;
+	pthread_mutex_lock(&g_live_lock);
+	win->live_next = g_live;
+	g_live = win;
+	pthread_mutex_unlock(&g_live_lock);
 	WEFT_DEBUG("window %llu: %zu bytes of %s memory at %p (every rank's at least %zu)", (unsigned long long)id,
 		   len, weft__mem_name(type), ptr, min_len);
 	*out = win;
@@ -153,6 +177,7 @@ WEFT_API int weft_window_register(weft_comm_t *comm, void *ptr, size_t len, enum
 static void win_drop(struct weft_window *win)
 {
 	weft_comm_t *comm = win->comm;
+	win_live(win, 1);
 	for (struct weft_window **pp = &comm->windows; *pp; pp = &(*pp)->next)
 		if (*pp == win) {
 			*pp = win->next;
@@ -166,14 +191,26 @@ WEFT_API int weft_window_deregister(weft_window_t *win)
 {
 	if (!win)
 		return 0;
-	if (win->magic != WIN_MAGIC) {
-		WEFT_ERROR("weft_window_deregister: %p is not a registered window (deregistered already?)", (void *)win);
+	/* The comm is read only from a window still in the live set; once the
+	 * comm is claimed, no destroy or other deregister can free it. */
+	pthread_mutex_lock(&g_live_lock);
+	weft_comm_t *comm = NULL;
+	for (struct weft_window *w = g_live; w; w = w->live_next)
+		if (w == win)
+			comm = w->comm;
+	pthread_mutex_unlock(&g_live_lock);
+	if (!comm) {
+		WEFT_ERROR("weft_window_deregister: %p is not a registered window (deregistered already, or its "
+			   "communicator destroyed?)", (void *)win);
 		return -EINVAL;
 	}
-	weft_comm_t *comm = win->comm;
 	int rc = weft__comm_enter(comm, "weft_window_deregister");
 	if (rc != 0)
 		return rc;
+	if (!win_live(win, 0)) {
+		WEFT_ERROR("weft_window_deregister: window %p went away while this call waited", (void *)win);
+		return weft__comm_leave(comm, -EINVAL);
+	}
 	win_drop(win);
 	return weft__comm_leave(comm, 0);
 }

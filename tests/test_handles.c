@@ -65,14 +65,25 @@ static int calls_refuse(weft_comm_t *c, int rank)
 	return bad;
 }
 
-/* Destroyed once and twice: every call refuses, deterministically. */
+/* Destroyed once and twice: every call refuses, deterministically, and so
+ * does deregistering a window the destroy released. */
 static int destroyed_rank(int rank, int n, void *arg)
 {
 	(void)arg;
 	weft_comm_t *comm = NULL;
 	int rc = weft_comm_create(&g_id, n, rank, &comm);
 	RCHECK(rc == 0, "weft_comm_create: %s", weft_strerror(rc));
+	/* A window the destroy released: deregistering it later is refused. */
+	static char wbuf[4096];
+	weft_window_t *win = NULL, *win2 = NULL;
+	rc = weft_window_register(comm, wbuf, sizeof(wbuf), WEFT_MEM_HOST, &win);
+	RCHECK(rc == 0, "weft_window_register: %s", weft_strerror(rc));
+	rc = weft_window_register(comm, wbuf, 1024, WEFT_MEM_HOST, &win2);
+	RCHECK(rc == 0, "weft_window_register (second): %s", weft_strerror(rc));
+	RCHECK(weft_window_deregister(win2) == 0, "deregistering a live window failed");
+	RCHECK(weft_window_deregister(win2) == -EINVAL, "a second deregister did not say -EINVAL");
 	RCHECK(weft_comm_destroy(comm) == 0, "the first destroy failed");
+	RCHECK(weft_window_deregister(win) == -EINVAL, "deregistering a window of a destroyed comm did not say -EINVAL");
 	RCHECK(calls_refuse(comm, rank) == 0, "a call took a destroyed communicator");
 	RCHECK(weft_comm_destroy(comm) == -EINVAL, "a third destroy did not say -EINVAL");
 	/* A handle nothing ever made: a pointer into the caller's own memory. */
