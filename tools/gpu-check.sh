@@ -49,12 +49,15 @@
 #              and in variants, its per-phase clock stamps),
 #              then weft-perf with 2 ranks on one GPU, each plan against algo-gpu's
 #              native kernel for the same algorithm, put first by `prefer` rules, 1K..64M
+#   checkcost  the call check's cost on the host's cores: weft-perf allreduce at 8 B
+#              and 1 KiB over shm, host buffers, 2 and 8 ranks (WEFT_CHECKCOST_NPS),
+#              5 rounds (WEFT_CHECKCOST_RUNS) alternating check_calls on and off; medians
 # Default: build test hier plugin-check bench nccl torch. Logs go to $OUT when set (the device
 # machine), else to build-gpu/logs. NVLink multicast stays off throughout.
 # A tree built elsewhere at the same path can be run without the build stage, and
 # so can a build packed by tools/gpu-carry.sh into .gpubuild/ (carried to the device
 # machine): its recorded paths are linked to it here, and the build stage is skipped.
-# Usage: tools/gpu-check.sh [build] [test] [hier] [xhost] [xconf] [xtorch] [plugin-check] [bench] [algo-bench] [perf] [sweep] [record] [ce-diag] [nccl] [torch] [pgtorch] [plan] [win]
+# Usage: tools/gpu-check.sh [build] [test] [hier] [xhost] [xconf] [xtorch] [plugin-check] [bench] [algo-bench] [perf] [sweep] [record] [ce-diag] [nccl] [torch] [pgtorch] [plan] [win] [checkcost]
 set -uo pipefail
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$src" || exit
@@ -539,6 +542,42 @@ do_plugin_check() {
 # each put first by a `prefer` rule (the plans are out of place: weft-perf's
 # in-place column goes to other algorithms), every result checked by
 # weft-perf. Pairs are plan:algo-gpu algorithm:largest size.
+do_checkcost() {
+	# Issue 30's cost of the call check: allreduce at 8 B and 1 KiB over shm on
+	# host buffers, 2 and 8 ranks, RUNS rounds alternating [core] check_calls
+	# on and off; medians of the per-call time, out of place and in place.
+	local p="$bdir/bin/weft-perf" n on r=0 i t=${WEFT_CHECKCOST_TIMEOUT:-60}
+	for n in ${WEFT_CHECKCOST_NPS:-2 8}; do
+		for ((i = 0; i < ${WEFT_CHECKCOST_RUNS:-5}; i++)); do
+			for on in 1 0; do
+				WEFT_CORE_CHECK_CALLS=$on timeout "$t" "$p" --np "$n" --mem host --collective all_reduce \
+					-b 8 -e 1K -f 128 -w 5000 -n 100000 >"$logs/checkcost-$n-$on-$i.log" 2>&1 || r=1
+			done
+		done
+	done
+	python3 - "$logs" <<'PY' || r=1
+import glob, statistics, sys
+rows = {}
+for f in glob.glob(sys.argv[1] + "/checkcost-*.log"):
+    n, on = f.rsplit("/", 1)[1].split("-")[1:3]
+    for line in open(f):
+        w = line.split()
+        if len(w) >= 13 and w[0].isdigit():
+            rows.setdefault((int(n), int(w[0]), on), []).append((float(w[5]), float(w[9])))
+print("ranks size  check-on oop/ip (us)   check-off oop/ip   on-off oop/ip (ns)  runs")
+for (n, b, on) in sorted(rows):
+    if on != "1" or (n, b, "0") not in rows:
+        continue
+    a, z = rows[(n, b, "1")], rows[(n, b, "0")]
+    m = [statistics.median(x[k] for x in a) for k in (0, 1)]
+    o = [statistics.median(x[k] for x in z) for k in (0, 1)]
+    print(f"{n:5} {b:5}  {m[0]:.2f}/{m[1]:.2f}  {o[0]:.2f}/{o[1]:.2f}  {1000*(m[0]-o[0]):+.0f}/{1000*(m[1]-o[1]):+.0f}  {len(a)}")
+    print("   raw on: " + " ".join(f"{x[0]:.2f}/{x[1]:.2f}" for x in a))
+    print("   raw off: " + " ".join(f"{x[0]:.2f}/{x[1]:.2f}" for x in z))
+PY
+	return $r
+}
+
 do_plan() {
 	local r=0 p="$bdir/bin/weft-perf" t=${WEFT_PERF_STAGE_TIMEOUT:-300} pair plan native max a
 	if ((!carried)); then
@@ -593,6 +632,7 @@ for s in "${stages[@]}"; do
 	plugin-check) stage plugin-check do_plugin_check ;;
 	plan) stage plan do_plan ;;
 	win) stage win do_win ;;
+	checkcost) stage checkcost do_checkcost ;;
 	*) echo "gpu-check: unknown stage $s" >&2; exit 2 ;;
 	esac
 done
