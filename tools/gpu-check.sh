@@ -52,12 +52,15 @@
 #   checkcost  the call check's cost on the host's cores: weft-perf allreduce at 8 B
 #              and 1 KiB over shm, host buffers, 2 and 8 ranks (WEFT_CHECKCOST_NPS),
 #              5 rounds (WEFT_CHECKCOST_RUNS) alternating check_calls on and off; medians
+#   pycost     the Python package's cost per call (percall.py beside weft-perf's 4 B
+#              allreduce, 5 rounds), then 4 B all_reduce through the torch backend
+#              "weft" and through ProcessGroupNCCL over libweft_nccl.so (weft_percall.py)
 # Default: build test hier plugin-check bench nccl torch. Logs go to $OUT when set (the device
 # machine), else to build-gpu/logs. NVLink multicast stays off throughout.
 # A tree built elsewhere at the same path can be run without the build stage, and
 # so can a build packed by tools/gpu-carry.sh into .gpubuild/ (carried to the device
 # machine): its recorded paths are linked to it here, and the build stage is skipped.
-# Usage: tools/gpu-check.sh [build] [test] [hier] [xhost] [xconf] [xtorch] [plugin-check] [bench] [algo-bench] [perf] [sweep] [record] [ce-diag] [nccl] [torch] [pgtorch] [plan] [win] [checkcost]
+# Usage: tools/gpu-check.sh [build] [test] [hier] [xhost] [xconf] [xtorch] [plugin-check] [bench] [algo-bench] [perf] [sweep] [record] [ce-diag] [nccl] [torch] [pgtorch] [plan] [win] [checkcost] [pycost]
 set -uo pipefail
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$src" || exit
@@ -578,6 +581,26 @@ PY
 	return $r
 }
 
+do_pycost() {
+	# Issue 33 item 5: the Python package's cost per call (python/bench/percall.py,
+	# numpy, 2 ranks over shm) beside weft-perf's 4-byte allreduce on the same
+	# ranks and transport, RUNS rounds alternating; then a 4-byte all_reduce through
+	# the torch backend "weft" (CPU and CUDA tensors) and through ProcessGroupNCCL
+	# with libweft_nccl.so preloaded.
+	local r=0 i t=${WEFT_PYCOST_TIMEOUT:-120} port=${WEFT_PYCOST_PORT:-29571}
+	local py=(env PYTHONPATH="$src/python${PYTHONPATH:+:$PYTHONPATH}" WEFT_LIB="$bdir/lib/libweft.so")
+	for ((i = 0; i < ${WEFT_PYCOST_RUNS:-5}; i++)); do
+		"${py[@]}" timeout "$t" python3 "$src/python/bench/percall.py" || r=1
+		WEFT_CORE_PLUGINS=shm,algo-host timeout "$t" "$bdir/bin/weft-perf" --np 2 --mem host \
+			--collective all_reduce -b 4 -e 4 -w 2000 -n 20000 | grep -E '^ +4 ' || r=1
+	done
+	"${py[@]}" timeout "$t" python3 -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 \
+		--master-port "$port" "$src/tests/torch/weft_percall.py" weft cpu cuda || r=1
+	LD_PRELOAD="$bdir/lib/libweft_nccl.so.2" timeout "$t" python3 -m torch.distributed.run --nproc-per-node 2 \
+		--master-addr 127.0.0.1 --master-port $((port + 1)) "$src/tests/torch/weft_percall.py" nccl cuda || r=1
+	return $r
+}
+
 do_plan() {
 	local r=0 p="$bdir/bin/weft-perf" t=${WEFT_PERF_STAGE_TIMEOUT:-300} pair plan native max a
 	if ((!carried)); then
@@ -633,6 +656,7 @@ for s in "${stages[@]}"; do
 	plan) stage plan do_plan ;;
 	win) stage win do_win ;;
 	checkcost) stage checkcost do_checkcost ;;
+	pycost) stage pycost do_pycost ;;
 	*) echo "gpu-check: unknown stage $s" >&2; exit 2 ;;
 	esac
 done
