@@ -784,11 +784,13 @@ static int wait_step(weft_conn_t *conn, struct weft__backoff *b)
 	int rc = weft__comm_status(conn->comm);
 	if (rc != 0)
 		return rc;
+	uint64_t kept = weft__log_errors_kept();
 	rc = weft__tp_progress(conn->tp);
 	weft__comm_note_error(conn->comm, rc);
 	if (rc != 0) {
-		WEFT_ERROR("transport %s: progress failed while waiting on rank %d: %s", conn->tp->name, conn->peer,
-			   weft_strerror(rc));
+		if (weft__log_errors_kept() == kept) /* else the transport said more */
+			WEFT_ERROR("transport %s: progress failed while waiting on rank %d: %s", conn->tp->name,
+				   conn->peer, weft_strerror(rc));
 		return rc;
 	}
 	weft__comm_backoff_wait(conn->comm, b);

@@ -769,12 +769,13 @@ int ibp_put(void *epv, void *rmhv, uint64_t roff, void *mhv, uint64_t loff, size
 	if ((rc = check_op(ep, r, roff, len, "put", &rkey)) < 0)
 		return rc;
 	if (loff > m->len || len > m->len - loff) {
-		IBP_ERR("put: local range %llu+%zu is outside the %zu-byte region", (unsigned long long)loff, len, m->len);
+		IBP_ERR("put to rank %d: local range %llu+%zu is outside the %zu-byte region", ep->peer_rank,
+			(unsigned long long)loff, len, m->len);
 		return -EINVAL;
 	}
 	struct ibv_mr *mr = m->mr[ep_port(ep)->dev];
 	if (!mr) {
-		IBP_ERR("put: local region is not registered with %s", ep_dev(ep)->name);
+		IBP_ERR("put to rank %d: local region is not registered with %s", ep->peer_rank, ep_dev(ep)->name);
 		return -EINVAL;
 	}
 	if (len == 0)

@@ -566,7 +566,8 @@ int ofi_put(void *epv, void *rmhv, uint64_t roff, void *mhv, uint64_t loff, size
 	if ((rc = check_op(ep, rmhv, roff, len, "put", &e)) < 0)
 		return rc;
 	if (loff > m->len || len > m->len - loff) {
-		OFI_ERR("put: local range %llu+%zu is outside the %zu-byte region", (unsigned long long)loff, len, m->len);
+		OFI_ERR("put to rank %d: local range %llu+%zu is outside the %zu-byte region", ep->peer_rank,
+			(unsigned long long)loff, len, m->len);
 		return -EINVAL;
 	}
 	if (!m->mr[ep->dom_idx]) {
@@ -575,7 +576,8 @@ int ofi_put(void *epv, void *rmhv, uint64_t roff, void *mhv, uint64_t loff, size
 				"register: it has no FI_HMEM", ep->dom->prov, ep->peer_rank);
 			return -ENOTSUP;
 		}
-		OFI_ERR("put: local region is not registered with provider '%s'", ep->dom->prov);
+		OFI_ERR("put to rank %d: local region is not registered with provider '%s'", ep->peer_rank,
+			ep->dom->prov);
 		return -EINVAL;
 	}
 	if (len == 0)

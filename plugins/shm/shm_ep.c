@@ -182,8 +182,8 @@ int shm_put(void *ep, void *rmh, uint64_t roff, void *mh, uint64_t loff, size_t 
 	if (!e || !r || !m)
 		return -EINVAL;
 	if (roff > r->len || len > r->len - roff || loff > m->len || len > m->len - loff) {
-		SHM_ERR("put of %zu bytes: remote offset %llu (region %llu) or local offset %llu (region %zu) "
-			"out of bounds", len, (unsigned long long)roff, (unsigned long long)r->len,
+		SHM_ERR("put of %zu bytes to rank %d: remote offset %llu (region %llu) or local offset %llu "
+			"(region %zu) out of bounds", len, e->peer, (unsigned long long)roff, (unsigned long long)r->len,
 			(unsigned long long)loff, m->len);
 		return -EINVAL;
 	}
@@ -206,8 +206,8 @@ int shm_signal(void *ep, void *rmh, uint64_t roff, uint64_t value)
 	if (!e || !r)
 		return -EINVAL;
 	if (roff > r->len || r->len - roff < sizeof(uint64_t) || (r->base + roff) % sizeof(uint64_t) != 0) {
-		SHM_ERR("signal: token at offset %llu of a %llu-byte region is out of bounds or not 8-byte aligned",
-			(unsigned long long)roff, (unsigned long long)r->len);
+		SHM_ERR("signal to rank %d: token at offset %llu of a %llu-byte region is out of bounds or not "
+			"8-byte aligned", e->peer, (unsigned long long)roff, (unsigned long long)r->len);
 		return -EINVAL;
 	}
 	int rc = target_check(e, r);

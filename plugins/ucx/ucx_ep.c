@@ -108,7 +108,7 @@ static bool process_gone(pid_t pid)
 	return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
 }
 
-static void ep_fail(struct ucx_ep *ep, ucs_status_t st, const char *what);
+static void ep_fail_as(struct ucx_ep *ep, ucs_status_t st, const char *what, const char *why);
 
 /* For endpoints UCX does not watch: a peer process that is gone fails the
  * endpoint as a lost connection would. Rate-limited. */
@@ -121,8 +121,9 @@ static void check_alive(struct ucx_ep *ep)
 		return;
 	ep->next_alive_check = t + UCX_ALIVE_CHECK_NS;
 	if (process_gone(ep->peer_pid)) {
-		UCX_ERR("peer process %d of rank %d is gone", (int)ep->peer_pid, ep->peer_rank);
-		ep_fail(ep, UCS_ERR_CONNECTION_RESET, "connection");
+		char why[64];
+		snprintf(why, sizeof(why), "its process %d is gone", (int)ep->peer_pid);
+		ep_fail_as(ep, UCS_ERR_CONNECTION_RESET, "connection", why);
 	}
 }
 
@@ -158,9 +159,10 @@ static bool has_work(const struct ucx_ep *ep)
 	return ep->reqs || ep->sig_head || ep->inflight > 0 || ep->flushed < ep->posted;
 }
 
-/* Records the endpoint's first failure, logged once with UCX's message. A
- * failure while the endpoint had work is also reported by the next progress. */
-static void ep_fail(struct ucx_ep *ep, ucs_status_t st, const char *what)
+/* Records the endpoint's first failure, logged once, with why (or UCX's
+ * message where why is NULL). A failure while the endpoint had work is also
+ * reported by the next progress. */
+static void ep_fail_as(struct ucx_ep *ep, ucs_status_t st, const char *what, const char *why)
 {
 	if (ep->error)
 		return;
@@ -171,8 +173,13 @@ static void ep_fail(struct ucx_ep *ep, ucs_status_t st, const char *what)
 	/* A peer that closes its end after the last exchange looks the same as
 	 * one that died; it only matters when work of ours was still open. */
 	bool busy = has_work(ep) || ep->lost_work;
-	UCX_LOG(busy ? WEFT_LOG_ERROR : WEFT_LOG_INFO, "%s to rank %d failed%s: %s (%d)", what, ep->peer_rank,
-		busy ? "" : " while idle (the peer closed or died)", ucs_status_string(st), (int)st);
+	const char *idle = busy ? "" : " while idle (the peer closed or died)";
+	if (why)
+		UCX_LOG(busy ? WEFT_LOG_ERROR : WEFT_LOG_INFO, "%s to rank %d failed%s: %s", what, ep->peer_rank, idle,
+			why);
+	else
+		UCX_LOG(busy ? WEFT_LOG_ERROR : WEFT_LOG_INFO, "%s to rank %d failed%s: %s (%d)", what, ep->peer_rank,
+			idle, ucs_status_string(st), (int)st);
 	if (busy) {
 		ep->lost_work = true;
 		if (!ep->ctx->pending_error) {
@@ -180,6 +187,11 @@ static void ep_fail(struct ucx_ep *ep, ucs_status_t st, const char *what)
 			ep->ctx->pending_ns = ep->fail_ns;
 		}
 	}
+}
+
+static void ep_fail(struct ucx_ep *ep, ucs_status_t st, const char *what)
+{
+	ep_fail_as(ep, st, what, NULL);
 }
 
 static void req_link(struct ucx_ep *ep, struct ucx_req *rq, enum ucx_req_kind kind)
@@ -703,7 +715,8 @@ static int put_impl(struct ucx_ep *ep, void *rmhv, uint64_t roff, void *mhv, uin
 	if ((rc = check_op(ep, r, roff, len, "put")) < 0)
 		return rc;
 	if (loff > m->len || len > m->len - loff) {
-		UCX_ERR("put: local range %llu+%zu is outside the %zu-byte region", (unsigned long long)loff, len, m->len);
+		UCX_ERR("put to rank %d: local range %llu+%zu is outside the %zu-byte region", ep->peer_rank,
+			(unsigned long long)loff, len, m->len);
 		return -EINVAL;
 	}
 	if (len == 0)
