@@ -19,7 +19,6 @@
 #include "log.h"
 #include "window.h"
 
-
 struct weft_window {
 	struct weft_window *next;
 	struct weft_window *live_next; /* in g_live */
@@ -34,20 +33,21 @@ struct weft_window {
 static pthread_mutex_t g_live_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct weft_window *g_live;
 
-/* Removes win from the live set when unlink is set; 1 if it was there. */
-static int win_live(struct weft_window *win, int unlink)
+/* win's comm if win is in the live set, else NULL (reading nothing through
+ * win); removes it from the set when unlink is set. */
+static weft_comm_t *win_live(struct weft_window *win, int unlink)
 {
-	int found = 0;
+	weft_comm_t *comm = NULL;
 	pthread_mutex_lock(&g_live_lock);
 	for (struct weft_window **pp = &g_live; *pp; pp = &(*pp)->live_next)
 		if (*pp == win) {
-			found = 1;
+			comm = win->comm;
 			if (unlink)
 				*pp = win->live_next;
 			break;
 		}
 	pthread_mutex_unlock(&g_live_lock);
-	return found;
+	return comm;
 }
 
 /* What each rank says of its part, twice: after registering, after importing. */
@@ -193,12 +193,7 @@ WEFT_API int weft_window_deregister(weft_window_t *win)
 		return 0;
 	/* The comm is read only from a window still in the live set; once the
 	 * comm is claimed, no destroy or other deregister can free it. */
-	pthread_mutex_lock(&g_live_lock);
-	weft_comm_t *comm = NULL;
-	for (struct weft_window *w = g_live; w; w = w->live_next)
-		if (w == win)
-			comm = w->comm;
-	pthread_mutex_unlock(&g_live_lock);
+	weft_comm_t *comm = win_live(win, 0);
 	if (!comm) {
 		WEFT_ERROR("weft_window_deregister: %p is not a registered window (deregistered already, or its "
 			   "communicator destroyed?)", (void *)win);

@@ -173,13 +173,13 @@ static void ep_fail_as(struct ucx_ep *ep, ucs_status_t st, const char *what, con
 	/* A peer that closes its end after the last exchange looks the same as
 	 * one that died; it only matters when work of ours was still open. */
 	bool busy = has_work(ep) || ep->lost_work;
-	const char *idle = busy ? "" : " while idle (the peer closed or died)";
-	if (why)
-		UCX_LOG(busy ? WEFT_LOG_ERROR : WEFT_LOG_INFO, "%s to rank %d failed%s: %s", what, ep->peer_rank, idle,
-			why);
-	else
-		UCX_LOG(busy ? WEFT_LOG_ERROR : WEFT_LOG_INFO, "%s to rank %d failed%s: %s (%d)", what, ep->peer_rank,
-			idle, ucs_status_string(st), (int)st);
+	char ucs[96];
+	if (!why) {
+		snprintf(ucs, sizeof(ucs), "%s (%d)", ucs_status_string(st), (int)st);
+		why = ucs;
+	}
+	UCX_LOG(busy ? WEFT_LOG_ERROR : WEFT_LOG_INFO, "%s to rank %d failed%s: %s", what, ep->peer_rank,
+		busy ? "" : " while idle (the peer closed or died)", why);
 	if (busy) {
 		ep->lost_work = true;
 		if (!ep->ctx->pending_error) {
