@@ -536,15 +536,6 @@ do_plugin_check() {
 	return $r
 }
 
-# algo-plan on device buffers: the GPU tests; weft-plan-gpu-bench (a
-# one-rank plan of local operations against a native kernel doing the same
-# work, 1K..1G, then a breakdown of the plan's call at 1K, 32K and 1M:
-# nodes, kernel variants, per-phase stamps); then each of three plans against the native kernel of
-# algo-gpu that runs the same algorithm (one-shot LL, one-shot,
-# reduce-scatter + allgather), 2 ranks sharing GPU WEFT_PLAN_GPU (default 0),
-# each put first by a `prefer` rule (the plans are out of place: weft-perf's
-# in-place column goes to other algorithms), every result checked by
-# weft-perf. Pairs are plan:algo-gpu algorithm:largest size.
 do_checkcost() {
 	# Issue 30's cost of the call check: allreduce at 8 B and 1 KiB over shm on
 	# host buffers, 2 and 8 ranks, RUNS rounds alternating [core] check_calls
@@ -601,6 +592,15 @@ do_pycost() {
 	return $r
 }
 
+# algo-plan on device buffers: the GPU tests; weft-plan-gpu-bench (a
+# one-rank plan of local operations against a native kernel doing the same
+# work, 1K..1G, then a breakdown of the plan's call at 1K, 32K and 1M:
+# nodes, kernel variants, per-phase stamps); then each of three plans against the native kernel of
+# algo-gpu that runs the same algorithm (one-shot LL, one-shot,
+# reduce-scatter + allgather), 2 ranks sharing GPU WEFT_PLAN_GPU (default 0),
+# each put first by a `prefer` rule (the plans are out of place: weft-perf's
+# in-place column goes to other algorithms), every result checked by
+# weft-perf. Pairs are plan:algo-gpu algorithm:largest size.
 do_plan() {
 	local r=0 p="$bdir/bin/weft-perf" t=${WEFT_PERF_STAGE_TIMEOUT:-300} pair plan native max a
 	if ((!carried)); then
