@@ -5,10 +5,12 @@
 #include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -405,6 +407,36 @@ START_TEST(connect_rejects_mismatch)
 }
 END_TEST
 
+/* A failure toward a peer names its rank, in one line: here the tcp address
+ * vector refuses an IPv4-sized address that claims to be IPv6. */
+START_TEST(connect_failure_names_rank)
+{
+	load_plugin();
+	th_configure(&(struct th_options){.log_env = "WT_OFI_LOG", .capture = true});
+	void *tc, *ep;
+	ck_assert_int_eq(th_open_ctx(0, &tc), 0);
+	struct weft_tp_peer remote = {.size = sizeof(remote), .rank = 1, .peer_class = WEFT_PEER_OTHER_HOST,
+				      .host_id = "testhost", .addr = "127.0.0.1"};
+	unsigned char a[512];
+	size_t l = sizeof(a);
+	ck_assert_int_eq(th_ops->endpoint(tc, &remote, a, &l, &ep), 0);
+	/* The address ends with the provider's sockaddr_in. */
+	unsigned char *sin = a + l - sizeof(struct sockaddr_in);
+	sa_family_t fam;
+	memcpy(&fam, sin + offsetof(struct sockaddr_in, sin_family), sizeof(fam));
+	ck_assert_int_eq(fam, AF_INET);
+	fam = AF_INET6;
+	memcpy(sin + offsetof(struct sockaddr_in, sin_family), &fam, sizeof(fam));
+	int errors0 = th_log_errors;
+	ck_assert_int_eq(th_ops->connect(ep, a, l), -EINVAL);
+	ck_assert_msg(th_log_errors - errors0 == 1, "%d error lines:\n%s", th_log_errors - errors0, th_logbuf);
+	ck_assert_msg(th_log_has("[E] connect: fi_av_insert of rank 1's address into the tcp address vector failed: "),
+		      "%s", th_logbuf);
+	ck_assert_int_eq(th_ops->disconnect(ep), 0);
+	th_ops->close(tc);
+}
+END_TEST
+
 START_TEST(same_process_shm)
 {
 	/* Two contexts in one process (SAME_PROCESS), both progressed by this thread. */
@@ -516,6 +548,7 @@ int main(void)
 	tcase_add_test(single, register_args);
 	tcase_add_test(single, import_rejects_malformed);
 	tcase_add_test(single, connect_rejects_mismatch);
+	tcase_add_test(single, connect_failure_names_rank);
 	tcase_add_test(single, same_process_shm);
 	tcase_add_test(single, describe_and_probe);
 	tcase_add_test(single, bad_parameters);

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,11 +56,21 @@ static const struct weft_kit_param ofi_params[] = {
 			  "(hold until delivered)"),
 };
 
+int ofi_errno_at(int fi_rc, const char *fmt, ...)
+{
+	char what[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	int e = fi_rc < 0 ? -fi_rc : fi_rc;
+	OFI_ERR("%s failed: %s (%d)", what, fi_strerror(e), -e);
+	return ofi_code(fi_rc);
+}
+
 int ofi_errno(const char *call, int fi_rc)
 {
-	int e = fi_rc < 0 ? -fi_rc : fi_rc;
-	OFI_ERR("%s failed: %s (%d)", call, fi_strerror(e), -e);
-	return ofi_code(fi_rc);
+	return ofi_errno_at(fi_rc, "%s", call);
 }
 
 int ofi_code(int fi_rc)

@@ -132,6 +132,9 @@ struct ofi_rmh {
 /* ofi.c */
 /* Logs "<call> failed: <fi_strerror>" and maps a libfabric code to weft's. */
 int ofi_errno(const char *call, int fi_rc);
+/* The same with a formatted call, for failures toward a peer: the line names
+ * its rank, as every transport's does ("signal to rank 1: fi_mr_reg ..."). */
+int ofi_errno_at(int fi_rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The mapping alone, for callers that log their own line. */
 int ofi_code(int fi_rc);
 

@@ -426,9 +426,13 @@ int ofi_connect(void *epv, const void *peer_addr, size_t len)
 	copy[namelen] = '\0';
 	fi_addr_t fa = FI_ADDR_NOTAVAIL;
 	int rc = fi_av_insert(ep->dom->av, copy, 1, &fa, 0, NULL);
+	if (rc < 0)
+		return ofi_errno_at(rc, "connect: fi_av_insert of rank %d's address into the %s address vector",
+				    ep->peer_rank, ep->dom->prov);
 	if (rc != 1) {
-		OFI_ERR("connect: cannot add rank %d's address to the %s address vector", ep->peer_rank, ep->dom->prov);
-		return rc < 0 ? ofi_errno("fi_av_insert", rc) : -WEFT_ERR_PROTOCOL;
+		OFI_ERR("connect: cannot add rank %d's address to the %s address vector (fi_av_insert added %d)",
+			ep->peer_rank, ep->dom->prov, rc);
+		return -WEFT_ERR_PROTOCOL;
 	}
 	size_t slen = sizeof(ep->peer_str);
 	if (!fi_av_straddr(ep->dom->av, copy, ep->peer_str, &slen))
@@ -466,7 +470,7 @@ int ofi_disconnect(void *epv)
 	if (ep->connected && !orphaned) {
 		int rc = fi_av_remove(ep->dom->av, &ep->fiaddr, 1, 0);
 		if (rc < 0)
-			ofi_errno("fi_av_remove", rc);
+			ofi_errno_at(rc, "disconnect: fi_av_remove of rank %d's address", ep->peer_rank);
 	}
 	if (ep->prev)
 		ep->prev->next = ep->next;
@@ -627,7 +631,7 @@ int ofi_signal(void *epv, void *rmhv, uint64_t roff, uint64_t value)
 			       (ep->dom->mr_mode & FI_MR_PROV_KEY) ? 0 : ep->ctx->next_key++, 0, &op->sig_mr, NULL);
 		if (rc < 0) {
 			ofi_core->free(op);
-			return ofi_errno("fi_mr_reg(signal)", rc);
+			return ofi_errno_at(rc, "signal to rank %d: fi_mr_reg of the token", ep->peer_rank);
 		}
 		op->desc = fi_mr_desc(op->sig_mr);
 	}

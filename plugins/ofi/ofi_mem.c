@@ -233,7 +233,7 @@ static void unmap_raw(struct ofi_ctx *ctx, struct ofi_rmh *r)
 		if (e->mapped_dom >= 0) {
 			int rc = fi_mr_unmap_key(ctx->doms[e->mapped_dom].domain, e->key);
 			if (rc < 0)
-				ofi_errno("fi_mr_unmap_key", rc);
+				ofi_errno_at(rc, "mem_release of rank %d's region: fi_mr_unmap_key", r->peer);
 			e->mapped_dom = -1;
 		}
 	}
@@ -323,7 +323,8 @@ int ofi_mem_import(void *tc, int peer, const void *buf, size_t len, void **rmh)
 				memcpy(raw, q + OFI_MEM_ENT, keylen);
 				rc = fi_mr_map_raw(ctx->doms[k].domain, rawbase, raw, keylen, &e->key, 0);
 				if (rc < 0) {
-					rc = ofi_errno("fi_mr_map_raw", rc);
+					rc = ofi_errno_at(rc, "mem_import from rank %d: fi_mr_map_raw of entry %u (%s)",
+							  peer, i, e->prov);
 					r->count = (int)i;
 					goto err_unmap;
 				}
