@@ -24,9 +24,12 @@ struct weft__proxy {
 };
 
 /* ------------------------------------------------------------ the proxy */
-static void proxy_fail(weft_comm_t *comm, int rc, const char *what)
+/* kept: this thread's error count before the step. A transport (or the
+ * drain) that logged the failure named it better: one line a failure. */
+static void proxy_fail(weft_comm_t *comm, int rc, const char *what, uint64_t kept)
 {
-	WEFT_ERROR("port proxy: %s failed: %s; failing the communicator", what, weft_strerror(rc));
+	if (weft__log_errors_kept() == kept)
+		WEFT_ERROR("port proxy: %s failed: %s; failing the communicator", what, weft_strerror(rc));
 	weft__bootstrap_fail(comm->bs, rc);
 }
 
@@ -73,20 +76,23 @@ static void *proxy_main(void *arg)
 			}
 		} else {
 			weft__drain_fn drain = __atomic_load_n(&comm->drain, __ATOMIC_ACQUIRE);
+			uint64_t kept = weft__log_errors_kept();
 			int rc = drain ? drain(comm, &pending) : 0;
 			if (rc < 0)
-				proxy_fail(comm, rc, "a trigger");
+				proxy_fail(comm, rc, "a trigger", kept);
 			else
 				worked += rc;
 			weft__drain_fn sdrain = __atomic_load_n(&comm->stage_drain, __ATOMIC_ACQUIRE);
+			kept = weft__log_errors_kept();
 			rc = sdrain ? sdrain(comm, &pending) : 0;
 			if (rc < 0)
-				proxy_fail(comm, rc, "a staged receive");
+				proxy_fail(comm, rc, "a staged receive", kept);
 			else
 				worked += rc;
+			kept = weft__log_errors_kept();
 			rc = weft__comm_progress(comm);
 			if (rc != 0)
-				proxy_fail(comm, rc, "transport progress");
+				proxy_fail(comm, rc, "transport progress", kept);
 		}
 		if (worked) {
 			weft__backoff_init(&idle, 1000);

@@ -2,14 +2,17 @@
 /* Tests of the communicator layer (core/comm.c and friends) beyond what the
  * transport conformance suite checks: several communicators alive at once,
  * several ranks in one process, launcher environments, transport choice when
- * none is named, argument checks of the communicator calls, and splits. */
+ * none is named, argument checks of the communicator calls, splits, and one
+ * error line for one failed put. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <weft/weft.h>
@@ -299,6 +302,175 @@ START_TEST(split_refusals_and_last_error)
 }
 END_TEST
 
+/* ------------------------------------------- one failure, one line */
+/* What rank 0 tells rank 1 through memory shared across the fork. */
+struct one_line {
+	volatile int freed; /* rank 1 unmapped its region */
+	volatile int done;  /* rank 0 has checked its log and torn down */
+	char dir[256];
+};
+
+/* Sends this rank's log (its stderr) to dir/rank<r>.log, named in path. */
+static int log_to_file(const struct one_line *ol, int rank, char *path, size_t len)
+{
+	snprintf(path, len, "%s/rank%d.log", ol->dir, rank);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0 || dup2(fd, 2) < 0)
+		return -1;
+	close(fd);
+	return 0;
+}
+
+/* Error lines in the log so far ("weft <pid>:<rank> error <who>: ..."), and
+ * the first, copied to first. */
+static int error_lines(const char *path, char *first, size_t len)
+{
+	char *text = wt_read_file(path);
+	int n = 0;
+	first[0] = '\0';
+	for (char *line = text; line && *line;) {
+		char *end = strchr(line, '\n');
+		if (end)
+			*end = '\0';
+		if (strncmp(line, "weft ", 5) == 0 && strstr(line, " error ")) {
+			if (n++ == 0)
+				snprintf(first, len, "%s", line);
+		}
+		line = end ? end + 1 : line + strlen(line);
+	}
+	free(text);
+	return n;
+}
+
+/* Waits (up to 30 s) for a flag the other rank sets. */
+static int await(volatile int *flag)
+{
+	for (int i = 0; i < 3000 && !*flag; i++)
+		usleep(10000);
+	return *flag ? 0 : -ETIMEDOUT;
+}
+
+/* Rank 1's part of both cases: a region to write, unmapped on request, and
+ * no teardown talk with a rank whose communicator has failed. */
+static int one_line_rank1(struct one_line *ol, weft_comm_t *comm, const char *tp, int unmap)
+{
+	const int rank = 1;
+	weft_conn_t *conn;
+	ROK(weft_connect(comm, 0, tp, &conn));
+	size_t len = 1 << 16;
+	void *buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	RCHECK(buf != MAP_FAILED, "mmap");
+	weft_mem_t *mem;
+	weft_rmem_t *rmem;
+	ROK(weft_mem_register(comm, buf, len, WEFT_MEM_HOST, &mem));
+	ROK(weft_mem_exchange(mem, 0, &rmem));
+	if (unmap) {
+		ROK(weft_mem_deregister(mem));
+		RCHECK(munmap(buf, len) == 0, "munmap");
+	}
+	ol->freed = 1;
+	ROK(await(&ol->done));
+	ROK(weft_comm_abort(comm));
+	return 0;
+}
+
+/* Rank 0 fails its first put on a connection through tp, as fault says (or
+ * as the unmapped target makes it), through a port channel when port is set;
+ * its log must then hold exactly one error line, containing want. */
+static int one_line_rank0(struct one_line *ol, weft_comm_t *comm, const char *tp, int port, const char *want,
+			  const char *log)
+{
+	const int rank = 0;
+	weft_conn_t *conn;
+	ROK(weft_connect(comm, 1, tp, &conn));
+	static unsigned char buf[1 << 16];
+	weft_mem_t *mem;
+	weft_rmem_t *rmem;
+	ROK(weft_mem_register(comm, buf, sizeof(buf), WEFT_MEM_HOST, &mem));
+	ROK(weft_mem_exchange(mem, 1, &rmem));
+	ROK(await(&ol->freed));
+	int rc;
+	if (port) {
+		weft_port_t *p;
+		ROK(weft_port_create(conn, 0, &p));
+		rc = weft_port_put(p, rmem, 0, mem, 0, sizeof(buf));
+		if (rc == 0)
+			rc = weft_port_flush(p);
+	} else {
+		rc = weft_put(conn, rmem, 0, mem, 0, sizeof(buf));
+	}
+	RCHECK(rc == -WEFT_ERR_PEER, "the put returned %d (%s), expected -WEFT_ERR_PEER", rc, weft_strerror(rc));
+	char first[512];
+	int n = error_lines(log, first, sizeof(first));
+	RCHECK(n == 1 && strstr(first, want), "%d error lines for one failure, expected one with '%s'; first: '%s'", n,
+	       want, first);
+	return 0;
+}
+
+struct one_line_case {
+	const char *tp;
+	int port;
+	const char *fault; /* rank 0's WEFT_TEST_FAULT, or NULL: rank 1 unmaps its region */
+	const char *want;
+};
+
+static const struct one_line_case one_line_cases[] = {
+	/* The transport logs the failure in the proxy thread: the proxy stays quiet. */
+	{TP_AUTO, 1, NULL, TP_AUTO ": process_vm_writev to rank 1: address "},
+};
+
+struct one_line_arg {
+	const struct one_line_case *c;
+	struct one_line *ol;
+};
+
+static int rank_one_line(int rank, int n, void *arg)
+{
+	const struct one_line_case *c = ((struct one_line_arg *)arg)->c;
+	struct one_line *ol = ((struct one_line_arg *)arg)->ol;
+	char log[512];
+	RCHECK(log_to_file(ol, rank, log, sizeof(log)) == 0, "log file");
+	if (rank == 0 && c->fault)
+		setenv("WEFT_TEST_FAULT", c->fault, 1);
+	weft_comm_t *comm;
+	ROK(weft_comm_create(&g_id[0], n, rank, &comm));
+	int rc = rank == 0 ? one_line_rank0(ol, comm, c->tp, c->port, c->want, log)
+			   : one_line_rank1(ol, comm, c->tp, c->fault == NULL);
+	if (rank == 0) {
+		weft_comm_abort(comm);
+		ol->done = 1;
+	}
+	weft_comm_destroy(comm);
+	return rc;
+}
+
+START_TEST(one_failure_one_line)
+{
+	struct one_line *ol = mmap(NULL, sizeof(*ol), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(ol, MAP_FAILED);
+	memset(ol, 0, sizeof(*ol));
+	char *dir = wt_mkdtemp("oneline");
+	ck_assert_ptr_nonnull(dir);
+	snprintf(ol->dir, sizeof(ol->dir), "%s", dir);
+	ck_assert_int_eq(weft_get_unique_id(&g_id[0]), 0);
+	struct one_line_arg arg = {&one_line_cases[_i], ol};
+	int bad = wt_fork_ranks(2, rank_one_line, &arg, 60);
+	if (bad) {
+		for (int r = 0; r < 2; r++) {
+			char path[512];
+			snprintf(path, sizeof(path), "%s/rank%d.log", dir, r);
+			char *text = wt_read_file(path);
+			fprintf(stderr, "---- rank %d log ----\n%s", r, text ? text : "");
+			free(text);
+		}
+	}
+	ck_assert_int_eq(bad, 0);
+	wt_rmdir(dir);
+	free(dir);
+	munmap(ol, sizeof(*ol));
+}
+END_TEST
+
 int main(void)
 {
 	setenv("WEFT_CORE_PEER_TIMEOUT", "3", 0);
@@ -313,6 +485,7 @@ int main(void)
 	tcase_add_test(tc, argument_checks);
 	tcase_add_test(tc, split_colors_keys);
 	tcase_add_test(tc, split_refusals_and_last_error);
+	tcase_add_loop_test(tc, one_failure_one_line, 0, (int)(sizeof(one_line_cases) / sizeof(one_line_cases[0])));
 	tcase_set_timeout(tc, 90);
 	suite_add_tcase(s, tc);
 	return wt_run_suite(s);
