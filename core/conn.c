@@ -798,11 +798,13 @@ static int wait_step(weft_conn_t *conn, struct weft__backoff *b)
 }
 
 /* kept: this thread's error count before the op. A transport that already
- * logged the failure said more than this line would: one line a failure. */
+ * logged the failure said more than this line would: one line a failure. A
+ * peer failure the communicator already had was named where it was found. */
 static int report_op(weft_conn_t *conn, const char *op, int rc, uint64_t kept)
 {
+	int known = rc == -WEFT_ERR_PEER && weft__comm_status(conn->comm) != 0;
 	weft__comm_note_error(conn->comm, rc);
-	if (rc != 0 && rc != -WEFT_ERR_PEER && rc != -WEFT_ERR_ABORTED && weft__log_errors_kept() == kept)
+	if (rc != 0 && rc != -WEFT_ERR_ABORTED && !known && weft__log_errors_kept() == kept)
 		WEFT_ERROR("transport %s: %s to rank %d failed: %s", conn->tp->name, op, conn->peer, weft_strerror(rc));
 	return rc;
 }

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <weft/weft.h>
+
 #include "fault.h"
 #include "log.h"
 
@@ -18,6 +20,7 @@ static pthread_once_t fault_once = PTHREAD_ONCE_INIT;
 static int fault_kind = -1; /* the armed kind, or -1 */
 static unsigned long fault_nth;
 static unsigned long fault_count[WEFT_FAULT_COUNT];
+static int fault_peer; /* ":peer": fail with -WEFT_ERR_PEER, as a transport that lost its peer */
 
 static void fault_init(void)
 {
@@ -27,18 +30,20 @@ static void fault_init(void)
 	const char *colon = strchr(v, ':');
 	char *end = NULL;
 	unsigned long n = colon ? strtoul(colon + 1, &end, 10) : 0;
+	int peer = end && strcmp(end, ":peer") == 0;
 	for (int k = 0; colon && k < WEFT_FAULT_COUNT; k++) {
 		if (strlen(fault_names[k]) == (size_t)(colon - v) && strncmp(v, fault_names[k], (size_t)(colon - v)) == 0 &&
-		    n > 0 && end && *end == '\0') {
+		    n > 0 && end && (*end == '\0' || (peer && k != WEFT_FAULT_ALLOC))) {
 			fault_kind = k;
 			fault_nth = n;
-			WEFT_WARN("WEFT_TEST_FAULT: test-only fault injection armed: the %s operation #%lu fails",
-				  fault_names[k], n);
+			fault_peer = peer;
+			WEFT_WARN("WEFT_TEST_FAULT: test-only fault injection armed: the %s operation #%lu fails%s",
+				  fault_names[k], n, peer ? " as a lost peer" : "");
 			return;
 		}
 	}
-	WEFT_ERROR("WEFT_TEST_FAULT='%s' is not <kind>:<n> with kind one of alloc, register, connect, put, "
-		   "flush and n >= 1; no fault armed",
+	WEFT_ERROR("WEFT_TEST_FAULT='%s' is not <kind>:<n>[:peer] with kind one of alloc, register, connect, put, "
+		   "flush (not alloc with :peer) and n >= 1; no fault armed",
 		   v);
 }
 
@@ -64,5 +69,5 @@ int weft__fault_should_fail(enum weft__fault kind)
 
 int weft__fault_error(enum weft__fault kind)
 {
-	return kind == WEFT_FAULT_ALLOC ? -ENOMEM : -EIO;
+	return kind == WEFT_FAULT_ALLOC ? -ENOMEM : fault_peer ? -WEFT_ERR_PEER : -EIO;
 }

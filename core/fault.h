@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Fault injection for tests: fails the Nth operation of one kind, so that tests
  * can check every error path reaches the caller without a hang or a leak.
- * Armed only by WEFT_TEST_FAULT=<kind>:<n> (read once, test-only; the WEFT_TEST_
+ * Armed only by WEFT_TEST_FAULT=<kind>:<n>[:peer] (read once, test-only; the WEFT_TEST_
  * prefix is reserved, never a parameter); inert and cheap when unset. */
 #ifndef WEFT_CORE_FAULT_H
 #define WEFT_CORE_FAULT_H
@@ -24,7 +24,8 @@ enum weft__fault {
 int weft__fault_should_fail(enum weft__fault kind);
 
 /* The error an injected fault of that kind returns (what the real failure
- * would most plausibly return): -ENOMEM for alloc, -EIO otherwise. */
+ * would most plausibly return): -ENOMEM for alloc, -EIO otherwise, or with
+ * ":peer" -WEFT_ERR_PEER (a transport that lost its peer and logged nothing). */
 int weft__fault_error(enum weft__fault kind);
 
 #endif

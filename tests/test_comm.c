@@ -415,6 +415,9 @@ struct one_line_case {
 };
 
 static const struct one_line_case one_line_cases[] = {
+	/* A transport that returns a lost peer and logs nothing: the core names
+	 * the peer and the transport. */
+	{TP, 0, "put:1:peer", "transport " TP ": put to rank 1 failed: "},
 	/* The transport logs the failure in the proxy thread: the proxy stays quiet. */
 	{TP_AUTO, 1, NULL, TP_AUTO ": process_vm_writev to rank 1: address "},
 };
