@@ -19,11 +19,7 @@ if(_golden_all)
     get_filename_component(m ${f} NAME)
     string(REGEX REPLACE "^[^.]+\\.([^.]+)\\.txt$" "\\1" m ${m})
     add_test(NAME golden_${n}_${m} COMMAND ${_gdir}/golden.sh $<TARGET_FILE:weft-info> ${n} ${m})
+    # golden.sh clears the caller's WEFT_* variables and sets what it needs.
     set_tests_properties(golden_${n}_${m} PROPERTIES LABELS unit TIMEOUT 60)
-    if(m MATCHES "^select")
-      # --select makes a communicator of one: its bootstrap stays on loopback.
-      set_tests_properties(golden_${n}_${m} PROPERTIES
-        ENVIRONMENT "WEFT_CORE_BOOTSTRAP_ADDR=127.0.0.1;WEFT_UCX_NET_DEVICES=lo")
-    endif()
   endforeach()
 endif()

@@ -150,6 +150,14 @@ int wt_netns_enter(const struct wt_netns *n, int i)
 	return 0;
 }
 
+void wt_netns_env(const struct wt_netns *n, int i)
+{
+	setenv("WEFT_CORE_BOOTSTRAP_ADDR", n->addr[i], 1);
+	setenv("WEFT_OFI_ADDR", n->addr[i], 1);
+	setenv("WEFT_OFI_IFACE", n->veth[i], 1);
+	setenv("WEFT_UCX_NET_DEVICES", n->veth[i], 1);
+}
+
 int wt_netns_skip(const char *why)
 {
 	const char *req = getenv("WEFT_REQUIRE_NETNS");

@@ -24,6 +24,10 @@ void wt_netns_cleanup(struct wt_netns *n);
 /* In a forked rank: moves into namespace i with /sys remounted, as `ip netns
  * exec` does (UCX finds its devices there). 0 or -1 (logged). */
 int wt_netns_enter(const struct wt_netns *n, int i);
+/* In a rank inside namespace i: the bootstrap and the network transports on
+ * its veth (WEFT_CORE_BOOTSTRAP_ADDR, WEFT_OFI_ADDR, WEFT_OFI_IFACE,
+ * WEFT_UCX_NET_DEVICES), whatever the caller's shell exported for loopback. */
+void wt_netns_env(const struct wt_netns *n, int i);
 /* Skip (77) with a printed reason, or fail where WEFT_REQUIRE_NETNS=1. */
 int wt_netns_skip(const char *why);
 /* wt_netns_setup where namespaces can be made: 0, else wt_netns_skip's

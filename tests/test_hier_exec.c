@@ -53,9 +53,7 @@ static int join(int rank, const struct layout *l, weft_comm_t **comm)
 		int i = l->hosts[rank] - 'a';
 		if (i < 0 || i > 1 || wt_netns_enter(&g_ns, i) < 0)
 			return -EINVAL;
-		setenv("WEFT_CORE_BOOTSTRAP_ADDR", g_ns.addr[i], 1);
-		setenv("WEFT_OFI_ADDR", g_ns.addr[i], 1);
-		setenv("WEFT_UCX_NET_DEVICES", g_ns.veth[i], 1);
+		wt_netns_env(&g_ns, i);
 		int rc = wt_id_share(&g_pipe, rank == 0, &g_id);
 		if (rc)
 			return rc;
@@ -320,6 +318,7 @@ int main(void)
 	free(path);
 	setenv("WEFT_CORE_BOOTSTRAP_ADDR", "127.0.0.1", 1);
 	setenv("WEFT_OFI_ADDR", "127.0.0.1", 1);
+	unsetenv("WEFT_OFI_IFACE"); /* the interface follows the address */
 	setenv("WEFT_CORE_PEER_TIMEOUT", "10", 0);
 	Suite *s = suite_create("hier_exec");
 	TCase *tc = tcase_create("layouts");

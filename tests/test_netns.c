@@ -34,11 +34,8 @@ static int rank_main(int rank, int n, void *argp)
 	struct wt_id_pipe *a = argp;
 	if (wt_netns_enter(&g_ns, rank) < 0)
 		return 2;
-	/* The bootstrap and the transport's tcp on this namespace's veth, nothing
-	 * else (ofi binds tcp to the bootstrap's address by default). */
-	setenv("WEFT_CORE_BOOTSTRAP_ADDR", g_ns.addr[rank], 1);
-	if (strcmp(transport, "ucx") == 0)
-		setenv("WEFT_UCX_NET_DEVICES", g_ns.veth[rank], 1);
+	/* The bootstrap and the transport's tcp on this namespace's veth, nothing else. */
+	wt_netns_env(&g_ns, rank);
 	struct weft_unique_id id;
 	ROK(wt_id_share(a, rank == 0, &id));
 	weft_comm_t *comm;

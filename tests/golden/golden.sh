@@ -29,7 +29,15 @@ select4) args=(--select --np 4) ;;
 	;;
 esac
 bdir=$(cd "$(dirname "$info")/.." && pwd)
-out=$(env -u WEFT_PLUGIN_PATH -u WEFT_LOG_LEVEL WEFT_CONFIG="$cfg" "$info" "${args[@]}" 2>&1)
+# Only the config file speaks: a WEFT_* variable of the caller's shell (a
+# machine's loopback rule, say) would show in -c as the value's source.
+envargs=()
+for v in $(compgen -e); do
+	[[ $v == WEFT_* ]] && envargs+=(-u "$v")
+done
+# select: its communicator of one keeps its bootstrap and UCX on loopback.
+[[ $mode == select* ]] && envargs+=(WEFT_CORE_BOOTSTRAP_ADDR=127.0.0.1 WEFT_UCX_NET_DEVICES=lo)
+out=$(env "${envargs[@]}" WEFT_CONFIG="$cfg" "$info" "${args[@]}" 2>&1)
 rc=$?
 # The search path and plugin paths name the build tree; the config its path.
 got=$(printf '%s\n' "$out" | sed -e "s|$bdir|@BUILD@|g" -e "s|$here|@GOLDEN@|g" | awk -v mode="$mode" '
